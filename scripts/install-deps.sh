@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything saccade needs to build, test and run its demo on Debian 12.
+# Idempotent: apt-get skips what is already there. Nothing is fetched at run time.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git clang-format python3
+  # ML: Debian's CPU LibTorch (1.13) with Gloo, and a fast BLAS (NOTES.md section 7)
+  libtorch-dev libgloo-dev libopenblas0-pthread
+  # runtime: messaging, serialisation, storage, config, logging, CLI
+  libzmq3-dev cppzmq-dev libsodium-dev capnproto libcapnp-dev librocksdb-dev
+  libtomlplusplus-dev libspdlog-dev libfmt-dev libcli11-dev
+  # images
+  libopencv-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # data: Fashion-MNIST (IDX) and real high-resolution photos
+  dataset-fashion-mnist lomiri-wallpapers-16.04
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all ${#packages[@]} packages present"
