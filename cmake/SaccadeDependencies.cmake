@@ -34,7 +34,7 @@ if(SACCADE_CUDA STREQUAL "ON" OR (SACCADE_CUDA STREQUAL "AUTO" AND CMAKE_CUDA_CO
     message(FATAL_ERROR "SACCADE_CUDA=ON but no CUDA compiler (nvcc) was found; install the CUDA toolkit or set -DSACCADE_CUDA=OFF")
   endif()
   set(CMAKE_CUDA_ARCHITECTURES ${SACCADE_CUDA_ARCHITECTURES})
-  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
