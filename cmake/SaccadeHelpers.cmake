@@ -73,3 +73,20 @@ function(saccade_print_summary)
   message(STATUS "  OpenCV ${OpenCV_VERSION}, RocksDB ${RocksDB_VERSION}, Cap'n Proto ${CapnProto_VERSION}, ZeroMQ (cppzmq ${cppzmq_VERSION})")
   message(STATUS "  ccache            : ${SACCADE_CCACHE}")
 endfunction()
+
+# saccade_register_cuda_target(TARGET): TARGET holds CUDA-only code; the
+# saccade_cuda_check target (scripts/check_cuda.sh, run by CI) builds them all.
+function(saccade_register_cuda_target target)
+  set_property(GLOBAL APPEND PROPERTY SACCADE_CUDA_TARGETS ${target})
+endfunction()
+
+function(saccade_finish_cuda_check)
+  if(SACCADE_WITH_CUDA)
+    get_property(targets GLOBAL PROPERTY SACCADE_CUDA_TARGETS)
+    add_custom_target(saccade_cuda_check)
+    if(targets)
+      add_dependencies(saccade_cuda_check ${targets})
+    endif()
+    message(STATUS "  CUDA-only targets : ${targets}")
+  endif()
+endfunction()

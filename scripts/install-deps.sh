@@ -13,6 +13,8 @@ packages=(
   libtomlplusplus-dev libspdlog-dev libfmt-dev libcli11-dev
   # images
   libopencv-dev
+  # gzipped IDX files (dataloader/idx_dataset.cpp links ZLIB::ZLIB)
+  zlib1g-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data: Fashion-MNIST (IDX) and real high-resolution photos

@@ -1,0 +1,65 @@
+// saccade config check|show|docs
+#include <fmt/format.h>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "common/config.h"
+
+namespace saccade::cli {
+namespace {
+
+int64_t count(const std::vector<NodeSpec>& nodes, int64_t NodeSpec::*field) {
+  int64_t n = 0;
+  for (const NodeSpec& node : nodes) n += node.*field;
+  return n;
+}
+
+}  // namespace
+
+void add_config_commands(CLI::App& app, GlobalOptions&) {
+  CLI::App* config = app.add_subcommand("config", "Check, show and document job configs");
+  config->require_subcommand(1);
+
+  static std::vector<std::string> check_files;
+  CLI::App* check =
+      config->add_subcommand("check", "Validate config files; exit 2 if any is refused");
+  check->add_option("FILE", check_files, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  check->callback([] {
+    int refused = 0;
+    for (const std::string& file : check_files) {
+      try {
+        const JobConfig c = load_config(file);
+        fmt::print(
+            "{}: ok: job \"{}\", {} node(s), {} learner(s), {} data actor(s), {} rollout actor(s); "
+            "model depth {} width {} heads {}\n",
+            file, c.job.name, c.cluster.nodes.size(), count(c.cluster.nodes, &NodeSpec::learners),
+            count(c.cluster.nodes, &NodeSpec::data_actors),
+            count(c.cluster.nodes, &NodeSpec::rollout_actors), c.model.depth, c.model.width,
+            c.model.heads);
+      } catch (const ConfigError& e) {
+        fmt::print(stderr, "{}\n", e.what());
+        ++refused;
+      }
+    }
+    if (refused) throw Exit{2};
+  });
+
+  static std::string show_file;
+  CLI::App* show =
+      config->add_subcommand("show", "Print the resolved config (every key, defaults filled in)");
+  show->add_option("FILE", show_file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  show->callback([] {
+    try {
+      fmt::print("{}", to_toml(load_config(show_file)));
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "{}\n", e.what());
+      throw Exit{2};
+    }
+  });
+
+  CLI::App* docs =
+      config->add_subcommand("docs", "Print the markdown reference of every key (docs/config.md)");
+  docs->callback([] { fmt::print("{}", config_reference_markdown()); });
+}
+
+}  // namespace saccade::cli

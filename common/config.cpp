@@ -1,0 +1,557 @@
+// Reading, writing and documenting the job config: three visitors over the
+// schema in config_schema.h, plus the checks that span several keys.
+#include "common/config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/config_schema.h"
+
+namespace saccade {
+namespace {
+
+using config_schema::describe;
+
+std::string join_path(const std::string& prefix, std::string_view name) {
+  return prefix.empty() ? std::string(name) : prefix + "." + std::string(name);
+}
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
+  }
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(ch));
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Shortest text that reads back as the same double and as a TOML float.
+std::string float_text(double x) {
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (std::isnan(x)) return "nan";
+  std::string s = fmt::format("{}", x);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Where each problem is reported; collects them all before refusing.
+struct Problems {
+  std::string source;
+  std::vector<std::string> list;
+  std::map<std::string, toml::source_position> where;  // key path -> position, for cross-key checks
+
+  std::string at(const toml::source_position& p) const {
+    return p.line ? fmt::format("{}:{}:{}", source, p.line, p.column) : source;
+  }
+  void add(const toml::source_position& p, const std::string& path, const std::string& what) {
+    list.push_back(fmt::format("{}: {}: {}", at(p), path, what));
+  }
+  void add(const std::string& path, const std::string& what) {
+    auto it = where.find(path);
+    add(it == where.end() ? toml::source_position{} : it->second, path, what);
+  }
+};
+
+// Fills a struct from one TOML table (or with defaults where the table or key is absent).
+class Reader {
+ public:
+  Reader(Problems& problems, const toml::table* table, std::string prefix)
+      : problems_(problems), table_(table), prefix_(std::move(prefix)) {}
+
+  template <class T>
+  void section(const char* name, const char* /*doc*/, T& c) {
+    const toml::node* n = lookup(name);
+    const toml::table* sub = n ? n->as_table() : nullptr;
+    if (n && !sub) {
+      problems_.add(
+          n->source().begin, join_path(prefix_, name),
+          fmt::format("expected a table [{}], got {}", join_path(prefix_, name), type_name(*n)));
+    }
+    Reader child(problems_, sub, join_path(prefix_, name));
+    describe(child, c);
+    child.reject_unknown();
+  }
+
+  void integer(const char* name, int64_t& f, int64_t def, int64_t lo, int64_t hi, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    if (!n->is_integer()) return wrong(*n, name, fmt::format("an integer in [{}, {}]", lo, hi));
+    int64_t x = n->as_integer()->get();
+    if (x < lo || x > hi) {
+      return problems_.add(n->source().begin, path(name),
+                           fmt::format("expected an integer in [{}, {}], got {}", lo, hi, x));
+    }
+    f = x;
+  }
+
+  void number(const char* name, double& f, double def, double lo, double hi, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    std::optional<double> x = n->value<double>();  // integers are accepted as numbers
+    if (!n->is_number() || !x) return wrong(*n, name, fmt::format("a number in [{}, {}]", lo, hi));
+    if (!(*x >= lo && *x <= hi)) {
+      return problems_.add(n->source().begin, path(name),
+                           fmt::format("expected a number in [{}, {}], got {}", lo, hi, *x));
+    }
+    f = *x;
+  }
+
+  void boolean(const char* name, bool& f, bool def, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    if (!n->is_boolean()) return wrong(*n, name, "a boolean (true or false)");
+    f = n->as_boolean()->get();
+  }
+
+  void text(const char* name, std::string& f, const char* def, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    if (!n->is_string()) return wrong(*n, name, "a string");
+    f = n->as_string()->get();
+  }
+
+  void choice(const char* name, std::string& f, const char* def, std::vector<std::string> options,
+              const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    const std::string expected = fmt::format("one of \"{}\"", fmt::join(options, "\", \""));
+    if (!n->is_string()) return wrong(*n, name, expected);
+    const std::string& x = n->as_string()->get();
+    if (std::find(options.begin(), options.end(), x) == options.end()) {
+      return problems_.add(n->source().begin, path(name),
+                           fmt::format("expected {}, got \"{}\"", expected, x));
+    }
+    f = x;
+  }
+
+  void numbers(const char* name, std::vector<double>& f, std::vector<double> def, double lo,
+               double hi, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    const std::string expected = fmt::format("a non-empty array of numbers in [{}, {}]", lo, hi);
+    const toml::array* a = n->as_array();
+    if (!a || a->empty()) return wrong(*n, name, expected);
+    std::vector<double> out;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      std::optional<double> x = e.value<double>();
+      if (!e.is_number() || !x || !(*x >= lo && *x <= hi)) {
+        return problems_.add(
+            e.source().begin, fmt::format("{}[{}]", path(name), i),
+            fmt::format("expected {}, got {}", expected, x ? fmt::format("{}", *x) : type_name(e)));
+      }
+      out.push_back(*x);
+    }
+    f = out;
+  }
+
+  void choices(const char* name, std::vector<std::string>& f, std::vector<std::string> def,
+               std::vector<std::string> options, const char*) {
+    f = def;
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    const std::string expected =
+        fmt::format("an array of distinct values from \"{}\"", fmt::join(options, "\", \""));
+    const toml::array* a = n->as_array();
+    if (!a) return wrong(*n, name, expected);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const std::string* s = e.is_string() ? &e.as_string()->get() : nullptr;
+      if (!s || std::find(options.begin(), options.end(), *s) == options.end() ||
+          std::find(out.begin(), out.end(), *s) != out.end()) {
+        return problems_.add(
+            e.source().begin, fmt::format("{}[{}]", path(name), i),
+            fmt::format("expected {}, got {}", expected, s ? quote(*s) : type_name(e)));
+      }
+      out.push_back(*s);
+    }
+    f = out;
+  }
+
+  template <class T>
+  void table_array(const char* name, std::vector<T>& f, size_t default_count, const char*) {
+    T dflt;
+    Reader defaults(problems_, nullptr, "");
+    describe(defaults, dflt);
+    f.assign(default_count, dflt);
+    const toml::node* n = lookup(name);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a || a->empty() || !a->is_array_of_tables()) {
+      return wrong(*n, name, fmt::format("a non-empty array of tables ([[{}]])", path(name)));
+    }
+    f.clear();
+    for (size_t i = 0; i < a->size(); ++i) {
+      Reader child(problems_, a->get(i)->as_table(), fmt::format("{}[{}]", path(name), i));
+      T item;
+      describe(child, item);
+      child.reject_unknown();
+      f.push_back(item);
+    }
+  }
+
+  void reject_unknown() {
+    if (!table_) return;
+    for (auto&& [key, node] : *table_) {
+      const std::string k(key.str());
+      if (known_.count(k)) continue;
+      std::string hint;
+      for (const std::string& cand : known_) {
+        if (edit_distance(k, cand) <= 2) hint = fmt::format("; did you mean '{}'?", cand);
+      }
+      if (hint.empty()) {
+        hint = fmt::format("; valid keys{}: {}", prefix_.empty() ? "" : " in [" + prefix_ + "]",
+                           fmt::join(known_, ", "));
+      }
+      problems_.add(key.source().begin, path(k), "unknown key" + hint);
+    }
+  }
+
+ private:
+  std::string path(std::string_view name) const { return join_path(prefix_, name); }
+
+  const toml::node* lookup(const char* name) {
+    known_.insert(name);
+    const toml::node* n = table_ ? table_->get(name) : nullptr;
+    if (n) problems_.where[path(name)] = n->source().begin;
+    return n;
+  }
+
+  void wrong(const toml::node& n, const char* name, const std::string& expected) {
+    problems_.add(n.source().begin, path(name),
+                  fmt::format("expected {}, got {}", expected, type_name(n)));
+  }
+
+  Problems& problems_;
+  const toml::table* table_;  // not owned; null = section absent, all defaults
+  std::string prefix_;
+  std::set<std::string> known_;
+};
+
+// Emits TOML in schema order, each key with its meaning as a comment.
+class TomlWriter {
+ public:
+  explicit TomlWriter(std::string prefix = "") : prefix_(std::move(prefix)) {}
+  std::string str() const { return out_ + deferred_; }
+
+  template <class T>
+  void section(const char* name, const char* doc, T& c) {
+    TomlWriter child(join_path(prefix_, name));
+    describe(child, c);
+    out_ += fmt::format("\n# {}\n[{}]\n{}", doc, join_path(prefix_, name), child.str());
+  }
+  void integer(const char* n, int64_t& f, int64_t, int64_t, int64_t, const char* d) {
+    line(n, fmt::format("{}", f), d);
+  }
+  void number(const char* n, double& f, double, double, double, const char* d) {
+    line(n, float_text(f), d);
+  }
+  void boolean(const char* n, bool& f, bool, const char* d) { line(n, f ? "true" : "false", d); }
+  void text(const char* n, std::string& f, const char*, const char* d) { line(n, quote(f), d); }
+  void choice(const char* n, std::string& f, const char*, const std::vector<std::string>&,
+              const char* d) {
+    line(n, quote(f), d);
+  }
+  void numbers(const char* n, std::vector<double>& f, const std::vector<double>&, double, double,
+               const char* d) {
+    std::vector<std::string> parts;
+    for (double x : f) parts.push_back(float_text(x));
+    line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
+  }
+  void choices(const char* n, std::vector<std::string>& f, const std::vector<std::string>&,
+               const std::vector<std::string>&, const char* d) {
+    std::vector<std::string> parts;
+    for (const std::string& s : f) parts.push_back(quote(s));
+    line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
+  }
+  template <class T>
+  void table_array(const char* name, std::vector<T>& f, size_t, const char* doc) {
+    deferred_ += fmt::format("# {}\n", doc);
+    for (T& item : f) {
+      TomlWriter child(join_path(prefix_, name));
+      describe(child, item);
+      deferred_ += fmt::format("[[{}]]\n{}", join_path(prefix_, name), child.str());
+    }
+  }
+
+ private:
+  void line(const char* name, const std::string& value, const char* doc) {
+    out_ += fmt::format("{} = {}  # {}\n", name, value, doc);
+  }
+  std::string prefix_;
+  std::string out_;
+  std::string deferred_;  // arrays of tables must follow the section's plain keys
+};
+
+// Emits the markdown reference (docs/config.md).
+class DocWriter {
+ public:
+  explicit DocWriter(std::string prefix = "") : prefix_(std::move(prefix)) {}
+  std::string str() const { return out_ + deferred_; }
+
+  template <class T>
+  void section(const char* name, const char* doc, T& c) {
+    DocWriter child(join_path(prefix_, name));
+    describe(child, c);
+    out_ +=
+        fmt::format("\n## [{}]\n\n{}\n\n{}{}", join_path(prefix_, name), doc, kHeader, child.str());
+  }
+  void integer(const char* n, int64_t&, int64_t def, int64_t lo, int64_t hi, const char* d) {
+    row(n, "integer", fmt::format("{}", def), fmt::format("{} .. {}", lo, hi), d);
+  }
+  void number(const char* n, double&, double def, double lo, double hi, const char* d) {
+    row(n, "number", float_text(def), fmt::format("{} .. {}", float_text(lo), float_text(hi)), d);
+  }
+  void boolean(const char* n, bool&, bool def, const char* d) {
+    row(n, "boolean", def ? "true" : "false", "", d);
+  }
+  void text(const char* n, std::string&, const char* def, const char* d) {
+    row(n, "string", quote(def), "", d);
+  }
+  void choice(const char* n, std::string&, const char* def, const std::vector<std::string>& opts,
+              const char* d) {
+    row(n, "string", quote(def), fmt::format("{}", fmt::join(opts, ", ")), d);
+  }
+  void numbers(const char* n, std::vector<double>&, const std::vector<double>& def, double lo,
+               double hi, const char* d) {
+    std::vector<std::string> parts;
+    for (double x : def) parts.push_back(float_text(x));
+    row(n, "array of numbers", fmt::format("[{}]", fmt::join(parts, ", ")),
+        fmt::format("each {} .. {}", float_text(lo), float_text(hi)), d);
+  }
+  void choices(const char* n, std::vector<std::string>&, const std::vector<std::string>& def,
+               const std::vector<std::string>& opts, const char* d) {
+    row(n, "array of strings", fmt::format("[{}]", fmt::join(def, ", ")),
+        fmt::format("distinct, from {}", fmt::join(opts, ", ")), d);
+  }
+  template <class T>
+  void table_array(const char* name, std::vector<T>&, size_t count, const char* doc) {
+    row(name, "array of tables", fmt::format("{} table(s) with the defaults below", count), "",
+        doc);
+    T item;
+    DocWriter child(join_path(prefix_, name));
+    describe(child, item);
+    deferred_ +=
+        fmt::format("\n### [[{}]]\n\n{}{}", join_path(prefix_, name), kHeader, child.str());
+  }
+
+ private:
+  static constexpr const char* kHeader =
+      "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  void row(const char* n, const char* type, const std::string& def, const std::string& allowed,
+           const char* doc) {
+    out_ += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", n, type, def, allowed, doc);
+  }
+  std::string prefix_;
+  std::string out_;
+  std::string deferred_;
+};
+
+// Checks that span several keys; run after every key read well.
+void check_consistency(const JobConfig& c, Problems& p) {
+  if (c.model.width % c.model.heads != 0) {
+    p.add("model.heads",
+          fmt::format("must divide model.width ({}), got {}", c.model.width, c.model.heads));
+  }
+  auto ordered = [&](const char* lo_key, double lo, const char* hi_key, double hi) {
+    if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));
+  };
+  ordered("views.fovea_zoom_min", c.views.fovea_zoom_min, "views.fovea_zoom_max",
+          c.views.fovea_zoom_max);
+  ordered("views.global_scale_min", c.views.global_scale_min, "views.global_scale_max",
+          c.views.global_scale_max);
+  ordered("views.local_scale_min", c.views.local_scale_min, "views.local_scale_max",
+          c.views.local_scale_max);
+  ordered("ssl.min_lr", c.ssl.min_lr, "ssl.lr", c.ssl.lr);
+  ordered("ssl.momentum_start", c.ssl.momentum_start, "ssl.momentum_end", c.ssl.momentum_end);
+  ordered("policy.std_end", c.policy.std_end, "policy.std_start", c.policy.std_start);
+  if (c.views.multizoom_patches + c.views.fovea_grid == 0) {
+    p.add("views.multizoom_patches",
+          "a glimpse needs patches: multizoom_patches and fovea_grid are both 0");
+  }
+  if (c.data.clutter_size > c.data.canvas_size) {
+    p.add("data.clutter_size", fmt::format("must not exceed data.canvas_size ({}), got {}",
+                                           c.data.canvas_size, c.data.clutter_size));
+  }
+  for (const char* key : {"pixel_mean", "pixel_std"}) {
+    size_t n =
+        std::string_view(key) == "pixel_mean" ? c.data.pixel_mean.size() : c.data.pixel_std.size();
+    if (n != 1 && static_cast<int64_t>(n) != c.data.channels) {
+      p.add(
+          std::string("data.") + key,
+          fmt::format("expected 1 value or data.channels ({}) values, got {}", c.data.channels, n));
+    }
+  }
+  if (c.data.dataset == "folder" && c.data.root.empty()) {
+    p.add("data.root", "dataset = \"folder\" needs data.root, the folder of class subfolders");
+  }
+  if (c.data.dataset != "folder" && (c.data.idx_images.empty() || c.data.idx_labels.empty())) {
+    p.add(
+        "data.idx_images",
+        fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.data.dataset));
+  }
+  std::set<std::string> names;
+  int64_t learners = 0, rollouts = 0;
+  for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
+    const NodeSpec& n = c.cluster.nodes[i];
+    const std::string at = fmt::format("cluster.nodes[{}]", i);
+    if (n.name.empty()) p.add(at + ".name", "expected a non-empty node name");
+    if (n.host.empty()) p.add(at + ".host", "expected a non-empty host");
+    if (!names.insert(n.name).second)
+      p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
+    learners += n.learners;
+    rollouts += n.rollout_actors;
+  }
+  const auto& stages = c.job.stages;
+  auto has_stage = [&](const char* s) {
+    return std::find(stages.begin(), stages.end(), s) != stages.end();
+  };
+  if ((has_stage("pretrain") || has_stage("probe")) && learners == 0) {
+    p.add("cluster.nodes", "stages pretrain/probe need at least one learner over all nodes, got 0");
+  }
+  if (has_stage("policy") && rollouts + learners == 0) {
+    p.add("cluster.nodes", "stage policy needs rollout actors or learners, got none");
+  }
+  std::map<int64_t, std::string> ports;
+  for (auto [key, port] :
+       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
+        {"cluster.metrics_port", c.cluster.metrics_port},
+        {"cluster.store_port", c.cluster.store_port},
+        {"cluster.data_port_base", c.cluster.data_port_base}}) {
+    if (port == 0) continue;
+    auto [it, fresh] = ports.emplace(port, key);
+    if (!fresh) p.add(key, fmt::format("port {} is already used by {}", port, it->second));
+  }
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::vector<std::string> problems)
+    : std::runtime_error(fmt::format("{}", fmt::join(problems, "\n"))),
+      problems_(std::move(problems)) {}
+
+JobConfig default_config() {
+  return parse_config("", "<defaults>");
+}
+
+JobConfig parse_config(std::string_view toml_text, std::string_view source_name) {
+  Problems problems{std::string(source_name), {}, {}};
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    problems.list.push_back(
+        fmt::format("{}: TOML syntax error: {}", problems.at(e.source().begin), e.description()));
+    throw ConfigError(problems.list);
+  }
+  JobConfig config;
+  Reader reader(problems, &root, "");
+  describe(reader, config);
+  reader.reject_unknown();
+  if (problems.list.empty()) check_consistency(config, problems);
+  if (!problems.list.empty()) throw ConfigError(problems.list);
+  return config;
+}
+
+JobConfig load_config(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError({fmt::format("{}: cannot open the config file", file.string())});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file.string());
+}
+
+std::string to_toml(const JobConfig& config) {
+  JobConfig copy = config;  // the visitors take fields by reference
+  TomlWriter writer;
+  describe(writer, copy);
+  return "# saccade job config, resolved (every key, defaults filled in)\n" + writer.str();
+}
+
+std::string config_reference_markdown() {
+  JobConfig dummy;
+  DocWriter writer;
+  describe(writer, dummy);
+  return "# Configuration reference\n\n"
+         "Generated by `saccade config docs` from common/config_schema.h, the one place where "
+         "keys,\n"
+         "defaults and ranges are declared. A job is one TOML file; every key is optional.\n"
+         "Unknown keys, wrong types and out-of-range values are refused before anything starts,\n"
+         "with the file, line, key path and what was expected.\n" +
+         writer.str();
+}
+
+}  // namespace saccade

@@ -1,0 +1,205 @@
+// The job configuration: one TOML file per job.
+//
+// The structs below only hold values. Every key's default, range and
+// documentation live in one place, common/config_schema.h; a
+// default-constructed JobConfig is zeroed, use default_config() for defaults.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace saccade {
+
+struct JobSection {
+  std::string name;      // job id: carried by every message, keys the coordinator's database
+  int64_t seed{};        // root of every random stream in the job
+  std::string work_dir;  // checkpoints, databases, logs and metrics of this job
+  std::vector<std::string> stages;  // which of pretrain, probe, policy, eval `saccade run` runs
+};
+
+// One machine of the cluster and the actors it hosts.
+struct NodeSpec {
+  std::string name;  // agents register under this name (`saccade agent --node NAME`)
+  std::string host;  // address other nodes reach this node's actors at
+  int64_t data_actors{};
+  int64_t learners{};
+  int64_t rollout_actors{};
+  int64_t eval_actors{};
+  int64_t gpus{};     // GPUs used on this node (0 = CPU only)
+  int64_t threads{};  // compute threads per actor (0 = cores / actors on the node)
+};
+
+struct ClusterConfig {
+  std::string coordinator_host;
+  int64_t coordinator_port{};
+  int64_t metrics_port{};  // Prometheus text exposition; 0 = off
+  int64_t store_port{};    // c10d TCPStore for learner rendezvous
+  int64_t data_port_base{};
+  std::string ipc_dir;  // ipc:// endpoints for actors on the same node
+  int64_t heartbeat_interval_ms{};
+  int64_t heartbeat_misses{};
+  int64_t collective_timeout_s{};
+  int64_t rendezvous_timeout_s{};
+  int64_t max_restarts{};
+  int64_t restart_backoff_ms{};
+  int64_t restart_backoff_max_ms{};
+  int64_t max_message_bytes{};
+  std::vector<NodeSpec> nodes;
+};
+
+struct DataConfig {
+  std::string dataset;  // folder | idx | translated | cluttered
+  std::string root;     // image folder (one subfolder per class)
+  std::string val_root;
+  std::string idx_images;  // IDX (MNIST format) files, gzipped or not
+  std::string idx_labels;
+  std::string val_idx_images;
+  std::string val_idx_labels;
+  int64_t channels{};
+  int64_t canvas_size{};  // translated / cluttered canvas side
+  int64_t clutter_pieces{};
+  int64_t clutter_size{};
+  int64_t seed{};
+  std::vector<double> pixel_mean;  // per channel, 0..1 scale
+  std::vector<double> pixel_std;
+  int64_t loader_threads{};
+  int64_t queue_depth{};
+};
+
+struct ModelConfig {
+  int64_t patch_size{};
+  int64_t depth{};
+  int64_t width{};
+  int64_t heads{};
+  double mlp_ratio{};
+  int64_t n_state{};
+  double layerscale_init{};
+  int64_t pos_mlp_hidden{};
+};
+
+// Geometry of the views cut for every image (paper: Method, appendix B).
+struct ViewsConfig {
+  int64_t multizoom_patches{};  // M concentric crops, z = linspace(0, zoom_max, M)
+  double zoom_max{};
+  int64_t fovea_grid{};  // G x G foveal grid per glimpse
+  double fovea_zoom_min{};
+  double fovea_zoom_max{};
+  int64_t glimpses{};  // K steps of the sequential view
+  int64_t global_grid{};
+  double global_scale_min{};
+  double global_scale_max{};
+  int64_t local_grid{};
+  int64_t local_views{};
+  double local_scale_min{};
+  double local_scale_max{};
+  int64_t vit_grid{};  // ViT-mode evaluation grid
+};
+
+struct SslConfig {
+  int64_t epochs{};
+  int64_t schedule_epochs{};  // schedules run as if training lasted this long (0 = epochs)
+  int64_t steps_per_epoch{};  // 0 = dataset size / batch size
+  int64_t batch_size{};       // global, over all learners
+  double lr{};
+  double min_lr{};
+  int64_t warmup_epochs{};
+  double weight_decay_start{};
+  double weight_decay_end{};
+  double momentum_start{};
+  double momentum_end{};
+  double teacher_temp_start{};
+  double teacher_temp_end{};
+  int64_t teacher_temp_warmup_epochs{};
+  double student_temp{};
+  double clip_grad{};
+  int64_t freeze_last_layer_epochs{};
+  double koleo_weight{};
+  int64_t head_prototypes{};
+  int64_t head_hidden{};
+  int64_t head_bottleneck{};
+  int64_t sinkhorn_iterations{};
+  int64_t checkpoint_every_steps{};
+  std::string precision;  // fp32 | bf16
+  int64_t threads{};      // torch intra-op threads (0 = all cores)
+};
+
+struct ProbeConfig {
+  std::string head;  // linear | transformer
+  int64_t epochs{};
+  int64_t batch_size{};
+  std::vector<double> lrs;  // swept, best on validation reported
+  double momentum{};
+  double weight_decay{};
+  int64_t glimpses{};  // random glimpses that produce the features
+};
+
+struct PolicyConfig {
+  int64_t blocks{};
+  int64_t mixtures{};
+  int64_t group_size{};  // G traces per image
+  int64_t steps{};       // T glimpses per trace
+  double gamma{};
+  double clip_eps{};
+  double kl_beta{};
+  double lr{};
+  double std_start{};
+  double std_end{};
+  int64_t epochs{};
+  int64_t batch_size{};  // images per update
+};
+
+struct EvalConfig {
+  std::vector<std::string> modes;  // vit | random | policy
+  int64_t glimpses{};
+  int64_t batch_size{};
+};
+
+struct LoggingConfig {
+  std::string level;  // trace | debug | info | warn | error | critical | off
+  std::string dir;    // empty: stderr only
+  std::string metrics_file;
+  bool progress{};
+};
+
+struct JobConfig {
+  JobSection job;
+  ClusterConfig cluster;
+  DataConfig data;
+  ModelConfig model;
+  ViewsConfig views;
+  SslConfig ssl;
+  ProbeConfig probe;
+  PolicyConfig policy;
+  EvalConfig eval;
+  LoggingConfig logging;
+};
+
+// Thrown when a config is refused. what() lists every problem found, one per
+// line, each as "FILE:LINE:COL: KEY.PATH: what was expected, got what".
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Every key at its default.
+JobConfig default_config();
+
+// Parses and validates; throws ConfigError before anything starts.
+JobConfig load_config(const std::filesystem::path& file);
+JobConfig parse_config(std::string_view toml_text, std::string_view source_name);
+
+// The resolved config (defaults filled in) as TOML; parse_config(to_toml(c)) == c.
+std::string to_toml(const JobConfig& config);
+
+// Markdown reference of every key: type, default, allowed range, meaning.
+std::string config_reference_markdown();
+
+}  // namespace saccade

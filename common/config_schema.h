@@ -1,0 +1,249 @@
+// The one place where every config key is declared: name, default, allowed
+// values and meaning. The reader, the TOML writer and the markdown reference
+// (docs/config.md) are visitors over these functions, so they cannot drift.
+//
+// Internal to common/: include common/config.h instead.
+#pragma once
+
+#include <limits>
+
+#include "common/config.h"
+
+namespace saccade::config_schema {
+
+inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+template <class V>
+void describe(V& v, JobSection& c) {
+  v.text("name", c.name, "saccade",
+         "Job id: carried by every message and keys the coordinator's database.");
+  v.integer("seed", c.seed, 0, 0, kMaxInt, "Root of every random stream of the job.");
+  v.text("work_dir", c.work_dir, "runs/saccade",
+         "Checkpoints, databases, logs and metrics of this job.");
+  v.choices("stages", c.stages, {"pretrain", "probe", "policy", "eval"},
+            {"pretrain", "probe", "policy", "eval"}, "Stages `saccade run` runs, in this order.");
+}
+
+template <class V>
+void describe(V& v, NodeSpec& c) {
+  v.text("name", c.name, "local",
+         "Node name; agents register under it (`saccade agent --node NAME`).");
+  v.text("host", c.host, "127.0.0.1", "Address at which other nodes reach this node's actors.");
+  v.integer("data_actors", c.data_actors, 1, 0, 1024,
+            "Data actors (decode, integral image, views).");
+  v.integer("learners", c.learners, 1, 0, 1024, "Learner actors (one per GPU on GPU nodes).");
+  v.integer("rollout_actors", c.rollout_actors, 0, 0, 1024, "GRPO rollout actors.");
+  v.integer("eval_actors", c.eval_actors, 0, 0, 1024, "Evaluation actors.");
+  v.integer("gpus", c.gpus, 0, 0, 64, "GPUs used on this node; 0 = CPU only.");
+  v.integer("threads", c.threads, 0, 0, 4096,
+            "Compute threads per actor; 0 = cores / actors on the node.");
+}
+
+template <class V>
+void describe(V& v, ClusterConfig& c) {
+  v.text("coordinator_host", c.coordinator_host, "127.0.0.1", "Address of the coordinator.");
+  v.integer("coordinator_port", c.coordinator_port, 7100, 1, 65535,
+            "Coordinator's control socket (agents, actors, status).");
+  v.integer("metrics_port", c.metrics_port, 0, 0, 65535,
+            "Prometheus text exposition port; 0 = off.");
+  v.integer("store_port", c.store_port, 7102, 1, 65535,
+            "c10d TCPStore port for learner rendezvous.");
+  v.integer("data_port_base", c.data_port_base, 7200, 1, 65535,
+            "First TCP port of data actors' batch sockets.");
+  v.text("ipc_dir", c.ipc_dir, "/tmp/saccade",
+         "Folder of ipc:// endpoints between actors of one node.");
+  v.integer("heartbeat_interval_ms", c.heartbeat_interval_ms, 1000, 10, 600000,
+            "Heartbeat period, both ways.");
+  v.integer("heartbeat_misses", c.heartbeat_misses, 5, 1, 1000,
+            "Missed heartbeats before a peer is declared dead.");
+  v.integer("collective_timeout_s", c.collective_timeout_s, 300, 1, 86400,
+            "c10d collective timeout (never the 30-minute default).");
+  v.integer("rendezvous_timeout_s", c.rendezvous_timeout_s, 120, 1, 86400,
+            "Time for all learners of a generation to join.");
+  v.integer("max_restarts", c.max_restarts, 5, 0, 1000000,
+            "Restarts per role before the job fails.");
+  v.integer("restart_backoff_ms", c.restart_backoff_ms, 1000, 0, 3600000,
+            "First restart delay; doubles per restart.");
+  v.integer("restart_backoff_max_ms", c.restart_backoff_max_ms, 32000, 0, 3600000,
+            "Cap of the restart delay.");
+  v.integer("max_message_bytes", c.max_message_bytes, 256 << 20, 1024, int64_t{1} << 34,
+            "Frames larger than this are dropped.");
+  v.table_array("nodes", c.nodes, 1, "Machines of the cluster, one [[cluster.nodes]] table each.");
+}
+
+template <class V>
+void describe(V& v, DataConfig& c) {
+  v.choice("dataset", c.dataset, "idx", {"folder", "idx", "translated", "cluttered"},
+           "folder: one subfolder per class; idx: MNIST-format files; translated/cluttered: RAM "
+           "protocol over the IDX set.");
+  v.text("root", c.root, "", "Training image folder (dataset = folder).");
+  v.text("val_root", c.val_root, "", "Validation image folder (dataset = folder).");
+  v.text("idx_images", c.idx_images, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+         "IDX training images.");
+  v.text("idx_labels", c.idx_labels, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
+         "IDX training labels.");
+  v.text("val_idx_images", c.val_idx_images,
+         "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", "IDX validation images.");
+  v.text("val_idx_labels", c.val_idx_labels,
+         "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "IDX validation labels.");
+  v.integer("channels", c.channels, 3, 1, 3, "Channels fed to the model: 1 (gray) or 3 (RGB).");
+  v.integer("canvas_size", c.canvas_size, 60, 8, 8192,
+            "Canvas side of translated/cluttered images.");
+  v.integer("clutter_pieces", c.clutter_pieces, 4, 0, 1024, "Clutter pieces per cluttered image.");
+  v.integer("clutter_size", c.clutter_size, 8, 1, 1024, "Side of a clutter piece.");
+  v.integer("seed", c.seed, 0, 0, kMaxInt, "Seed of the translated/cluttered generator.");
+  v.numbers("pixel_mean", c.pixel_mean, {0.485, 0.456, 0.406}, 0.0, 1.0,
+            "Per-channel mean (0..1) subtracted from patches; 1 value or one per channel.");
+  v.numbers("pixel_std", c.pixel_std, {0.229, 0.224, 0.225}, 1e-6, 1.0,
+            "Per-channel std (0..1) dividing patches; 1 value or one per channel.");
+  v.integer("loader_threads", c.loader_threads, 2, 1, 1024, "Decode/view threads per data actor.");
+  v.integer("queue_depth", c.queue_depth, 8, 1, 4096,
+            "Ready batches buffered per data actor (back-pressure beyond).");
+}
+
+template <class V>
+void describe(V& v, ModelConfig& c) {
+  v.integer("patch_size", c.patch_size, 16, 1, 256,
+            "Side P of every patch after resizing, in pixels.");
+  v.integer("depth", c.depth, 12, 1, 128, "Transformer blocks (ViT-S: 12).");
+  v.integer("width", c.width, 384, 8, 16384, "Embedding width (ViT-S: 384).");
+  v.integer("heads", c.heads, 6, 1, 256, "Attention heads; must divide width (ViT-S: 6).");
+  v.number("mlp_ratio", c.mlp_ratio, 4.0, 0.25, 64.0, "MLP hidden width / width.");
+  v.integer("n_state", c.n_state, 8, 1, 1024, "State tokens carried between glimpses.");
+  v.number("layerscale_init", c.layerscale_init, 1e-5, 0.0, 10.0, "Initial LayerScale value.");
+  v.integer("pos_mlp_hidden", c.pos_mlp_hidden, 128, 1, 65536,
+            "Hidden width of the (x, y, z) positional-embedding MLP.");
+}
+
+template <class V>
+void describe(V& v, ViewsConfig& c) {
+  v.integer("multizoom_patches", c.multizoom_patches, 36, 0, 4096,
+            "M concentric multi-zoom crops per glimpse.");
+  v.number("zoom_max", c.zoom_max, 5.0, 0.0, 30.0,
+           "Multi-zoom levels z = linspace(0, zoom_max, M).");
+  v.integer("fovea_grid", c.fovea_grid, 8, 0, 256, "G: G x G foveal grid per glimpse.");
+  v.number("fovea_zoom_min", c.fovea_zoom_min, 3.0, 0.0, 30.0, "Lowest zoom of the foveal grid.");
+  v.number("fovea_zoom_max", c.fovea_zoom_max, 5.0, 0.0, 30.0, "Highest zoom of the foveal grid.");
+  v.integer("glimpses", c.glimpses, 8, 1, 1024, "K glimpses of a sequential view.");
+  v.integer("global_grid", c.global_grid, 16, 1, 256, "Grid of a global view (DINOv2: 16).");
+  v.number("global_scale_min", c.global_scale_min, 0.32, 1e-4, 1.0,
+           "Least area scale of a global view.");
+  v.number("global_scale_max", c.global_scale_max, 1.0, 1e-4, 1.0,
+           "Largest area scale of a global view.");
+  v.integer("local_grid", c.local_grid, 7, 1, 256, "Grid of a local view (DINOv2: 7).");
+  v.integer("local_views", c.local_views, 8, 0, 64, "Local views per image for the student.");
+  v.number("local_scale_min", c.local_scale_min, 0.05, 1e-4, 1.0,
+           "Least area scale of a local view.");
+  v.number("local_scale_max", c.local_scale_max, 0.32, 1e-4, 1.0,
+           "Largest area scale of a local view.");
+  v.integer("vit_grid", c.vit_grid, 16, 1, 256,
+            "Grid of ViT-mode evaluation (one step over the whole image).");
+}
+
+template <class V>
+void describe(V& v, SslConfig& c) {
+  v.integer("epochs", c.epochs, 100, 1, 100000, "Pretraining epochs.");
+  v.integer("schedule_epochs", c.schedule_epochs, 0, 0, 100000,
+            "Schedules run as if training lasted this many epochs; 0 = epochs.");
+  v.integer("steps_per_epoch", c.steps_per_epoch, 0, 0, kMaxInt,
+            "Optimiser steps per epoch; 0 = dataset size / batch size.");
+  v.integer("batch_size", c.batch_size, 1024, 1, 1 << 24, "Global batch over all learners.");
+  v.number("lr", c.lr, 0.002, 0.0, 10.0, "Peak learning rate, reached after warmup.");
+  v.number("min_lr", c.min_lr, 1e-6, 0.0, 10.0, "Learning rate at the end of the cosine.");
+  v.integer("warmup_epochs", c.warmup_epochs, 10, 0, 100000, "Linear learning-rate warmup.");
+  v.number("weight_decay_start", c.weight_decay_start, 0.04, 0.0, 10.0,
+           "Weight decay, cosine from this...");
+  v.number("weight_decay_end", c.weight_decay_end, 0.4, 0.0, 10.0,
+           "...to this (none on norms, biases, LayerScale).");
+  v.number("momentum_start", c.momentum_start, 0.992, 0.0, 1.0,
+           "Teacher EMA momentum, cosine from this to momentum_end.");
+  v.number("momentum_end", c.momentum_end, 1.0, 0.0, 1.0, "Final teacher EMA momentum.");
+  v.number("teacher_temp_start", c.teacher_temp_start, 0.04, 1e-4, 10.0,
+           "Teacher temperature, linear from this...");
+  v.number("teacher_temp_end", c.teacher_temp_end, 0.07, 1e-4, 10.0,
+           "...to this over teacher_temp_warmup_epochs.");
+  v.integer("teacher_temp_warmup_epochs", c.teacher_temp_warmup_epochs, 30, 0, 100000,
+            "Teacher temperature warmup.");
+  v.number("student_temp", c.student_temp, 0.1, 1e-4, 10.0, "Student temperature.");
+  v.number("clip_grad", c.clip_grad, 3.0, 0.0, 1e9, "Gradient norm clipping; 0 = off.");
+  v.integer("freeze_last_layer_epochs", c.freeze_last_layer_epochs, 1, 0, 100000,
+            "Epochs with the head's last layer frozen.");
+  v.number("koleo_weight", c.koleo_weight, 0.1, 0.0, 100.0, "KoLeo regulariser weight; 0 = off.");
+  v.integer("head_prototypes", c.head_prototypes, 65536, 2, 1 << 24, "DINO head prototypes K.");
+  v.integer("head_hidden", c.head_hidden, 2048, 1, 1 << 20, "DINO head hidden width.");
+  v.integer("head_bottleneck", c.head_bottleneck, 256, 1, 1 << 20, "DINO head bottleneck width.");
+  v.integer("sinkhorn_iterations", c.sinkhorn_iterations, 3, 1, 1000,
+            "Sinkhorn-Knopp iterations of teacher centring.");
+  v.integer("checkpoint_every_steps", c.checkpoint_every_steps, 500, 1, kMaxInt,
+            "Steps between checkpoints.");
+  v.choice("precision", c.precision, "fp32", {"fp32", "bf16"}, "Compute precision (bf16 on GPU).");
+  v.integer("threads", c.threads, 0, 0, 4096, "Torch intra-op threads; 0 = all cores.");
+}
+
+template <class V>
+void describe(V& v, ProbeConfig& c) {
+  v.choice("head", c.head, "linear", {"linear", "transformer"},
+           "Task head on the frozen backbone.");
+  v.integer("epochs", c.epochs, 100, 1, 100000, "Probe training epochs.");
+  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24, "Probe batch size.");
+  v.numbers("lrs", c.lrs, {1e-4, 1e-3, 1e-2, 1e-1}, 0.0, 100.0,
+            "Learning rates swept; the best on validation is kept.");
+  v.number("momentum", c.momentum, 0.9, 0.0, 1.0, "SGD momentum.");
+  v.number("weight_decay", c.weight_decay, 0.0, 0.0, 10.0, "SGD weight decay.");
+  v.integer("glimpses", c.glimpses, 8, 1, 1024,
+            "Random glimpses that produce the probe's features.");
+}
+
+template <class V>
+void describe(V& v, PolicyConfig& c) {
+  v.integer("blocks", c.blocks, 6, 1, 128, "Transformer blocks of the gaze policy.");
+  v.integer("mixtures", c.mixtures, 4, 1, 1024, "Gaussian mixture components N_mix.");
+  v.integer("group_size", c.group_size, 8, 2, 4096, "GRPO group: traces per image.");
+  v.integer("steps", c.steps, 8, 1, 1024, "Glimpses per trace.");
+  v.number("gamma", c.gamma, 0.9, 0.0, 1.0, "Return discount.");
+  v.number("clip_eps", c.clip_eps, 0.2, 0.0, 10.0, "PPO-style ratio clip.");
+  v.number("kl_beta", c.kl_beta, 0.0, 0.0, 100.0, "KL penalty to the reference policy.");
+  v.number("lr", c.lr, 1e-4, 0.0, 10.0, "Policy learning rate (AdamW).");
+  v.number("std_start", c.std_start, 0.15, 1e-6, 10.0,
+           "GMM std (short-side units), scheduled from this...");
+  v.number("std_end", c.std_end, 0.05, 1e-6, 10.0, "...to this.");
+  v.integer("epochs", c.epochs, 20, 1, 100000, "Policy training epochs.");
+  v.integer("batch_size", c.batch_size, 64, 1, 1 << 24, "Images per policy update.");
+}
+
+template <class V>
+void describe(V& v, EvalConfig& c) {
+  v.choices("modes", c.modes, {"vit", "random", "policy"}, {"vit", "random", "policy"},
+            "Evaluation modes: ViT grid, random gazes, learned policy.");
+  v.integer("glimpses", c.glimpses, 8, 1, 1024, "Glimpses in the random and policy modes.");
+  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24, "Evaluation batch size.");
+}
+
+template <class V>
+void describe(V& v, LoggingConfig& c) {
+  v.choice("level", c.level, "info", {"trace", "debug", "info", "warn", "error", "critical", "off"},
+           "Log level.");
+  v.text("dir", c.dir, "",
+         "Log folder (one file per process: ROLE-RANK.log); empty = stderr only.");
+  v.text("metrics_file", c.metrics_file, "metrics.jsonl",
+         "Metrics as JSON lines, relative to job.work_dir.");
+  v.boolean("progress", c.progress, true, "Progress bar on a terminal.");
+}
+
+// The file's sections, in the order `config show` prints them.
+template <class V>
+void describe(V& v, JobConfig& c) {
+  v.section("job", "The job.", c.job);
+  v.section("cluster", "Nodes, roles, ports, liveness.", c.cluster);
+  v.section("data", "Datasets and loading.", c.data);
+  v.section("model", "The foveal transformer.", c.model);
+  v.section("views", "Geometry of the views cut per image.", c.views);
+  v.section("ssl", "Sequential-to-global DINO pretraining.", c.ssl);
+  v.section("probe", "Task head on frozen features.", c.probe);
+  v.section("policy", "Gaze policy trained with GRPO.", c.policy);
+  v.section("eval", "Evaluation.", c.eval);
+  v.section("logging", "Logs and metrics.", c.logging);
+}
+
+}  // namespace saccade::config_schema

@@ -1,0 +1,236 @@
+# Every message saccade's processes exchange over ZeroMQ. This file is the only
+# language they share: add a field with the next ordinal, never renumber or
+# reuse one (Cap'n Proto's compatibility rules), and bump protocolVersion only
+# for changes an older peer cannot ignore.
+@0xcd4dd84a6519da3e;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("saccade::wire");
+
+const protocolVersion :UInt16 = 1;
+
+enum Role {
+  unknown @0;
+  coordinator @1;
+  agent @2;
+  data @3;
+  learner @4;
+  rollout @5;
+  eval @6;
+  client @7;     # saccade status, saccade keys, tools
+}
+
+struct Sender {
+  role @0 :Role;
+  rank @1 :Int32;     # rank within the role
+  node @2 :Text;      # node name from the config
+  pid @3 :UInt32;
+}
+
+# Every frame is one Envelope; the union's tag is the message kind.
+struct Envelope {
+  jobId @0 :Text;
+  version @1 :UInt16;        # protocolVersion of the sender
+  generation @2 :UInt64;     # learner generation: bumps at every re-rendezvous
+  sender @3 :Sender;
+  sentAtNs @4 :Int64;        # sender's CLOCK_REALTIME, for latency figures
+  seq @5 :UInt64;            # per-sender sequence number
+
+  body :union {
+    registerNode @6 :RegisterNode;
+    assignRoles @7 :AssignRoles;
+    heartbeat @8 :Heartbeat;
+    actorEvent @9 :ActorEvent;
+    statusRequest @10 :StatusRequest;
+    statusReply @11 :StatusReply;
+    batch @12 :Batch;
+    credit @13 :Credit;
+    checkpointChunk @14 :CheckpointChunk;
+    checkpointCommitted @15 :CheckpointCommitted;
+    metrics @16 :Metrics;
+    rendezvous @17 :Rendezvous;
+    shutdown @18 :Shutdown;
+    rolloutRequest @19 :RolloutRequest;
+    rolloutGroup @20 :RolloutGroup;
+    weights @21 :Weights;
+    ack @22 :Ack;
+  }
+}
+
+# --- control plane ---------------------------------------------------------
+
+struct RegisterNode {
+  nodeName @0 :Text;
+  host @1 :Text;
+  cores @2 :UInt32;
+  gpus @3 :UInt32;
+  memoryBytes @4 :UInt64;
+}
+
+struct ActorAssignment {
+  role @0 :Role;
+  rank @1 :Int32;              # global rank within the role
+  localRank @2 :Int32;         # rank within the node
+  endpoint @3 :Text;           # where the actor binds its own socket, if any
+  peers @4 :List(Text);        # endpoints it connects to (e.g. a learner's data actors)
+  threads @5 :UInt32;
+  device @6 :Text;             # "cpu" or "cuda:N"
+}
+
+struct AssignRoles {
+  nodeName @0 :Text;
+  configToml @1 :Text;         # the resolved job config, so every node runs the same job
+  actors @2 :List(ActorAssignment);
+}
+
+enum ActorState {
+  starting @0;
+  running @1;
+  draining @2;
+  exited @3;
+  failed @4;
+  restarting @5;
+}
+
+struct Heartbeat {
+  state @0 :ActorState;
+  step @1 :Int64;
+  itemsPerSecond @2 :Float64;  # images/s for learners and data actors, traces/s for rollouts
+}
+
+struct ActorEvent {
+  role @0 :Role;
+  rank @1 :Int32;
+  pid @2 :UInt32;
+  state @3 :ActorState;
+  exitCode @4 :Int32;
+  signal @5 :Int32;
+  reason @6 :Text;
+}
+
+struct StatusRequest {
+  includeActors @0 :Bool = true;
+}
+
+struct ActorStatus {
+  role @0 :Role;
+  rank @1 :Int32;
+  node @2 :Text;
+  pid @3 :UInt32;
+  state @4 :ActorState;
+  heartbeatAgeMs @5 :Int64;
+  restarts @6 :UInt32;
+  step @7 :Int64;
+  itemsPerSecond @8 :Float64;
+  straggler @9 :Bool;
+}
+
+struct StatusReply {
+  jobId @0 :Text;
+  stage @1 :Text;
+  step @2 :Int64;
+  totalSteps @3 :Int64;
+  imagesPerSecond @4 :Float64;
+  loss @5 :Float64;
+  lr @6 :Float64;
+  lastCheckpointStep @7 :Int64;      # -1 when none
+  lastCheckpointAgeMs @8 :Int64;
+  generation @9 :UInt64;
+  actors @10 :List(ActorStatus);
+  state @11 :Text;                   # running, draining, finished, failed
+  reason @12 :Text;                  # why a job failed
+}
+
+struct Metrics {
+  step @0 :Int64;
+  names @1 :List(Text);
+  values @2 :List(Float64);
+}
+
+struct Rendezvous {
+  storeHost @0 :Text;
+  storePort @1 :UInt16;
+  worldSize @2 :Int32;
+  rank @3 :Int32;
+  resumeFromStep @4 :Int64;          # -1: fresh start
+  collectiveTimeoutMs @5 :Int64;
+}
+
+struct Shutdown {
+  reason @0 :Text;
+  checkpointFirst @1 :Bool;          # SIGTERM/preemption: checkpoint, then exit
+}
+
+struct Ack {
+  seq @0 :UInt64;                    # the acknowledged message's seq
+  ok @1 :Bool;
+  error @2 :Text;
+}
+
+# --- data plane -------------------------------------------------------------
+
+enum DType {
+  float32 @0;
+  bfloat16 @1;
+  float16 @2;
+  int64 @3;
+  int32 @4;
+  uint8 @5;
+}
+
+struct Tensor {
+  name @0 :Text;
+  dtype @1 :DType;
+  shape @2 :List(Int64);
+  data @3 :Data;                     # little-endian, row-major
+}
+
+# A ready batch of views from a data actor to a learner.
+struct Batch {
+  batchId @0 :UInt64;
+  epoch @1 :Int64;
+  position @2 :Int64;                # data position after this batch, for exact resume
+  images @3 :UInt32;
+  skippedCorrupt @4 :UInt32;         # corrupt images skipped while making it
+  tensors @5 :List(Tensor);
+}
+
+# Back-pressure: a learner grants a data actor room for this many more batches.
+struct Credit {
+  batches @0 :UInt32;
+}
+
+# Rank 0 streams a checkpoint in chunks; the coordinator commits it atomically.
+struct CheckpointChunk {
+  step @0 :Int64;
+  index @1 :UInt32;
+  count @2 :UInt32;
+  name @3 :Text;                     # e.g. "student", "teacher", "optimizer", "state"
+  data @4 :Data;
+  checksum @5 :UInt64;               # of the whole named blob, on its last chunk
+}
+
+struct CheckpointCommitted {
+  step @0 :Int64;
+  bytes @1 :UInt64;
+}
+
+# --- GRPO -------------------------------------------------------------------
+
+struct RolloutRequest {
+  policyVersion @0 :UInt64;
+  imageIds @1 :List(UInt64);
+  groupSize @2 :UInt32;
+  steps @3 :UInt32;
+}
+
+struct RolloutGroup {
+  policyVersion @0 :UInt64;
+  imageId @1 :UInt64;
+  tensors @2 :List(Tensor);          # gazes, log-probs, rewards, states ...
+}
+
+struct Weights {
+  version @0 :UInt64;
+  safetensors @1 :Data;              # named tensors in the safetensors format
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, checks formatting, builds, runs the
+# whole test suite, then compiles the CUDA configuration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/check_format.sh
+bash scripts/build.sh -DSACCADE_WERROR=ON
+ctest --test-dir build --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 900
+bash scripts/check_cuda.sh

@@ -1,0 +1,69 @@
+// The saccade binary, run for real as a child process.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/subprocess.h"
+
+namespace saccade {
+namespace {
+
+using testing::build_path;
+using testing::run_process;
+
+testing::ProcessResult saccade(std::vector<std::string> args) {
+  args.insert(args.begin(), build_path("saccade"));
+  return run_process(args);
+}
+
+// Every subcommand, as `saccade --help` lists them, answers --help.
+TEST(Cli, EverySubcommandHasHelp) {
+  const auto root = saccade({"--help"});
+  ASSERT_EQ(root.exit_code, 0) << root.err;
+  std::vector<std::vector<std::string>> commands = {
+      {"config"}, {"config", "check"}, {"config", "show"}, {"config", "docs"}, {"info"}};
+  for (const auto& cmd : commands) {
+    if (cmd.size() == 1) {
+      EXPECT_NE(root.out.find("  " + cmd[0] + " "), std::string::npos) << cmd[0];
+    }
+    auto args = cmd;
+    args.push_back("--help");
+    const auto r = saccade(args);
+    EXPECT_EQ(r.exit_code, 0) << cmd.back() << ": " << r.err;
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << cmd.back();
+  }
+}
+
+TEST(Cli, NoSubcommandIsAnError) {
+  const auto r = saccade({});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("subcommand"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
+  const auto good = saccade({"config", "check", SACCADE_SOURCE_DIR "/configs/tiny.toml"});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_NE(good.out.find("tiny.toml: ok"), std::string::npos);
+
+  const auto path =
+      std::filesystem::temp_directory_path() / ("bad-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(path) << "[model]\ndepth = -1\n";
+  const auto bad = saccade({"config", "check", path.string()});
+  std::filesystem::remove(path);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(
+      bad.err.find(path.string() + ":2:9: model.depth: expected an integer in [1, 128], got -1"),
+      std::string::npos)
+      << bad.err;
+}
+
+TEST(Cli, ConfigShowPrintsTheResolvedConfig) {
+  const auto r = saccade({"config", "show", SACCADE_SOURCE_DIR "/configs/tiny.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("depth = 4"), std::string::npos);             // from the file
+  EXPECT_NE(r.out.find("heartbeat_misses = 5"), std::string::npos);  // a default
+}
+
+}  // namespace
+}  // namespace saccade

@@ -1,0 +1,196 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace saccade {
+namespace {
+
+// The refusal's full text, or "" when the config is accepted.
+std::string refusal(const std::string& toml) {
+  try {
+    parse_config(toml, "job.toml");
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+TEST(Config, DefaultsResolveToThePapersSetting) {
+  const JobConfig c = default_config();
+  EXPECT_EQ(c.model.depth, 12);
+  EXPECT_EQ(c.model.width, 384);
+  EXPECT_EQ(c.model.heads, 6);
+  EXPECT_EQ(c.model.n_state, 8);
+  EXPECT_EQ(c.model.patch_size, 16);
+  EXPECT_EQ(c.ssl.head_prototypes, 65536);
+  EXPECT_DOUBLE_EQ(c.ssl.lr, 0.002);
+  EXPECT_DOUBLE_EQ(c.ssl.teacher_temp_start, 0.04);
+  EXPECT_DOUBLE_EQ(c.views.global_scale_min, 0.32);
+  EXPECT_EQ(c.views.glimpses, 8);
+  ASSERT_EQ(c.cluster.nodes.size(), 1u);
+  EXPECT_EQ(c.cluster.nodes[0].name, "local");
+  EXPECT_EQ(c.cluster.nodes[0].learners, 1);
+  EXPECT_EQ(c.data.pixel_mean.size(), 3u);
+  EXPECT_EQ(c.job.stages, (std::vector<std::string>{"pretrain", "probe", "policy", "eval"}));
+}
+
+TEST(Config, AKeyOverridesOnlyItself) {
+  const JobConfig c = parse_config("[model]\ndepth = 4\n", "job.toml");
+  EXPECT_EQ(c.model.depth, 4);
+  EXPECT_EQ(c.model.width, 384);
+}
+
+TEST(Config, ShippedConfigsValidate) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SACCADE_SOURCE_DIR "/configs")) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_config(entry.path()));
+    ++n;
+  }
+  EXPECT_GE(n, 2);
+  const JobConfig vit_s = load_config(SACCADE_SOURCE_DIR "/configs/vit-s-imagenet.toml");
+  EXPECT_EQ(vit_s.cluster.nodes.size(), 8u);
+  EXPECT_EQ(vit_s.cluster.nodes[7].gpus, 8);
+  EXPECT_EQ(vit_s.ssl.precision, "bf16");
+}
+
+TEST(Config, UnknownKeyNamesFileLineKeyAndSuggestion) {
+  EXPECT_EQ(refusal("[model]\ndept = 3\n"),
+            "job.toml:2:1: model.dept: unknown key; did you mean 'depth'?");
+}
+
+TEST(Config, UnknownSectionIsRefused) {
+  EXPECT_EQ(refusal("[modle]\ndepth = 3\n"),
+            "job.toml:1:2: modle: unknown key; did you mean 'model'?");
+}
+
+TEST(Config, UnknownKeyFarFromAnyListsValidKeys) {
+  const std::string why = refusal("[eval]\nzzzzzzzz = 1\n");
+  EXPECT_NE(why.find("job.toml:2:1: eval.zzzzzzzz: unknown key; valid keys in [eval]: batch_size, "
+                     "glimpses, modes"),
+            std::string::npos)
+      << why;
+}
+
+TEST(Config, WrongTypeSaysWhatWasExpected) {
+  EXPECT_EQ(refusal("[model]\ndepth = \"12\"\n"),
+            "job.toml:2:9: model.depth: expected an integer in [1, 128], got a string");
+  EXPECT_EQ(refusal("[logging]\nprogress = 1\n"),
+            "job.toml:2:12: logging.progress: expected a boolean (true or false), got an integer");
+  EXPECT_EQ(refusal("model = 3\n"),
+            "job.toml:1:9: model: expected a table [model], got an integer");
+}
+
+TEST(Config, OutOfRangeValueIsRefused) {
+  EXPECT_EQ(refusal("[model]\ndepth = 0\n"),
+            "job.toml:2:9: model.depth: expected an integer in [1, 128], got 0");
+  EXPECT_EQ(refusal("[ssl]\nmomentum_end = 1.5\n"),
+            "job.toml:2:16: ssl.momentum_end: expected a number in [0, 1], got 1.5");
+}
+
+TEST(Config, IntegersAreAcceptedAsNumbers) {
+  EXPECT_DOUBLE_EQ(parse_config("[ssl]\nclip_grad = 3\n", "job.toml").ssl.clip_grad, 3.0);
+}
+
+TEST(Config, ChoiceOutsideItsOptionsIsRefused) {
+  EXPECT_EQ(refusal("[ssl]\nprecision = \"fp8\"\n"),
+            "job.toml:2:13: ssl.precision: expected one of \"fp32\", \"bf16\", got \"fp8\"");
+}
+
+TEST(Config, BadArrayElementIsNamedByIndex) {
+  EXPECT_EQ(refusal("[probe]\nlrs = [0.1, \"x\"]\n"),
+            "job.toml:2:13: probe.lrs[1]: expected a non-empty array of numbers in [0, 100], got a "
+            "string");
+  EXPECT_NE(refusal("[eval]\nmodes = [\"vit\", \"vit\"]\n")
+                .find("eval.modes[1]: expected an array of distinct"),
+            std::string::npos);
+}
+
+TEST(Config, NodeTablesAreValidatedOneByOne) {
+  const std::string toml =
+      "[[cluster.nodes]]\nname = \"a\"\nlearners = 1\n"
+      "[[cluster.nodes]]\nname = \"b\"\ngpu = 2\n";
+  EXPECT_EQ(refusal(toml), "job.toml:6:1: cluster.nodes[1].gpu: unknown key; did you mean 'gpus'?");
+  const JobConfig c = parse_config(
+      "[[cluster.nodes]]\nname = \"a\"\n[[cluster.nodes]]\nname = \"b\"\nhost = \"h\"\n",
+      "job.toml");
+  ASSERT_EQ(c.cluster.nodes.size(), 2u);
+  EXPECT_EQ(c.cluster.nodes[1].host, "h");
+  EXPECT_EQ(c.cluster.nodes[1].learners, 1);  // a node table's defaults apply per table
+}
+
+TEST(Config, CrossKeyChecks) {
+  EXPECT_EQ(refusal("[model]\nheads = 5\n"),
+            "job.toml:2:9: model.heads: must divide model.width (384), got 5");
+  EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\n[[cluster.nodes]]\nname = \"a\"\n"),
+            "job.toml:4:8: cluster.nodes[1].name: duplicate node name \"a\"");
+  EXPECT_EQ(refusal("[data]\nchannels = 1\n"),
+            "job.toml: data.pixel_mean: expected 1 value or data.channels (1) values, got 3\n"
+            "job.toml: data.pixel_std: expected 1 value or data.channels (1) values, got 3");
+  EXPECT_EQ(
+      refusal("[cluster]\nstore_port = 7100\n"),
+      "job.toml:2:14: cluster.store_port: port 7100 is already used by cluster.coordinator_port");
+  EXPECT_EQ(refusal("[[cluster.nodes]]\nlearners = 0\n"),
+            "job.toml:1:1: cluster.nodes: stages pretrain/probe need at least one learner over all "
+            "nodes, got 0\n"
+            "job.toml:1:1: cluster.nodes: stage policy needs rollout actors or learners, got none");
+  EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
+            "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
+            "got 0.5");
+}
+
+TEST(Config, EveryProblemIsReportedAtOnce) {
+  try {
+    parse_config("[model]\ndepth = 0\nwidth = \"wide\"\n[nope]\n", "job.toml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.problems().size(), 3u) << e.what();
+  }
+}
+
+TEST(Config, SyntaxErrorNamesThePosition) {
+  const std::string why = refusal("[model\ndepth = 3\n");
+  EXPECT_EQ(why.rfind("job.toml:1:", 0), 0u) << why;
+  EXPECT_NE(why.find("TOML syntax error"), std::string::npos) << why;
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    load_config("/nonexistent/job.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/job.toml: cannot open the config file");
+  }
+}
+
+TEST(Config, ShowRoundTrips) {
+  for (const char* name : {"tiny.toml", "vit-s-imagenet.toml"}) {
+    const JobConfig c = load_config(std::string(SACCADE_SOURCE_DIR "/configs/") + name);
+    const std::string shown = to_toml(c);
+    const JobConfig again = parse_config(shown, "shown.toml");
+    EXPECT_EQ(to_toml(again), shown) << name;
+    EXPECT_EQ(again.model.width, c.model.width);
+    EXPECT_EQ(again.data.pixel_mean, c.data.pixel_mean);
+    EXPECT_EQ(again.cluster.nodes.size(), c.cluster.nodes.size());
+  }
+  // Doubles survive exactly.
+  const JobConfig c = parse_config("[ssl]\nlr = 0.0001234567890123\n", "job.toml");
+  EXPECT_EQ(parse_config(to_toml(c), "shown.toml").ssl.lr, c.ssl.lr);
+}
+
+TEST(Config, ReferenceDocIsUpToDate) {
+  std::ifstream in(SACCADE_SOURCE_DIR "/docs/config.md");
+  ASSERT_TRUE(in) << "docs/config.md missing: run `saccade config docs > docs/config.md`";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), config_reference_markdown())
+      << "docs/config.md is stale: run `saccade config docs > docs/config.md`";
+}
+
+}  // namespace
+}  // namespace saccade
