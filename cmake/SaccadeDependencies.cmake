@@ -1,5 +1,6 @@
 # Every third-party dependency is found here, once.
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # gzipped IDX files
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(tomlplusplus REQUIRED)
