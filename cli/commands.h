@@ -14,6 +14,7 @@ struct GlobalOptions {
 
 void add_config_commands(CLI::App& app, GlobalOptions& global);
 void add_info_command(CLI::App& app, GlobalOptions& global);
+void add_bench_commands(CLI::App& app, GlobalOptions& global);
 
 // Thrown by a command to end the process with this exit code after its
 // message has been printed (CLI11 prints nothing more).

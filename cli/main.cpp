@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-dir", global.log_dir, "Also write logs to DIR/ROLE-RANK.log");
   saccade::cli::add_config_commands(app, global);
   saccade::cli::add_info_command(app, global);
+  saccade::cli::add_bench_commands(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -22,7 +22,8 @@ TEST(Cli, EverySubcommandHasHelp) {
   const auto root = saccade({"--help"});
   ASSERT_EQ(root.exit_code, 0) << root.err;
   std::vector<std::vector<std::string>> commands = {
-      {"config"}, {"config", "check"}, {"config", "show"}, {"config", "docs"}, {"info"}};
+      {"config"}, {"config", "check"}, {"config", "show"},  {"config", "docs"},
+      {"info"},   {"bench"},           {"bench", "extract"}};
   for (const auto& cmd : commands) {
     if (cmd.size() == 1) {
       EXPECT_NE(root.out.find("  " + cmd[0] + " "), std::string::npos) << cmd[0];

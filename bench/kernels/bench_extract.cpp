@@ -1,0 +1,118 @@
+// bench_extract: Google Benchmark cases for table build, integral extraction and the
+// crop-resize baseline; `bench_extract --table [--json PATH] [--quick]` runs the full
+// workload table instead (run_extract_bench, what `saccade bench extract` calls).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "bench/kernels/extract_bench.h"
+#include "kernels/crop_resize.h"
+#include "kernels/extract.h"
+#include "kernels/geometry.h"
+#include "kernels/integral_image.h"
+
+namespace {
+
+using namespace saccade::kernels;
+
+// One random RGB image per side, kept for the whole run.
+const std::vector<std::uint8_t>& image_of(int side) {
+  static std::map<int, std::vector<std::uint8_t>> cache;
+  auto& img = cache[side];
+  if (img.empty()) {
+    img.resize(static_cast<std::size_t>(side) * side * 3);
+    std::uint32_t s = 12345;
+    for (auto& v : img) v = static_cast<std::uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+  }
+  return img;
+}
+
+std::vector<CropBox> glimpse_boxes(int side, int steps) {
+  std::mt19937_64 rng(42);
+  const ImageSize size{side, side};
+  std::vector<CropBox> boxes;
+  for (int i = 0; i < steps; ++i) {
+    const Gaze g = sample_gaze(size, rng);
+    to_crop_boxes(multizoom_patches(g, 19), size, 0, &boxes);
+    to_crop_boxes(foveal_grid(g, 4.0f, 9), size, 0, &boxes);
+  }
+  return boxes;
+}
+
+void BM_TableBuild(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const ImageView view{image_of(side).data(), side, side, 3, 0};
+  IntegralImage table = IntegralImage::build(view, static_cast<int>(state.range(1)));
+  for (auto _ : state) table.rebuild(view, static_cast<int>(state.range(1)));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(table.bytes()));
+}
+
+void BM_IntegralExtract(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const ImageView view{image_of(side).data(), side, side, 3, 0};
+  const IntegralImage table = IntegralImage::build(view, 0);
+  const auto boxes = glimpse_boxes(side, 10);
+  std::vector<float> out(boxes.size() * 3 * 16 * 16);
+  for (auto _ : state)
+    extract_patches(std::span<const IntegralImage>(&table, 1), boxes, 16, out.data(),
+                    static_cast<int>(state.range(1)));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
+}
+
+void BM_CropResize(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const ImageView view{image_of(side).data(), side, side, 3, 0};
+  const auto boxes = glimpse_boxes(side, 1);
+  std::vector<float> out(boxes.size() * 3 * 16 * 16);
+  CropResizeOptions options;
+  options.num_threads = static_cast<int>(state.range(1));
+  for (auto _ : state)
+    crop_resize_patches(std::span<const ImageView>(&view, 1), boxes, 16, out.data(), options);
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
+}
+
+BENCHMARK(BM_TableBuild)
+    ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IntegralExtract)
+    ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CropResize)->ArgsProduct({{256, 1024, 4096}, {1}})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cv::setNumThreads(1);  // the baseline's threads are ours, as for the integral method
+  bool table = false;
+  saccade::bench::ExtractBenchOptions options;
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--table") == 0) {
+      table = true;
+    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      options.json_path = argv[++i];
+    } else if (std::strcmp(argv[i], "--quick") == 0) {  // small sizes, no photos
+      options.sizes = {256, 1024};
+      options.default_photos = false;
+      options.repetitions = 2;
+    } else if (std::strcmp(argv[i], "--no-photos") == 0) {
+      options.default_photos = false;
+    } else if (std::strcmp(argv[i], "--no-baseline") == 0) {
+      options.baseline = false;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (table) return saccade::bench::run_extract_bench(options);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,33 @@
+// The extraction benchmark as a library function, so both the Google Benchmark
+// binary (bench_extract --table) and the CLI (`saccade bench extract`) can run it.
+// Workload per image: `steps` glimpses of one multi-zoom stack (M patches, z in
+// linspace(0, 5, M)) plus a G x G foveal grid (z uniform in [grid_z_min, grid_z_max])
+// at a random gaze: 10 x (19 + 81) = 1,000 patches, P = 16, by default.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace saccade::bench {
+
+struct ExtractBenchOptions {
+  std::vector<int> sizes = {256, 1024, 2048, 4096, 8192};  // synthetic square RGB images
+  std::vector<std::string> photos;                         // JPEG/PNG paths; empty = none
+  bool default_photos = true;  // add /usr/share/backgrounds/*.jpg when photos is empty
+  int patch_size = 16;
+  int steps = 10;
+  int multizoom = 19;
+  int grid = 9;
+  float grid_z_min = 3.0f, grid_z_max = 5.0f;
+  int repetitions = 5;           // integral method; the median is reported
+  int baseline_repetitions = 1;  // crop-resize (slow on big images)
+  bool baseline = true;
+  std::vector<int> threads = {1, 0};  // 0 = all hardware threads
+  std::string json_path;              // empty = no JSON
+  unsigned long long seed = 1234;
+};
+
+// Prints a table to stdout, writes JSON when json_path is set; returns 0 on success.
+int run_extract_bench(const ExtractBenchOptions& options);
+
+}  // namespace saccade::bench

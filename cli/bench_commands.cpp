@@ -1,0 +1,39 @@
+// saccade bench extract: the figures of the foveal extraction kernels.
+#include "bench/kernels/extract_bench.h"
+#include "cli/commands.h"
+
+namespace saccade::cli {
+
+void add_bench_commands(CLI::App& app, GlobalOptions&) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks that print figures (and write JSON)");
+  bench->require_subcommand(1);
+
+  static saccade::bench::ExtractBenchOptions extract;
+  static bool quick = false, no_photos = false, no_baseline = false;
+  CLI::App* e = bench->add_subcommand(
+      "extract",
+      "Integral-image extraction vs crop-resize: table build and per-patch cost by image size");
+  e->add_option("--sizes", extract.sizes, "Square RGB image sides")->capture_default_str();
+  e->add_option("--photos", extract.photos, "JPEG/PNG files (default: the installed wallpapers)");
+  e->add_option("--patch-size", extract.patch_size, "P")->capture_default_str();
+  e->add_option("--threads", extract.threads, "Thread counts to measure (0 = all cores)")
+      ->capture_default_str();
+  e->add_option("--repetitions", extract.repetitions, "Repetitions of the integral method (median)")
+      ->capture_default_str();
+  e->add_option("--json", extract.json_path, "Also write the figures as JSON here");
+  e->add_flag("--no-photos", no_photos, "Synthetic images only");
+  e->add_flag("--no-baseline", no_baseline, "Skip crop-resize (slow on large images)");
+  e->add_flag("--quick", quick, "Small sizes, one repetition: a smoke run");
+  e->callback([] {
+    if (quick) {
+      extract.sizes = {256, 1024};
+      extract.repetitions = 1;
+      extract.default_photos = false;
+    }
+    if (no_photos) extract.default_photos = false;
+    if (no_baseline) extract.baseline = false;
+    if (const int rc = saccade::bench::run_extract_bench(extract); rc != 0) throw Exit{rc};
+  });
+}
+
+}  // namespace saccade::cli

@@ -1,0 +1,70 @@
+// Prefetching loader of SSL batches: worker threads decode images and cut
+// their views into batches ahead of the trainer, at most queue_depth batches
+// ahead (back-pressure), and hand them out in order.
+//
+// Deterministic: batch n holds the sampler's entries n*B .. n*B+B-1 and image
+// i's views are drawn from a seed derived from (seed, its data position), so
+// the same batches come out whatever the thread count and after a resume.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dataloader/dataset.h"
+#include "dataloader/sharded_sampler.h"
+#include "dataloader/views.h"
+
+namespace saccade::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 0;  // images per batch on this rank
+  int threads = 1;         // worker threads
+  int queue_depth = 2;     // batches prepared ahead of the consumer
+  uint64_t seed = 0;       // root of the views' random draws
+};
+
+// A ready batch and what it cost to make.
+struct LoadedBatch {
+  std::unique_ptr<SslBatch> batch;
+  DataPosition position;    // the sampler's position after this batch (resume from here)
+  double prep_seconds = 0;  // worker-thread time spent decoding and cutting views
+};
+
+class SslLoader {
+ public:
+  // Starts the workers at `start` (a checkpoint's data position, or {0, 0}).
+  // Throws std::invalid_argument naming a bad option or a channel mismatch.
+  SslLoader(std::shared_ptr<const Dataset> dataset, ShardOptions shard, DataPosition start,
+            ViewOptions views, LoaderOptions options);
+  ~SslLoader();  // stops and joins the workers
+  SslLoader(const SslLoader&) = delete;
+  SslLoader& operator=(const SslLoader&) = delete;
+
+  // The next batch, in order; blocks until it is ready. Rethrows the error of
+  // a worker that failed on one of this batch's images (a decode failure is
+  // not an error: corrupt images are skipped by get_or_next_good).
+  LoadedBatch next();
+
+ private:
+  struct Pending;  // a batch being filled
+  void work();
+
+  std::shared_ptr<const Dataset> dataset_;  // shared with other loaders (e.g. validation)
+  ViewOptions views_;
+  LoaderOptions options_;
+  ShardedSampler sampler_;  // guarded by mutex_
+
+  std::mutex mutex_;
+  std::condition_variable ready_;                 // a batch completed
+  std::condition_variable room_;                  // the consumer took a batch
+  std::deque<std::unique_ptr<Pending>> pending_;  // in batch order; front is next()'s
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace saccade::data

@@ -1,0 +1,184 @@
+#include "dataloader/views.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <span>
+#include <stdexcept>
+
+#include "dataloader/augment.h"
+#include "kernels/extract.h"
+#include "kernels/geometry.h"
+#include "kernels/integral_image.h"
+
+namespace saccade::data {
+namespace {
+
+using kernels::PatchXYZ;
+
+void require(bool ok, const char* field, const std::string& expected) {
+  if (!ok) throw std::invalid_argument(fmt::format("views.{}: expected {}", field, expected));
+}
+
+// Where one view's tokens sit in the per-image scratch buffer, and how to augment it.
+struct ViewSlice {
+  PatchBatch* target;
+  int64_t first_token;  // in the scratch buffer
+  int64_t tokens;       // of the whole view (K glimpses for a sequential view)
+  int64_t row;          // target view row of the first piece
+  int64_t pieces;       // 1, or K glimpses scattered step-major
+  PhotometricSpec photometric;
+};
+
+void add_glimpses(const ViewOptions& o, kernels::ImageSize size, std::mt19937_64& rng,
+                  std::vector<PatchXYZ>& out) {
+  for (int k = 0; k < o.glimpses; ++k) {
+    const kernels::Gaze gaze = kernels::sample_gaze(size, rng);
+    const float z = o.fovea_zoom_min + static_cast<float>(kernels::uniform01(rng)) *
+                                           (o.fovea_zoom_max - o.fovea_zoom_min);
+    const auto zooms = kernels::multizoom_patches(gaze, o.multizoom, 0.0f, o.zoom_max);
+    const auto grid = kernels::foveal_grid(gaze, z, o.fovea_grid);
+    out.insert(out.end(), zooms.begin(), zooms.end());
+    out.insert(out.end(), grid.begin(), grid.end());
+  }
+}
+
+}  // namespace
+
+void ViewOptions::validate() const {
+  require(patch_size >= 1 && patch_size <= kernels::kMaxPatchSize, "patch_size",
+          fmt::format("1..{}, got {}", kernels::kMaxPatchSize, patch_size));
+  require(channels == 1 || channels == 3, "channels", fmt::format("1 or 3, got {}", channels));
+  require(multizoom >= 0 && fovea_grid >= 0 && glimpse_tokens() > 0, "multizoom",
+          "multizoom + fovea_grid^2 > 0 tokens per glimpse");
+  require(glimpses >= 1, "glimpses", fmt::format(">= 1, got {}", glimpses));
+  require(global_grid >= 1 && local_grid >= 1, "global_grid", "grids of at least 1 x 1");
+  require(local_views >= 0, "local_views", fmt::format(">= 0, got {}", local_views));
+  require(fovea_zoom_min <= fovea_zoom_max, "fovea_zoom_min", "<= fovea_zoom_max");
+  require(global_scale_min > 0 && global_scale_min <= global_scale_max && global_scale_max <= 1,
+          "global_scale_min", "0 < global_scale_min <= global_scale_max <= 1");
+  require(local_scale_min > 0 && local_scale_min <= local_scale_max && local_scale_max <= 1,
+          "local_scale_min", "0 < local_scale_min <= local_scale_max <= 1");
+  const auto stats_ok = [&](const std::vector<float>& v) {
+    return (v.size() == 1 || static_cast<int>(v.size()) == channels);
+  };
+  require(stats_ok(pixel_mean), "pixel_mean", "1 or `channels` values");
+  require(stats_ok(pixel_std) &&
+              std::all_of(pixel_std.begin(), pixel_std.end(), [](float s) { return s > 0; }),
+          "pixel_std", "1 or `channels` positive values");
+}
+
+void PatchBatch::resize(int64_t n, int64_t t, int64_t c, int64_t p) {
+  views = n;
+  tokens = t;
+  channels = c;
+  patch_size = p;
+  patches.assign(static_cast<size_t>(n * t * c * p * p), 0.0f);
+  positions.assign(static_cast<size_t>(n * t * 3), 0.0f);
+}
+
+void SslBatch::allocate(const ViewOptions& o, int64_t b) {
+  batch_size = b;
+  const int64_t gg = int64_t{o.global_grid} * o.global_grid,
+                lg = int64_t{o.local_grid} * o.local_grid;
+  teacher_global.resize(b, gg, o.channels, o.patch_size);
+  student_global.resize(b, gg, o.channels, o.patch_size);
+  student_local.resize(o.local_views * b, lg, o.channels, o.patch_size);
+  teacher_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size);
+  student_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size);
+  labels.assign(static_cast<size_t>(b), -1);
+  indices.assign(static_cast<size_t>(b), -1);
+  skipped_corrupt = 0;
+}
+
+void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, int64_t b,
+                    SslBatch& batch) {
+  if (image.empty() || image.depth() != CV_8U || image.channels() != o.channels) {
+    throw std::invalid_argument(
+        fmt::format("make_ssl_views: expected a non-empty 8-bit image with {} channel(s), got "
+                    "{}x{} with {} channel(s) of depth {}",
+                    o.channels, image.cols, image.rows, image.channels(), image.depth()));
+  }
+  if (b < 0 || b >= batch.batch_size) {
+    throw std::invalid_argument(
+        fmt::format("make_ssl_views: slot {} outside the batch of {}", b, batch.batch_size));
+  }
+  const kernels::ImageView view{image.data, image.rows, image.cols, o.channels,
+                                static_cast<std::ptrdiff_t>(image.step)};
+  const kernels::IntegralImage table = kernels::IntegralImage::build(view, 1);
+  const kernels::ImageSize size{image.rows, image.cols};
+  std::mt19937_64 rng(seed);
+
+  // 1. Geometry of every view, in one list of patches.
+  std::vector<PatchXYZ> patches;
+  std::vector<ViewSlice> slices;
+  const int64_t B = batch.batch_size;
+  auto add_grid = [&](PatchBatch& target, int64_t row, int grid, float smin, float smax,
+                      PhotometricSpec spec) {
+    const kernels::GridView g = kernels::random_grid_view(size, grid, smin, smax, rng);
+    slices.push_back({&target, static_cast<int64_t>(patches.size()),
+                      static_cast<int64_t>(g.patches.size()), row, 1, spec});
+    patches.insert(patches.end(), g.patches.begin(), g.patches.end());
+  };
+  auto add_sequence = [&](PatchBatch& target, PhotometricSpec spec) {
+    const int64_t first = static_cast<int64_t>(patches.size());
+    add_glimpses(o, size, rng, patches);
+    slices.push_back(
+        {&target, first, static_cast<int64_t>(patches.size()) - first, b, o.glimpses, spec});
+  };
+  // DINOv2's two global crops: blur always on the first, rarely plus solarisation on the second.
+  add_grid(batch.teacher_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
+           {0.8f, 0.2f, 1.0f, 0.0f});
+  add_grid(batch.student_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
+           {0.8f, 0.2f, 0.1f, 0.2f});
+  for (int l = 0; l < o.local_views; ++l) {
+    add_grid(batch.student_local, l * B + b, o.local_grid, o.local_scale_min, o.local_scale_max,
+             {0.8f, 0.2f, 0.5f, 0.0f});
+  }
+  add_sequence(batch.teacher_seq, {0.8f, 0.2f, 0.5f, 0.0f});
+  add_sequence(batch.student_seq, {0.8f, 0.2f, 0.5f, 0.0f});
+
+  // 2. One extraction call for all of them.
+  std::vector<kernels::CropBox> boxes;
+  boxes.reserve(patches.size());
+  kernels::to_crop_boxes(patches, size, 0, &boxes);
+  const int64_t patch_floats = int64_t{o.channels} * o.patch_size * o.patch_size;
+  std::vector<float> pixels(static_cast<size_t>(patches.size() * patch_floats));
+  kernels::extract_patches(std::span<const kernels::IntegralImage>(&table, 1), boxes, o.patch_size,
+                           pixels.data(), 1);
+
+  // 3. Augment and normalise each view as a whole, then scatter it into the batch.
+  std::vector<float> positions(patches.size() * 3);
+  for (size_t i = 0; i < patches.size(); ++i) {
+    positions[3 * i] = patches[i].x;
+    positions[3 * i + 1] = patches[i].y;
+    positions[3 * i + 2] = patches[i].z;
+  }
+  const float extent_x = kernels::image_extent(size).x;
+  std::vector<float> mean(o.channels), stdev(o.channels);
+  for (int c = 0; c < o.channels; ++c) {
+    mean[c] = o.pixel_mean[o.pixel_mean.size() == 1 ? 0 : c];
+    stdev[c] = o.pixel_std[o.pixel_std.size() == 1 ? 0 : c];
+  }
+  for (const ViewSlice& s : slices) {
+    const ViewPixels v{pixels.data() + s.first_token * patch_floats, s.tokens, o.channels,
+                       o.patch_size};
+    float* pos = positions.data() + s.first_token * 3;
+    if (o.augment) {
+      augment_photometric(v, s.photometric, rng);
+      if (kernels::uniform01(rng) < 0.5) flip_horizontal(v, pos, extent_x);
+    }
+    normalize(v, mean.data(), stdev.data());
+    const int64_t piece = s.tokens / s.pieces;
+    for (int64_t k = 0; k < s.pieces; ++k) {
+      const int64_t row = s.row + k * B;  // step-major for sequences
+      std::memcpy(s.target->patches_of(row), v.patches + k * piece * patch_floats,
+                  piece * patch_floats * sizeof(float));
+      std::memcpy(s.target->positions_of(row), pos + k * piece * 3, piece * 3 * sizeof(float));
+    }
+  }
+}
+
+}  // namespace saccade::data

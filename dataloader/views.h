@@ -1,0 +1,81 @@
+// The views cut from one image for sequential-to-global DINO (paper, Method):
+// the teacher gets one global view and one sequential view; the student a
+// different global view, L local views and a different sequential view. Every
+// view is cut from ONE integral image of the image, so its cost does not grow
+// with the image's size. Torch-free: data actors run without LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <opencv2/core/mat.hpp>
+
+namespace saccade::data {
+
+// Geometry and augmentation of the views (config sections [views] and [data]).
+struct ViewOptions {
+  int patch_size = 0;  // P
+  int channels = 0;    // C, 1 or 3; images must have this many
+  int multizoom = 0;   // M concentric crops per glimpse, z = linspace(0, zoom_max, M)
+  float zoom_max = 0;
+  int fovea_grid = 0;  // G x G foveal grid per glimpse at a zoom uniform in [min, max]
+  float fovea_zoom_min = 0;
+  float fovea_zoom_max = 0;
+  int glimpses = 0;  // K
+  int global_grid = 0;
+  float global_scale_min = 0;
+  float global_scale_max = 0;
+  int local_grid = 0;
+  int local_views = 0;  // L
+  float local_scale_min = 0;
+  float local_scale_max = 0;
+  std::vector<float> pixel_mean;  // per channel (or one for all), 0..1 scale
+  std::vector<float> pixel_std;
+  bool augment = true;  // DINOv2 photometric augmentations and horizontal flips
+
+  int glimpse_tokens() const { return multizoom + fovea_grid * fovea_grid; }
+  // Throws std::invalid_argument naming the field.
+  void validate() const;
+};
+
+// N views of T tokens each: patches [N, T, C, P, P] (normalised), positions
+// [N, T, 3] = (x, y, z) in short-side units. Owns its buffers.
+struct PatchBatch {
+  int64_t views = 0;
+  int64_t tokens = 0;
+  int64_t channels = 0;
+  int64_t patch_size = 0;
+  std::vector<float> patches;
+  std::vector<float> positions;
+
+  void resize(int64_t n, int64_t t, int64_t c, int64_t p);
+  int64_t patch_floats() const { return channels * patch_size * patch_size; }
+  float* patches_of(int64_t view) { return patches.data() + view * tokens * patch_floats(); }
+  float* positions_of(int64_t view) { return positions.data() + view * tokens * 3; }
+};
+
+// All views of a batch of B images. Sequential and local views are stored
+// step-major: glimpse k (local view l) of image b is view k * B + b, so one
+// step of the whole batch is one contiguous [B, T, ...] slice.
+struct SslBatch {
+  int64_t batch_size = 0;
+  PatchBatch teacher_global;     // B views of global_grid^2 tokens
+  PatchBatch student_global;     // B
+  PatchBatch student_local;      // L * B views of local_grid^2 tokens
+  PatchBatch teacher_seq;        // K * B views of glimpse_tokens()
+  PatchBatch student_seq;        // K * B
+  std::vector<int64_t> labels;   // B (-1 when unlabeled)
+  std::vector<int64_t> indices;  // B dataset indices actually used
+  int64_t skipped_corrupt = 0;   // corrupt files skipped while filling it
+
+  // Sizes every buffer for `b` images.
+  void allocate(const ViewOptions& options, int64_t b);
+};
+
+// Cuts every view of one image into slot b of a batch. The random draws come
+// from `seed` only, so a given (seed, image) gives the same views on any
+// thread, rank or run. Thread-safe: keeps no state between calls.
+void make_ssl_views(const ViewOptions& options, const cv::Mat& image, uint64_t seed, int64_t b,
+                    SslBatch& batch);
+
+}  // namespace saccade::data

@@ -1,0 +1,28 @@
+// The CUDA backend of kernels/extract.h (compiled only with SACCADE_WITH_CUDA).
+// Plain C++ header: no CUDA types, so host code includes it without nvcc.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "kernels/extract.h"
+
+namespace saccade::kernels::cuda {
+
+// Number of CUDA devices; 0 when there is none or no driver.
+int device_count();
+
+// An Extractor whose tables live in device memory (uint32, same layout as the CPU
+// IntegralImage). Bit-identical results to the CPU backend.
+class CudaExtractor : public Extractor {
+ public:
+  // Writes patches [N, C, P, P] into device memory `out_device` (e.g. a tensor on the
+  // same device), skipping the copy back to the host. Synchronous.
+  virtual void extract_to_device(std::span<const CropBox> boxes, int patch_size,
+                                 float* out_device) = 0;
+};
+
+// Throws std::runtime_error when the device cannot be used.
+std::unique_ptr<CudaExtractor> make_cuda_extractor(int device);
+
+}  // namespace saccade::kernels::cuda

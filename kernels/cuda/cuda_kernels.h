@@ -1,0 +1,42 @@
+// Launchers of the CUDA kernels (extract_cuda.cu). C++17 and span-free, because nvcc
+// compiles .cu files as C++17 here; cuda_extractor.cpp (C++20) wraps them.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace saccade::kernels::cuda::detail {
+
+// Same constants as kernels/extract.h (static_assert'ed in cuda_extractor.cpp).
+inline constexpr long long kMaxFastCellPixels = 8421504;
+inline constexpr int kMaxPatchSize = 128;
+
+struct DeviceTable {
+  const std::uint32_t* data;  // device memory, (height + 1) rows of `stride` entries
+  long long stride;
+  int height, width;
+};
+
+// Layout-identical to kernels::CropBox.
+struct DeviceBox {
+  float x0, y0, x1, y1;
+  int image;
+};
+
+// Table row stride (entries) for a width x channels image, as the CPU table's.
+long long table_stride(int width, int channels);
+// Scratch entries build_table needs for an image of this size.
+std::size_t table_scratch_entries(int height, int width, int channels);
+
+// Builds the uint32 wrapping table of a device image (rows of w * c bytes, packed).
+void launch_build_table(const std::uint8_t* image, int height, int width, int channels,
+                        std::uint32_t* table, long long stride, std::uint32_t* scratch,
+                        cudaStream_t stream);
+
+// Patches [n, channels, p, p] into device memory `out`.
+void launch_extract(const DeviceTable* tables, const DeviceBox* boxes, int n, int p, int channels,
+                    float* out, cudaStream_t stream);
+
+}  // namespace saccade::kernels::cuda::detail

@@ -1,0 +1,184 @@
+#include "kernels/integral_image.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/parallel.h"
+
+namespace saccade::kernels {
+
+// Anonymous mmap, 2 MiB aligned and advised for transparent huge pages: an 8192^2
+// table spans 0.8 GB, and a large patch reads corners ~100 KB apart; with 4 KiB
+// pages nearly every corner read would also be a TLB miss.
+struct IntegralImage::Storage {
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  void* base = nullptr;
+  std::size_t mapped = 0;
+  std::uint32_t* aligned = nullptr;
+  std::size_t capacity = 0;  // bytes usable from `aligned`
+
+  explicit Storage(std::size_t bytes) {
+    mapped = bytes + kHugePage;
+    base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+    auto addr = reinterpret_cast<std::uintptr_t>(base);
+    auto start = (addr + kHugePage - 1) & ~(kHugePage - 1);
+    aligned = reinterpret_cast<std::uint32_t*>(start);
+    capacity = mapped - (start - addr);
+#ifdef MADV_HUGEPAGE
+    madvise(aligned, capacity & ~(kHugePage - 1), MADV_HUGEPAGE);  // advisory; ignore failure
+#endif
+  }
+  ~Storage() {
+    munmap(base, mapped);
+  }
+};
+
+namespace {
+
+std::string field(const char* what, const char* name) {
+  return std::string(what) + "." + name;
+}
+
+// Sum of channel c over `count` interleaved C-channel pixels starting at p.
+// Written as per-byte-lane accumulation over 48-byte blocks so it vectorises.
+template <int C>
+void channel_sums(const std::uint8_t* p, int count, std::uint32_t* sums) {
+  constexpr int kBlock = 48;  // 16 pixels of 3 channels, 48 pixels of 1
+  std::uint32_t lanes[kBlock] = {};
+  const int bytes = count * C;
+  int i = 0;
+  for (; i + kBlock <= bytes; i += kBlock)
+    for (int j = 0; j < kBlock; ++j) lanes[j] += p[i + j];
+  for (int c = 0; c < C; ++c) sums[c] = 0;
+  for (int j = 0; j < kBlock; ++j) sums[j % C] += lanes[j];
+  for (; i < bytes; ++i) sums[(i % kBlock) % C] += p[i];
+}
+
+// Fills table columns (xa, xb] of every row from pixel columns [xa, xb). The
+// running row sum at xa is recomputed per row (a vectorised byte sum), so column
+// strips are independent and the table is written in a single pass.
+template <int C>
+void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stride, int xa,
+                 int xb) {
+  std::fill(table + (xa + 1) * C, table + (xb + 1) * C, 0u);
+  for (int y = 0; y < img.height; ++y) {
+    const std::uint8_t* src = img.data + y * img.row_stride;
+    const std::uint32_t* above = table + y * stride;
+    std::uint32_t* out = table + (y + 1) * stride;
+    std::uint32_t s[C];
+    channel_sums<C>(src, xa, s);
+    if (xa == 0)
+      for (int c = 0; c < C; ++c) out[c] = 0;
+    for (int x = xa; x < xb; ++x) {
+      for (int c = 0; c < C; ++c) {
+        s[c] += src[x * C + c];
+        out[(x + 1) * C + c] = above[(x + 1) * C + c] + s[c];  // wraps mod 2^32 by design
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void validate_image(const ImageView& image, const char* what) {
+  if (image.height <= 0 || image.height > kMaxImageSide)
+    throw std::invalid_argument(field(what, "height") + " must be in [1, 65535], got " +
+                                std::to_string(image.height));
+  if (image.width <= 0 || image.width > kMaxImageSide)
+    throw std::invalid_argument(field(what, "width") + " must be in [1, 65535], got " +
+                                std::to_string(image.width));
+  if (image.channels != 1 && image.channels != 3)
+    throw std::invalid_argument(field(what, "channels") + " must be 1 or 3, got " +
+                                std::to_string(image.channels));
+  if (image.data == nullptr) throw std::invalid_argument(field(what, "data") + " is null");
+  if (image.row_stride != 0 &&
+      image.row_stride < static_cast<std::ptrdiff_t>(image.width) * image.channels)
+    throw std::invalid_argument(field(what, "row_stride") + " must be 0 or >= width * channels (" +
+                                std::to_string(image.width * image.channels) + "), got " +
+                                std::to_string(image.row_stride));
+}
+
+IntegralImage::IntegralImage() = default;
+IntegralImage::~IntegralImage() = default;
+IntegralImage::IntegralImage(IntegralImage&&) noexcept = default;
+IntegralImage& IntegralImage::operator=(IntegralImage&&) noexcept = default;
+
+IntegralImage IntegralImage::build(const ImageView& image, int num_threads) {
+  IntegralImage table;
+  table.rebuild(image, num_threads);
+  return table;
+}
+
+void IntegralImage::rebuild(const ImageView& image_in, int num_threads) {
+  validate_image(image_in);
+  ImageView image = image_in;
+  if (image.row_stride == 0)
+    image.row_stride = static_cast<std::ptrdiff_t>(image.width) * image.channels;
+  const int C = image.channels;
+  // Rows padded to whole 64-byte lines so every row starts line-aligned, with at least
+  // one spare entry: the SSE extractor reads a corner's 3 channels as 4 lanes.
+  const std::ptrdiff_t stride =
+      ((static_cast<std::ptrdiff_t>(image.width) + 1) * C + 1 + 15) / 16 * 16;
+  const std::size_t need =
+      static_cast<std::size_t>(image.height + 1) * stride * sizeof(std::uint32_t);
+  if (!storage_ || storage_->capacity < need) {
+    storage_.reset();
+    storage_ = std::make_unique<Storage>(need);
+  }
+  data_ = storage_->aligned;
+  height_ = image.height;
+  width_ = image.width;
+  channels_ = C;
+  row_stride_ = stride;
+
+  // Strips of >= 256 columns, aligned to 16 pixels so threads never share a cache line.
+  int threads = num_threads <= 0 ? hardware_threads() : num_threads;
+  threads = std::max(1, std::min(threads, (image.width + 255) / 256));
+  auto bound = [&](int t) {
+    if (t == threads) return image.width;
+    return std::min(
+        image.width,
+        (static_cast<int>(static_cast<std::int64_t>(image.width) * t / threads) + 15) / 16 * 16);
+  };
+  std::uint32_t* table = data_;
+  parallel_for(threads, threads, [&](int t) {
+    const int xa = bound(t), xb = bound(t + 1);
+    if (xa >= xb) return;
+    if (C == 3)
+      build_strip<3>(image, table, stride, xa, xb);
+    else
+      build_strip<1>(image, table, stride, xa, xb);
+  });
+  std::fill(table, table + C, 0u);  // S(0, 0)
+}
+
+std::uint64_t IntegralImage::box_sum(std::int64_t x0, std::int64_t y0, std::int64_t x1,
+                                     std::int64_t y1, int c) const {
+  if (c < 0 || c >= channels_)
+    throw std::invalid_argument("box_sum: c must be in [0, channels), got " + std::to_string(c));
+  x0 = std::clamp<std::int64_t>(x0, 0, width_);
+  x1 = std::clamp<std::int64_t>(x1, 0, width_);
+  y0 = std::clamp<std::int64_t>(y0, 0, height_);
+  y1 = std::clamp<std::int64_t>(y1, 0, height_);
+  if (x1 <= x0 || y1 <= y0) return 0;
+  // Strips of at most kMaxExactBoxPixels pixels: each wrapped strip sum is exact.
+  const std::int64_t rows = std::max<std::int64_t>(1, kMaxExactBoxPixels / (x1 - x0));
+  std::uint64_t total = 0;
+  for (std::int64_t ya = y0; ya < y1; ya += rows) {
+    const std::int64_t yb = std::min(y1, ya + rows);
+    const std::uint32_t* top = row(static_cast<int>(ya));
+    const std::uint32_t* bottom = row(static_cast<int>(yb));
+    const std::uint32_t strip = bottom[x1 * channels_ + c] - bottom[x0 * channels_ + c] -
+                                top[x1 * channels_ + c] + top[x0 * channels_ + c];
+    total += strip;
+  }
+  return total;
+}
+
+}  // namespace saccade::kernels

@@ -1,0 +1,149 @@
+#include "kernels/integral_image.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/extract.h"
+#include "test_images.h"
+
+namespace saccade::kernels {
+namespace {
+
+using testing::brute_sum;
+using testing::make_image;
+using testing::TestImage;
+
+// Every table entry equals the brute-force prefix sum (small images, all shapes).
+TEST(IntegralImage, MatchesBruteForcePrefixSums) {
+  const int shapes[][2] = {{1, 1}, {1, 9}, {9, 1}, {7, 13}, {33, 20}, {64, 300}};
+  for (const auto& s : shapes)
+    for (int c : {1, 3})
+      for (int pad : {0, 5}) {
+        const TestImage img = make_image(s[0], s[1], c, s[0] * 31 + s[1], 1, pad);
+        const IntegralImage t = IntegralImage::build(img.view());
+        ASSERT_EQ(t.height(), s[0]);
+        ASSERT_EQ(t.width(), s[1]);
+        ASSERT_EQ(t.channels(), c);
+        for (int y = 0; y <= s[0]; ++y)
+          for (int x = 0; x <= s[1]; ++x)
+            for (int ch = 0; ch < c; ++ch)
+              ASSERT_EQ(t.row(y)[x * c + ch], brute_sum(img, 0, 0, x, y, ch))
+                  << s[0] << "x" << s[1] << " c=" << c << " at " << x << "," << y;
+      }
+}
+
+// Column strips built by several threads give the same table as one thread.
+TEST(IntegralImage, MultithreadedBuildEqualsSingleThreaded) {
+  const TestImage img = make_image(301, 1283, 3, 5, 1, 3);
+  const IntegralImage one = IntegralImage::build(img.view(), 1);
+  for (int threads : {2, 3, 7}) {
+    const IntegralImage many = IntegralImage::build(img.view(), threads);
+    for (int y = 0; y <= img.height; ++y)
+      for (int i = 0; i < (img.width + 1) * 3; ++i)
+        ASSERT_EQ(one.row(y)[i], many.row(y)[i]) << "threads=" << threads << " y=" << y;
+  }
+}
+
+// Rebuilding into a used table (smaller, then bigger) leaves no stale values.
+TEST(IntegralImage, RebuildReusesStorageCorrectly) {
+  IntegralImage t = IntegralImage::build(make_image(200, 200, 3, 1, 2).view());
+  const TestImage small = make_image(10, 17, 1, 2, 1);
+  t.rebuild(small.view());
+  EXPECT_EQ(t.channels(), 1);
+  EXPECT_EQ(t.row(10)[17], brute_sum(small, 0, 0, 17, 10, 0));
+  EXPECT_EQ(t.box_sum(3, 2, 9, 8, 0), brute_sum(small, 3, 2, 9, 8, 0));
+}
+
+TEST(IntegralImage, BoxSumClipsToImage) {
+  const TestImage img = make_image(40, 50, 3, 9, 1);
+  const IntegralImage t = IntegralImage::build(img.view());
+  EXPECT_EQ(t.box_sum(-10, -10, 60, 70, 1), brute_sum(img, 0, 0, 50, 40, 1));
+  EXPECT_EQ(t.box_sum(45, 35, 90, 90, 2), brute_sum(img, 45, 35, 50, 40, 2));
+  EXPECT_EQ(t.box_sum(60, 0, 70, 10, 0), 0u);
+  EXPECT_EQ(t.box_sum(5, 5, 5, 9, 0), 0u);
+  EXPECT_THROW(t.box_sum(0, 0, 1, 1, 3), std::invalid_argument);
+}
+
+// An 8192^2 photo-like RGB image: the uint32 table wraps (its far corner exceeds
+// 2^32), yet box sums at the far corner, and whole-image sums, stay exact.
+TEST(IntegralImage, LargePhotoStaysExactAtFarCorner) {
+  constexpr int kSide = 8192;
+  TestImage img{kSide, kSide, 3, kSide * 3, {}};
+  img.pixels.resize(static_cast<std::size_t>(kSide) * kSide * 3);
+  std::uint32_t s = 99;
+  std::uint64_t total[3] = {0, 0, 0};
+  for (int y = 0; y < kSide; ++y)
+    for (int x = 0; x < kSide; ++x)
+      for (int c = 0; c < 3; ++c) {
+        s = s * 1664525u + 1013904223u;
+        const int v = 60 + (x + y) * 120 / (2 * kSide) + c * 20 + static_cast<int>(s >> 27);
+        img.pixels[(static_cast<std::size_t>(y) * kSide + x) * 3 + c] =
+            static_cast<std::uint8_t>(v);
+        total[c] += static_cast<std::uint8_t>(v);
+      }
+  const IntegralImage t = IntegralImage::build(img.view(), 0);
+  for (int c = 0; c < 3; ++c) {
+    ASSERT_GT(total[c], std::uint64_t{1} << 32) << "the test must overflow a uint32 table";
+    EXPECT_EQ(t.box_sum(0, 0, kSide, kSide, c), total[c]);  // strips
+  }
+  // Far-corner box and the extraction of the bottom-right 512^2 crop.
+  EXPECT_EQ(t.box_sum(kSide - 700, kSide - 300, kSide, kSide, 2),
+            brute_sum(img, kSide - 700, kSide - 300, kSide, kSide, 2));
+  constexpr int P = 16;
+  std::vector<float> out(3 * P * P);
+  const CropBox box{kSide - 512.f, kSide - 512.f, kSide, kSide, 0};
+  extract_patches(std::span<const IntegralImage>(&t, 1), std::span<const CropBox>(&box, 1), P,
+                  out.data());
+  for (int c = 0; c < 3; ++c)
+    for (int r = 0; r < P; ++r)
+      for (int k = 0; k < P; ++k) {
+        const long long x0 = kSide - 512 + k * 32, y0 = kSide - 512 + r * 32;
+        const double want = brute_sum(img, x0, y0, x0 + 32, y0 + 32, c) / 1024.0;
+        ASSERT_NEAR(out[(c * P + r) * P + k], want, want * 1e-6) << c << " " << r << " " << k;
+      }
+  // Whole-image patches: P = 4 cells (2048^2 px) take the fast path, P = 2 cells
+  // (4096^2 px, sums > 2^31) the exact strip path; both must be exact.
+  for (int p : {2, 4}) {
+    const CropBox whole{0, 0, kSide, kSide, 0};
+    std::vector<float> o(3 * p * p);
+    extract_patches(std::span<const IntegralImage>(&t, 1), std::span<const CropBox>(&whole, 1), p,
+                    o.data());
+    const int cell = kSide / p;
+    for (int c = 0; c < 3; ++c)
+      for (int r = 0; r < p; ++r)
+        for (int k = 0; k < p; ++k) {
+          const double want = static_cast<double>(t.box_sum(k * cell, r * cell, (k + 1) * cell,
+                                                            (r + 1) * cell, c)) /
+                              (static_cast<double>(cell) * cell);
+          ASSERT_NEAR(o[(c * p + r) * p + k], want, want * 1e-6) << "p=" << p;
+        }
+  }
+  // Cross-check the strip sums used above against brute force on one quadrant.
+  EXPECT_EQ(t.box_sum(kSide / 2, kSide / 2, kSide, kSide, 0),
+            brute_sum(img, kSide / 2, kSide / 2, kSide, kSide, 0));
+}
+
+TEST(IntegralImage, BadInputNamesTheField) {
+  std::vector<std::uint8_t> px(300, 1);
+  auto message = [&](ImageView v) {
+    try {
+      IntegralImage::build(v);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_NE(message({px.data(), 0, 10, 3, 0}).find("image.height"), std::string::npos);
+  EXPECT_NE(message({px.data(), 10, -1, 3, 0}).find("image.width"), std::string::npos);
+  EXPECT_NE(message({px.data(), 10, 10, 2, 0}).find("image.channels"), std::string::npos);
+  EXPECT_NE(message({px.data(), 10, 10, 4, 0}).find("image.channels"), std::string::npos);
+  EXPECT_NE(message({nullptr, 10, 10, 3, 0}).find("image.data"), std::string::npos);
+  EXPECT_NE(message({px.data(), 10, 10, 3, 20}).find("image.row_stride"), std::string::npos);
+  EXPECT_NE(message({px.data(), 10, 70000, 1, 0}).find("image.width"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace saccade::kernels
