@@ -1,6 +1,8 @@
 // saccade bench extract: the figures of the foveal extraction kernels.
 #include "bench/kernels/extract_bench.h"
+#include "bench/model/model_bench.h"
 #include "cli/commands.h"
+#include "cli/torch_commands.h"
 
 namespace saccade::cli {
 
@@ -33,6 +35,26 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     if (no_photos) extract.default_photos = false;
     if (no_baseline) extract.baseline = false;
     if (const int rc = saccade::bench::run_extract_bench(extract); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::model::ModelBenchOptions model;
+  static bool no_vit_mode = false;
+  CLI::App* m = bench->add_subcommand("model",
+                                      "Foveal ViT step: fwd+bwd time and peak memory per preset, "
+                                      "image-size independence, ViT vs foveal FLOPs");
+  m->add_option("--presets", model.presets, "tiny, vit_s")->capture_default_str();
+  m->add_option("--batch", model.batch, "Batch size")->capture_default_str();
+  m->add_option("--iters", model.iters, "Timed iterations per row (median)")->capture_default_str();
+  m->add_option("--threads", model.threads, "Torch threads")->capture_default_str();
+  m->add_option("--device", model.device, "cpu or cuda[:i]")->capture_default_str();
+  m->add_flag("--bf16", model.bf16, "bfloat16 model and inputs");
+  m->add_flag("--no-vit-mode", no_vit_mode, "Skip the ViT-mode (256-patch) rows");
+  m->add_option("--json", model.json_path, "Also write the rows as JSON here");
+  m->callback([] {
+    if (no_vit_mode) model.vit_mode = false;
+    auto* entry = reinterpret_cast<int (*)(const saccade::model::ModelBenchOptions*)>(
+        torch_entry("saccade_torch_bench_model"));
+    if (const int rc = entry(&model); rc != 0) throw Exit{rc};
   });
 }
 

@@ -15,6 +15,9 @@ struct GlobalOptions {
 void add_config_commands(CLI::App& app, GlobalOptions& global);
 void add_info_command(CLI::App& app, GlobalOptions& global);
 void add_bench_commands(CLI::App& app, GlobalOptions& global);
+void add_pretrain_command(CLI::App& app, GlobalOptions& global);
+// coordinator, agent, actor, status, run, keys (cli/runtime_commands.cpp).
+void add_runtime_commands(CLI::App& app, GlobalOptions& global);
 
 // Thrown by a command to end the process with this exit code after its
 // message has been printed (CLI11 prints nothing more).

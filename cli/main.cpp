@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   saccade::cli::add_config_commands(app, global);
   saccade::cli::add_info_command(app, global);
   saccade::cli::add_bench_commands(app, global);
+  saccade::cli::add_pretrain_command(app, global);
+  saccade::cli::add_runtime_commands(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

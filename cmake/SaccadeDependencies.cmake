@@ -12,6 +12,17 @@ find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Torch REQUIRED)
+# Debian's Caffe2 config makes an imported "gflags" target with an empty
+# IMPORTED_LOCATION ("old-style gflags target"), which breaks generation of any
+# target linking torch. Point it at the library.
+if(TARGET gflags)
+  get_target_property(_saccade_gflags_location gflags IMPORTED_LOCATION)
+  if(NOT _saccade_gflags_location)
+    find_library(SACCADE_GFLAGS_LIBRARY gflags REQUIRED)
+    set_target_properties(gflags PROPERTIES IMPORTED_LOCATION ${SACCADE_GFLAGS_LIBRARY})
+  endif()
+endif()
+
 
 # Debian's TorchConfig puts its include directories on a plain variable; expose
 # them as SYSTEM so torch's own warnings do not drown ours.

@@ -21,6 +21,12 @@ function(saccade_use_torch_pch target)
     target_precompile_headers(saccade_torch_pch PRIVATE <torch/torch.h>)
   endif()
   target_precompile_headers(${target} REUSE_FROM saccade_torch_pch)
+  # The PCH is compiled -fPIC (for the libraries); an executable's -fPIE would
+  # make GCC ignore it (-Winvalid-pch) and reparse torch in every file.
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE")
+    target_compile_options(${target} PRIVATE -fPIC)
+  endif()
 endfunction()
 
 # saccade_add_test(NAME SOURCES ... LIBS ... [TORCH_PCH] [LABELS ...])
@@ -43,7 +49,8 @@ function(saccade_add_test name)
   endif()
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-                       PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+                       PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
+                                  ENVIRONMENT "OMP_WAIT_POLICY=passive")
 endfunction()
 
 # saccade_add_bench(NAME SOURCES ... LIBS ...): a Google Benchmark binary (not run by CTest).

@@ -485,6 +485,14 @@ void check_consistency(const JobConfig& c, Problems& p) {
   if (has_stage("policy") && rollouts + learners == 0) {
     p.add("cluster.nodes", "stage policy needs rollout actors or learners, got none");
   }
+  if (c.security.curve) {
+    for (auto [key, value] :
+         {std::pair<const char*, const std::string*>{"security.server_key", &c.security.server_key},
+          {"security.server_public_key", &c.security.server_public_key},
+          {"security.client_key", &c.security.client_key}}) {
+      if (value->empty()) p.add(key, "security.curve = true needs this key file");
+    }
+  }
   std::map<int64_t, std::string> ports;
   for (auto [key, port] :
        {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},

@@ -48,7 +48,19 @@ struct ClusterConfig {
   int64_t restart_backoff_ms{};
   int64_t restart_backoff_max_ms{};
   int64_t max_message_bytes{};
+  int64_t reconnect_grace_s{};  // how long a lost coordinator or agent may stay away
+  int64_t stall_timeout_s{};    // an actor body silent this long stops heartbeating (0 = off)
+  int64_t drain_timeout_s{};    // time actors get to drain before SIGKILL
+  int64_t status_linger_ms{};   // the coordinator answers status this long after the job ends
   std::vector<NodeSpec> nodes;
+};
+
+// ZeroMQ CURVE on every cluster socket (`saccade keys generate DIR`).
+struct SecurityConfig {
+  bool curve{};
+  std::string server_key;         // coordinator's key pair file (public + secret)
+  std::string server_public_key;  // coordinator's public key file, read by every process
+  std::string client_key;         // the job's client key pair, shared by its processes
 };
 
 struct DataConfig {
@@ -168,6 +180,7 @@ struct LoggingConfig {
 struct JobConfig {
   JobSection job;
   ClusterConfig cluster;
+  SecurityConfig security;
   DataConfig data;
   ModelConfig model;
   ViewsConfig views;

@@ -69,7 +69,31 @@ void describe(V& v, ClusterConfig& c) {
             "Cap of the restart delay.");
   v.integer("max_message_bytes", c.max_message_bytes, 256 << 20, 1024, int64_t{1} << 34,
             "Frames larger than this are dropped.");
+  v.integer("reconnect_grace_s", c.reconnect_grace_s, 300, 1, 86400,
+            "How long agents and actors wait for a lost coordinator (and the coordinator for a "
+            "lost agent) before giving up.");
+  v.integer("stall_timeout_s", c.stall_timeout_s, 600, 0, 86400,
+            "An actor whose body has not called its context this long stops heartbeating, so "
+            "it is killed and restarted as hung; 0 = off.");
+  v.integer("drain_timeout_s", c.drain_timeout_s, 60, 1, 86400,
+            "Time actors get to drain (checkpoint, exit) before SIGKILL.");
+  v.integer("status_linger_ms", c.status_linger_ms, 2000, 0, 3600000,
+            "The coordinator keeps answering status this long after the job ended.");
   v.table_array("nodes", c.nodes, 1, "Machines of the cluster, one [[cluster.nodes]] table each.");
+}
+
+template <class V>
+void describe(V& v, SecurityConfig& c) {
+  v.boolean("curve", c.curve, false,
+            "ZeroMQ CURVE (encryption, authentication) on every cluster socket.");
+  v.text("server_key", c.server_key, "",
+         "Coordinator's key pair file (`saccade keys generate DIR`: DIR/server.key); read by "
+         "the coordinator only.");
+  v.text("server_public_key", c.server_public_key, "",
+         "Coordinator's public key file (DIR/server.pub); read by every process.");
+  v.text("client_key", c.client_key, "",
+         "The job's client key pair file (DIR/client.key), shared by agents, actors and status "
+         "clients; the coordinator admits only its public key.");
 }
 
 template <class V>
@@ -236,6 +260,7 @@ template <class V>
 void describe(V& v, JobConfig& c) {
   v.section("job", "The job.", c.job);
   v.section("cluster", "Nodes, roles, ports, liveness.", c.cluster);
+  v.section("security", "Authentication and encryption of cluster sockets.", c.security);
   v.section("data", "Datasets and loading.", c.data);
   v.section("model", "The foveal transformer.", c.model);
   v.section("views", "Geometry of the views cut per image.", c.views);

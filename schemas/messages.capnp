@@ -54,6 +54,7 @@ struct Envelope {
     rolloutGroup @20 :RolloutGroup;
     weights @21 :Weights;
     ack @22 :Ack;
+    actorCommand @23 :ActorCommand;
   }
 }
 
@@ -65,6 +66,8 @@ struct RegisterNode {
   cores @2 :UInt32;
   gpus @3 :UInt32;
   memoryBytes @4 :UInt64;
+  actors @5 :List(ActorEvent);   # actors the agent supervises now (re-registration
+                                 # after a coordinator restart: the job resumes with them)
 }
 
 struct ActorAssignment {
@@ -139,6 +142,17 @@ struct StatusReply {
   actors @10 :List(ActorStatus);
   state @11 :Text;                   # running, draining, finished, failed
   reason @12 :Text;                  # why a job failed
+  nodes @13 :List(NodeStatus);
+}
+
+struct NodeStatus {
+  name @0 :Text;
+  host @1 :Text;
+  cores @2 :UInt32;
+  gpus @3 :UInt32;
+  memoryBytes @4 :UInt64;
+  state @5 :Text;                    # waiting, registered, lost
+  heartbeatAgeMs @6 :Int64;
 }
 
 struct Metrics {
@@ -159,6 +173,20 @@ struct Rendezvous {
 struct Shutdown {
   reason @0 :Text;
   checkpointFirst @1 :Bool;          # SIGTERM/preemption: checkpoint, then exit
+}
+
+# Coordinator -> agent: start (or restart) one actor, or kill its process group.
+# Restart policy (counts, backoff, caps) lives in the coordinator, so it
+# survives a coordinator restart with the rest of the job's state.
+struct ActorCommand {
+  enum Action {
+    start @0;
+    kill @1;                         # SIGKILL to the actor's process group (hung actor)
+  }
+  action @0 :Action;
+  assignment @1 :ActorAssignment;
+  reason @2 :Text;
+  restarts @3 :UInt32;               # times this actor was restarted before
 }
 
 struct Ack {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The demo command: installs dependencies, builds, and runs the main job.
-# Today the main job is the foundation's: validate the shipped job configs and
-# report the build; later stages extend this script (see README "Status").
+# Today the main job is single-process sequential-to-global DINO pretraining of
+# the tiny preset on Fashion-MNIST (configs/tiny.toml), after a quick run of
+# the extraction benchmark; later stages (probe, policy, evaluation, the
+# distributed `saccade run`) extend it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 ./build/saccade info
 ./build/saccade config check configs/*.toml
-if ./build/saccade bench --help >/dev/null 2>&1; then
-  ./build/saccade bench extract --quick
-fi
+./build/saccade bench extract --quick --no-photos
+./build/saccade pretrain configs/tiny.toml "$@"

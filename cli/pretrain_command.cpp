@@ -1,0 +1,27 @@
+// saccade pretrain CONFIG: sequential-to-global DINO in one process.
+#include "cli/commands.h"
+#include "cli/torch_commands.h"
+
+namespace saccade::cli {
+
+void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
+  static std::string file;
+  static PretrainArgs args;
+  CLI::App* cmd = app.add_subcommand(
+      "pretrain",
+      "Sequential-to-global DINO pretraining in one process (resumes from the last checkpoint)");
+  cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--steps", args.steps,
+                  "Stop after this many optimiser steps in total (default: the config's epochs)");
+  cmd->add_flag("--fresh", args.fresh, "Ignore existing checkpoints and start from step 0");
+  cmd->callback([&global] {
+    args.config_path = file.c_str();
+    args.log_level = global.log_level.c_str();
+    args.log_dir = global.log_dir.c_str();
+    auto* entry =
+        reinterpret_cast<int (*)(const PretrainArgs*)>(torch_entry("saccade_torch_pretrain"));
+    if (const int rc = entry(&args); rc != 0) throw Exit{rc};
+  });
+}
+
+}  // namespace saccade::cli

@@ -1,0 +1,166 @@
+// saccade coordinator | agent | actor | status | run | keys: the distributed runtime.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "coordinator/agent.h"
+#include "coordinator/control.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/local_run.h"
+#include "coordinator/status.h"
+#include "workers/runtime/actor_runtime.h"
+
+namespace saccade::cli {
+namespace {
+
+JobConfig load_or_exit(const std::string& file) {
+  try {
+    return load_config(file);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    throw Exit{2};
+  }
+}
+
+void start_logging(const GlobalOptions& g, const std::string& role, const JobConfig& c) {
+  init_logging({role, 0, g.log_level.empty() ? c.logging.level : g.log_level,
+                g.log_dir.empty() ? c.logging.dir : g.log_dir});
+}
+
+void add_coordinator(CLI::App& app, GlobalOptions& global) {
+  static std::string file;
+  static control::CoordinatorOptions options;
+  CLI::App* cmd = app.add_subcommand("coordinator", "Run (or resume) a job's coordinator");
+  cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--bind", options.bind_host,
+                  "Interface of the control and metrics sockets (default: all)");
+  cmd->callback([&global] {
+    const JobConfig c = load_or_exit(file);
+    start_logging(global, "coordinator", c);
+    const int code = control::run_coordinator(c, options);
+    if (code != 0) throw Exit{code};
+  });
+}
+
+void add_agent(CLI::App& app, GlobalOptions& global) {
+  static control::AgentOptions options;
+  static std::string config_file, job;
+  CLI::App* cmd = app.add_subcommand("agent", "Run a node agent: starts and watches actors");
+  cmd->add_option("--coordinator", options.coordinator, "Coordinator HOST:PORT")->required();
+  cmd->add_option("--node", options.node, "This node's name in [[cluster.nodes]]")->required();
+  cmd->add_option("--actor-binary", options.actor_binary,
+                  "Executable run as `BINARY actor ...` (default: this one)");
+  cmd->add_option("--config", config_file,
+                  "Job config: job name and [security] keys until the coordinator sends its own")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--job", job, "Job name when no --config is given (default: saccade)");
+  cmd->callback([&global] {
+    options.bootstrap = config_file.empty() ? default_config() : load_or_exit(config_file);
+    if (!job.empty()) options.bootstrap.job.name = job;
+    init_logging({"agent", 0,
+                  global.log_level.empty() ? options.bootstrap.logging.level : global.log_level,
+                  global.log_dir});
+    const int code = control::run_agent(options);
+    if (code != 0) throw Exit{code};
+  });
+}
+
+void add_status(CLI::App& app, GlobalOptions&) {
+  static std::string coordinator, config_file, job;
+  static bool watch = false, json = false;
+  static int timeout_ms = 3000, interval_ms = 1000;
+  CLI::App* cmd = app.add_subcommand("status", "Show a job's progress and its actors");
+  cmd->add_option("--coordinator", coordinator,
+                  "Coordinator HOST:PORT (default: the config's coordinator_host:port)");
+  cmd->add_option("--config", config_file, "Job config: job name and [security] keys")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--job", job, "Job name when no --config is given (default: saccade)");
+  cmd->add_flag("--watch", watch, "Refresh until interrupted");
+  cmd->add_flag("--json", json, "One JSON object per reply, for scripts");
+  cmd->add_option("--timeout-ms", timeout_ms, "Wait this long for a reply")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--interval-ms", interval_ms, "Refresh period of --watch")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([] {
+    JobConfig c = config_file.empty() ? default_config() : load_or_exit(config_file);
+    if (!job.empty()) c.job.name = job;
+    init_logging({"status", 0, "warn", ""});
+    const std::string address =
+        coordinator.empty()
+            ? fmt::format("{}:{}", c.cluster.coordinator_host, c.cluster.coordinator_port)
+            : coordinator;
+    const std::string endpoint = control::tcp_endpoint(address, "--coordinator");
+    const control::Security security = control::load_security(c.security, false);
+    for (;;) {
+      std::string why;
+      const auto s =
+          control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms), why);
+      if (!s) {
+        fmt::print(stderr, "saccade status: {}\n", why);
+        if (!watch) throw Exit{1};
+      } else {
+        if (watch && !json && isatty(STDOUT_FILENO)) fmt::print("\033[H\033[2J");
+        fmt::print("{}", json ? control::status_json(*s) : control::status_table(*s));
+        std::fflush(stdout);
+      }
+      if (!watch) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+  });
+}
+
+void add_run(CLI::App& app, GlobalOptions& global) {
+  static control::LocalRunOptions options;
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a job on this machine: coordinator plus one agent per node, on loopback");
+  cmd->add_option("CONFIG", options.config_file, "Job config (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--actor-binary", options.actor_binary,
+                  "Executable run as `BINARY actor ...` (default: this one)");
+  cmd->callback([&global] {
+    const JobConfig c = load_or_exit(options.config_file);
+    start_logging(global, "run", c);
+    options.log_level = global.log_level;
+    const int code = control::run_local(options);
+    if (code != 0) throw Exit{code};
+  });
+}
+
+void add_keys(CLI::App& app, GlobalOptions&) {
+  static std::string dir;
+  CLI::App* keys = app.add_subcommand("keys", "CURVE keys of a job");
+  keys->require_subcommand(1);
+  CLI::App* generate =
+      keys->add_subcommand("generate", "Write DIR/server.key, server.pub, client.key, client.pub");
+  generate->add_option("DIR", dir, "Folder for the key files")->required();
+  generate->callback([] {
+    control::write_key_files(dir);
+    fmt::print(
+        "wrote {0}/server.key {0}/server.pub {0}/client.key {0}/client.pub\n"
+        "[security]\ncurve = true\nserver_key = \"{0}/server.key\"\n"
+        "server_public_key = \"{0}/server.pub\"\nclient_key = \"{0}/client.key\"\n",
+        dir);
+  });
+}
+
+}  // namespace
+
+void add_runtime_commands(CLI::App& app, GlobalOptions& global) {
+  add_coordinator(app, global);
+  add_agent(app, global);
+  runtime::add_actor_command(app, [](int code) {
+    if (code != 0) throw Exit{code};
+  });
+  add_status(app, global);
+  add_run(app, global);
+  add_keys(app, global);
+}
+
+}  // namespace saccade::cli

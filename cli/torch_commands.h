@@ -1,0 +1,40 @@
+// The torch side of the CLI, built as a shared library (libsaccade_torch.so)
+// that the saccade binary loads only for commands that need LibTorch. The
+// coordinator, agents, status and config commands never load torch: they
+// start in milliseconds instead of the ~0.7 s LibTorch's ~300 libraries cost,
+// which matters for a process that a cluster starts and restarts.
+#pragma once
+
+#include <cstdint>
+
+#include "bench/model/model_bench.h"
+
+namespace saccade::cli {
+
+struct PretrainArgs {
+  const char* config_path = nullptr;
+  int64_t steps = -1;
+  bool fresh = false;
+  const char* log_level = "";
+  const char* log_dir = "";
+};
+
+}  // namespace saccade::cli
+
+// Entry points resolved with dlsym; each returns the process exit code and
+// reports its own errors on stderr.
+extern "C" {
+int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args);
+int saccade_torch_bench_model(const saccade::model::ModelBenchOptions* options);
+}
+
+namespace saccade::cli {
+
+// The entry point `name` of libsaccade_torch.so (next to the running binary),
+// loaded on first use with OMP_WAIT_POLICY=passive unless the user set a
+// policy (libgomp reads it when it loads: its default spinning workers steal
+// the cores OpenBLAS needs; torch steps measured 4-5x slower on 2 cores).
+// Throws std::runtime_error with dlerror()'s reason.
+void* torch_entry(const char* name);
+
+}  // namespace saccade::cli

@@ -1,0 +1,29 @@
+// `saccade agent`: one per node. Registers the node's resources with the
+// coordinator, starts the actors it is told to start (each in its own process
+// group, killed with the agent by PR_SET_PDEATHSIG), reaps them, reports how
+// they ended, and kills hung ones when told. Restart policy is the
+// coordinator's; the agent only executes it.
+#pragma once
+
+#include <string>
+
+#include "common/config.h"
+
+namespace saccade::control {
+
+inline constexpr int kExitCoordinatorLost = 4;  // no coordinator for cluster.reconnect_grace_s
+
+struct AgentOptions {
+  std::string coordinator;   // HOST:PORT
+  std::string node;          // a [[cluster.nodes]] name
+  std::string actor_binary;  // executable run as `BINARY actor ...`; empty: this executable
+  // Job id, [security] keys and message limit until the coordinator sends the
+  // job's config (AssignRoles); the coordinator's config then applies.
+  JobConfig bootstrap;
+};
+
+// Runs until the job ends (0), the agent is drained by SIGTERM (0), or the
+// coordinator stays lost (kExitCoordinatorLost). Every actor is reaped first.
+int run_agent(const AgentOptions& options);
+
+}  // namespace saccade::control

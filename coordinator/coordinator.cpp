@@ -1,0 +1,578 @@
+#include "coordinator/coordinator.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "coordinator/control.h"
+#include "coordinator/job_state.h"
+#include "coordinator/process.h"
+
+namespace saccade::control {
+
+std::filesystem::path coordinator_db_path(const JobConfig& config) {
+  return std::filesystem::path(config.job.work_dir) / "coordinator.db";
+}
+
+namespace {
+
+using Body = wire::Envelope::Body;
+
+class Coordinator {
+ public:
+  Coordinator(const JobConfig& config, const CoordinatorOptions& options)
+      : config_(config),
+        signals_({SIGTERM, SIGINT, SIGHUP}),
+        security_(load_security(config.security, true)),
+        store_(coordinator_db_path(config)),
+        job_(config, store_, steady_ms()),
+        router_(context_, zmq::socket_type::router),
+        writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
+        expect_(expect_for(config)),
+        timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
+    job_.load(steady_ms());
+    if (security_.curve) zap_.emplace(context_, security_.client.public_key);
+    configure_server(router_, security_);
+    router_.set(zmq::sockopt::maxmsgsize, config.cluster.max_message_bytes);
+    const std::string bind =
+        fmt::format("tcp://{}:{}", options.bind_host, config.cluster.coordinator_port);
+    router_.bind(bind);
+    if (config.cluster.metrics_port > 0) {
+      metrics_.emplace(context_, zmq::socket_type::stream);
+      metrics_->set(zmq::sockopt::linger, 0);
+      metrics_->bind(fmt::format("tcp://{}:{}", options.bind_host, config.cluster.metrics_port));
+    }
+    spdlog::info(
+        "coordinator of job \"{}\" on {} (CURVE {}, metrics port {}), {} actors on {} nodes",
+        config.job.name, bind, security_.curve ? "on" : "off", config.cluster.metrics_port,
+        job_.actors.size(), job_.nodes.size());
+  }
+
+  int run() {
+    if (job_.ended()) {
+      spdlog::info("job \"{}\" already ended: {} {}", config_.job.name, job_.state, job_.reason);
+      ended_ms_ = steady_ms() - config_.cluster.status_linger_ms;
+    }
+    int64_t next_tick = 0;
+    while (!done_) {
+      std::vector<zmq::pollitem_t> items = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                            {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
+      if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
+      if (metrics_) items.push_back({metrics_->handle(), 0, ZMQ_POLLIN, 0});
+      const int64_t wait = std::clamp<int64_t>(next_tick - steady_ms(), 0, 50);
+      poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
+      if (items[0].revents & ZMQ_POLLIN) receive_all();
+      if (items[1].revents & ZMQ_POLLIN) on_signal(signals_.take());
+      if (zap_ && (items[2].revents & ZMQ_POLLIN)) zap_->handle_one();
+      if (metrics_ && (items.back().revents & ZMQ_POLLIN)) serve_metrics();
+      if (steady_ms() >= next_tick) {
+        tick(steady_ms());
+        next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
+      }
+      job_.flush();
+    }
+    job_.flush(true);
+    spdlog::info("job \"{}\" {}{}", config_.job.name, job_.state,
+                 job_.reason.empty() ? "" : ": " + job_.reason);
+    return job_.state == "failed" ? kExitJobFailed : kExitJobFinished;
+  }
+
+ private:
+  // --- receiving -----------------------------------------------------------
+
+  void receive_all() {
+    for (int i = 0; i < 1000; ++i) {
+      zmq::message_t identity;
+      if (!router_.recv(identity, zmq::recv_flags::dontwait)) return;
+      const std::string id = identity.to_string();
+      if (!identity.more()) {
+        drops_.refused(id, "a frame without payload");
+        continue;
+      }
+      zmq::message_t frame;
+      if (!router_.recv(frame, zmq::recv_flags::dontwait)) continue;
+      int extra = 0;
+      for (zmq::message_t rest; frame.more() && router_.recv(rest, zmq::recv_flags::dontwait);) {
+        frame.swap(rest);  // drain and refuse multi-part senders
+        ++extra;
+      }
+      if (extra > 0) {
+        drops_.refused(id, fmt::format("multi-part message with {} extra parts", extra));
+        continue;
+      }
+      wire::Received r = wire::open_frame(frame, expect_);
+      if (r.status != wire::RecvStatus::kOk) {
+        drops_.refused(id, r.why);
+        continue;
+      }
+      std::string why = handle(id, *r.message);
+      if (!why.empty()) drops_.refused(id, why);
+    }
+  }
+
+  // Returns why the message was dropped, or "" when it was handled.
+  std::string handle(const std::string& id, const wire::Message& m) {
+    const auto env = m.envelope();
+    const auto sender = env.getSender();
+    const auto body = env.getBody();
+    const int64_t now = steady_ms();
+    const wire::Role role = sender.getRole();
+    if (role == wire::Role::CLIENT) {
+      if (m.kind() != Body::STATUS_REQUEST) return "clients may only ask for status";
+      reply(id, [&](wire::Envelope::Builder e) {
+        write_status(job_.status(now), e.getBody().initStatusReply());
+      });
+      return "";
+    }
+    if (role == wire::Role::AGENT) {
+      const std::string node = sender.getNode();
+      if (id != agent_identity(node)) return fmt::format("identity {} is not agent {}", id, node);
+      auto it = job_.nodes.find(node);
+      if (it == job_.nodes.end()) return fmt::format("node \"{}\" is not in cluster.nodes", node);
+      return handle_agent(it->second, m, now);
+    }
+    const ActorKey key{role, sender.getRank()};
+    auto it = job_.actors.find(key);
+    if (it == job_.actors.end())
+      return fmt::format("no actor {} {} in this job", role_name(role), key.second);
+    if (id != actor_identity(role, key.second))
+      return fmt::format("identity {} is not that actor's", id);
+    ActorRecord& a = it->second;
+    if (a.assignment.node != sender.getNode().cStr()) return "actor on an unexpected node";
+    if (a.pid != 0 && a.pid != sender.getPid())
+      return fmt::format("stale actor pid {}", sender.getPid());
+    if (!alive(a.phase))
+      return fmt::format("message from an actor that is {}", phase_name(a.phase));
+    switch (m.kind()) {
+      case Body::HEARTBEAT: {
+        const auto hb = body.getHeartbeat();
+        a.pid = sender.getPid();
+        a.last_heartbeat_ms = now;
+        a.step = hb.getStep();
+        a.items_per_second = hb.getItemsPerSecond();
+        if (hb.getState() == wire::ActorState::DRAINING)
+          a.phase = Phase::kDraining;
+        else if (a.phase == Phase::kStarting)
+          a.phase = Phase::kRunning;
+        job_.mark(a);
+        if (role == wire::Role::LEARNER && env.getGeneration() != job_.generation &&
+            job_.state == "running")
+          send_rendezvous(a);
+        return "";
+      }
+      case Body::ACTOR_EVENT:
+        if (body.getActorEvent().getState() == wire::ActorState::DRAINING) {
+          a.announced_drain = true;
+          a.phase = Phase::kDraining;
+          job_.mark(a);
+          begin_drain(fmt::format("{} {} drains: {}", role_name(role), key.second,
+                                  body.getActorEvent().getReason().cStr()));
+        }
+        return "";
+      case Body::METRICS:
+      case Body::CHECKPOINT_COMMITTED:
+        if (env.getGeneration() != job_.generation)
+          return fmt::format("stale generation {} (current {})", env.getGeneration(),
+                             job_.generation);
+        if (role != wire::Role::LEARNER) return "only learners report the job";
+        if (m.kind() == Body::METRICS) {
+          if (key.second != 0) return "";  // the job's figures are learner 0's
+
+          const auto metrics = body.getMetrics();
+          const auto names = metrics.getNames();
+          const auto values = metrics.getValues();
+          for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i)
+            job_.metrics[names[i]] = values[i];
+          job_.mark_metrics();
+        } else {
+          if (key.second != 0) return "only learner 0 commits checkpoints";
+          const auto c = body.getCheckpointCommitted();
+          job_.checkpoint_step = c.getStep();
+          job_.checkpoint_bytes = c.getBytes();
+          job_.checkpoint_time_ns = wire::now_ns();
+          job_.mark_job();
+          job_.flush(true);
+        }
+        return "";
+      default:
+        return fmt::format("unexpected {} from an actor", wire::kind_name(m.kind()));
+    }
+  }
+
+  std::string handle_agent(NodeRecord& node, const wire::Message& m, int64_t now) {
+    const auto body = m.envelope().getBody();
+    switch (m.kind()) {
+      case Body::REGISTER_NODE:
+        on_register(node, body.getRegisterNode(), now);
+        return "";
+      case Body::HEARTBEAT:
+        node.last_heartbeat_ms = now;
+        if (node.state != NodeRecord::State::kRegistered) {
+          // It thinks it is registered with a coordinator that does not know it: ask again.
+          send_to(agent_identity(node.spec.name), [](wire::Envelope::Builder e) {
+            auto ack = e.getBody().initAck();
+            ack.setOk(false);
+            ack.setError("not registered");
+          });
+        }
+        return "";
+      case Body::ACTOR_EVENT: {
+        const auto ev = body.getActorEvent();
+        if (ev.getRole() == wire::Role::AGENT) {
+          if (ev.getState() == wire::ActorState::DRAINING)
+            begin_drain(fmt::format("agent {}: {}", node.spec.name, ev.getReason().cStr()));
+          if (ev.getState() == wire::ActorState::EXITED ||
+              ev.getState() == wire::ActorState::FAILED) {
+            node.state = NodeRecord::State::kExited;
+            node.since_ms = now;
+          }
+          return "";
+        }
+        auto it = job_.actors.find({ev.getRole(), ev.getRank()});
+        if (it == job_.actors.end() || it->second.assignment.node != node.spec.name)
+          return "event about an actor not placed on that node";
+        ActorRecord& a = it->second;
+        if (ev.getState() == wire::ActorState::STARTING) {
+          if (a.phase == Phase::kStarting) a.pid = ev.getPid();
+          job_.mark(a);
+          return "";
+        }
+        if (a.pid != 0 && ev.getPid() != a.pid) return "event about a stale pid";
+        if (!alive(a.phase)) return "";
+        on_exit(a, ev.getExitCode(), ev.getSignal(), ev.getReason(), now);
+        return "";
+      }
+      default:
+        return fmt::format("unexpected {} from an agent", wire::kind_name(m.kind()));
+    }
+  }
+
+  // --- decisions -------------------------------------------------------------
+
+  void on_register(NodeRecord& node, wire::RegisterNode::Reader r, int64_t now) {
+    const bool again = node.state == NodeRecord::State::kRegistered;
+    node.state = NodeRecord::State::kRegistered;
+    node.since_ms = node.last_heartbeat_ms = now;
+    node.cores = r.getCores();
+    node.gpus = r.getGpus();
+    node.memory_bytes = r.getMemoryBytes();
+    spdlog::info("node {} registered{} ({} cores, {} GPUs, {} MiB, {} actors running)",
+                 node.spec.name, again ? " again" : "", node.cores, node.gpus,
+                 node.memory_bytes >> 20, r.getActors().size());
+    const std::string id = agent_identity(node.spec.name);
+    if (job_.ended()) {
+      send_shutdown(id, false);
+      return;
+    }
+    send_to(id, [&](wire::Envelope::Builder e) {
+      auto assign = e.getBody().initAssignRoles();
+      assign.setNodeName(node.spec.name);
+      assign.setConfigToml(to_toml(config_));
+      std::vector<const ActorRecord*> mine;
+      for (const auto& [k, a] : job_.actors)
+        if (a.assignment.node == node.spec.name) mine.push_back(&a);
+      auto list = assign.initActors(static_cast<unsigned>(mine.size()));
+      for (size_t i = 0; i < mine.size(); ++i)
+        write_assignment(mine[i]->assignment, list[static_cast<unsigned>(i)]);
+    });
+    std::map<ActorKey, uint32_t> running;
+    for (auto ev : r.getActors()) {
+      if (ev.getState() == wire::ActorState::STARTING ||
+          ev.getState() == wire::ActorState::RUNNING || ev.getState() == wire::ActorState::DRAINING)
+        running[{ev.getRole(), ev.getRank()}] = ev.getPid();
+    }
+    for (auto& [k, a] : job_.actors) {
+      if (a.assignment.node != node.spec.name) continue;
+      auto found = running.find(k);
+      if (found != running.end()) {
+        if (alive(a.phase) || a.phase == Phase::kPending) {  // adopt it
+          a.pid = found->second;
+          if (a.phase == Phase::kPending) a.phase = Phase::kStarting;
+          a.last_heartbeat_ms = now;
+          job_.mark(a);
+        }
+      } else if (a.phase == Phase::kPending && job_.state == "running") {
+        start_actor(a, now);
+      } else if (alive(a.phase)) {
+        on_exit(a, -1, 0, "not running on its node after the agent registered again", now);
+      }
+    }
+  }
+
+  void on_exit(ActorRecord& a, int exit_code, int signal, const std::string& reason, int64_t now) {
+    const std::string who = fmt::format("{} {} on {}", role_name(a.assignment.role),
+                                        a.assignment.rank, a.assignment.node);
+    a.pid = 0;
+    job_.mark(a);
+    if (exit_code == 0 && signal == 0) {
+      a.phase = Phase::kExited;
+      spdlog::info("{} exited cleanly{}", who, a.announced_drain ? " (drained)" : "");
+      return;
+    }
+    std::string what = signal ? fmt::format("killed by signal {}", signal)
+                              : fmt::format("exit code {}", exit_code);
+    if (!reason.empty()) what += ": " + reason;
+    if (!a.last_reason.empty()) what += " (" + a.last_reason + ")";
+    a.last_reason.clear();
+    if (job_.state != "running") {
+      a.phase = Phase::kFailed;
+      spdlog::warn("{} ended while the job is {}: {}", who, job_.state, what);
+      return;
+    }
+    if (a.assignment.role == wire::Role::LEARNER) {
+      ++job_.generation;
+      job_.mark_job();
+      spdlog::warn("learner lost ({}): generation {}, every learner re-rendezvous", who,
+                   job_.generation);
+      for (auto& [k, other] : job_.actors)
+        if (k.first == wire::Role::LEARNER && alive(other.phase) && &other != &a)
+          send_rendezvous(other);
+    }
+    const uint32_t n = ++job_.role_restarts[a.assignment.role];
+    job_.mark_job();
+    if (n > static_cast<uint32_t>(config_.cluster.max_restarts)) {
+      a.phase = Phase::kFailed;
+      end_job(
+          "failed",
+          fmt::format("restart cap reached: {} actors failed {} times (cluster.max_restarts = "
+                      "{}); last: {}: {}",
+                      role_name(a.assignment.role), n, config_.cluster.max_restarts, who, what));
+      return;
+    }
+    const int64_t base = config_.cluster.restart_backoff_ms;
+    const int64_t delay = std::min<int64_t>(base << std::min<uint32_t>(n - 1, 30),
+                                            config_.cluster.restart_backoff_max_ms);
+    a.phase = Phase::kRestarting;
+    ++a.restarts;
+    a.restart_at_ms = now + delay;
+    spdlog::warn("{} failed ({}); restart {} of the role in {} ms", who, what, n, delay);
+  }
+
+  void start_actor(ActorRecord& a, int64_t now) {
+    if (job_.nodes.at(a.assignment.node).state != NodeRecord::State::kRegistered) return;
+    a.phase = Phase::kStarting;
+    a.pid = 0;
+    a.started_ms = a.last_heartbeat_ms = now;
+    a.kill_sent_ms = -1;
+    a.announced_drain = false;
+    job_.mark(a);
+    send_to(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
+      auto cmd = e.getBody().initActorCommand();
+      cmd.setAction(wire::ActorCommand::Action::START);
+      write_assignment(a.assignment, cmd.initAssignment());
+      cmd.setRestarts(a.restarts);
+    });
+  }
+
+  void send_rendezvous(const ActorRecord& learner) {
+    std::string host;
+    int32_t world = 0;
+    for (const auto& [k, a] : job_.actors) {
+      if (k.first != wire::Role::LEARNER) continue;
+      ++world;
+      if (k.second == 0) host = job_.nodes.at(a.assignment.node).spec.host;
+    }
+    send_to(actor_identity(wire::Role::LEARNER, learner.assignment.rank),
+            [&](wire::Envelope::Builder e) {
+              auto r = e.getBody().initRendezvous();
+              r.setStoreHost(host);
+              r.setStorePort(static_cast<uint16_t>(config_.cluster.store_port));
+              r.setWorldSize(world);
+              r.setRank(learner.assignment.rank);
+              r.setResumeFromStep(job_.checkpoint_step);
+              r.setCollectiveTimeoutMs(config_.cluster.collective_timeout_s * 1000);
+            });
+  }
+
+  void begin_drain(const std::string& why) {
+    if (job_.state != "running") return;
+    spdlog::warn("job drains: {}", why);
+    job_.state = "draining";
+    job_.reason = why;
+    job_.mark_job();
+    job_.flush(true);
+    drain_deadline_ms_ = steady_ms() + config_.cluster.drain_timeout_s * 1000;
+    for (auto& [k, a] : job_.actors) {
+      if (alive(a.phase)) {
+        a.phase = Phase::kDraining;
+        send_shutdown(actor_identity(k.first, k.second), true);
+      } else if (a.phase == Phase::kRestarting || a.phase == Phase::kPending) {
+        a.phase = Phase::kExited;
+      }
+      job_.mark(a);
+    }
+  }
+
+  void end_job(const std::string& state, const std::string& why) {
+    if (job_.ended()) return;
+    job_.state = state;
+    if (!why.empty()) job_.reason = why;
+    job_.mark_job();
+    job_.flush(true);
+    ended_ms_ = steady_ms();
+    spdlog::log(state == "failed" ? spdlog::level::err : spdlog::level::info, "job {}{}", state,
+                job_.reason.empty() ? "" : ": " + job_.reason);
+    for (auto& [k, a] : job_.actors)
+      if (alive(a.phase)) send_shutdown(actor_identity(k.first, k.second), false);
+  }
+
+  void tick(int64_t now) {
+    const int64_t timeout = timeout_ms_;
+    for (auto& [name, n] : job_.nodes) {
+      if (n.state == NodeRecord::State::kRegistered) {
+        send_to(agent_identity(name), [](wire::Envelope::Builder e) {
+          e.getBody().initHeartbeat().setState(wire::ActorState::RUNNING);
+        });
+        if (now - n.last_heartbeat_ms > timeout) {
+          spdlog::warn("node {} lost: no heartbeat for {} ms", name, now - n.last_heartbeat_ms);
+          n.state = NodeRecord::State::kLost;
+          n.since_ms = now;
+        }
+      }
+      const bool absent =
+          n.state == NodeRecord::State::kLost || n.state == NodeRecord::State::kWaiting;
+      if (absent && job_.state == "running" &&
+          now - n.since_ms > config_.cluster.reconnect_grace_s * 1000) {
+        end_job("failed",
+                fmt::format("node {} {} for {} s (cluster.reconnect_grace_s)", name,
+                            n.state == NodeRecord::State::kLost ? "lost" : "never registered",
+                            config_.cluster.reconnect_grace_s));
+      }
+    }
+    bool all_done = true, any_completes = false, any_alive = false;
+    for (auto& [k, a] : job_.actors) {
+      const bool node_up = job_.nodes.at(a.assignment.node).state == NodeRecord::State::kRegistered;
+      if (alive(a.phase)) {
+        any_alive = true;
+        send_to(actor_identity(k.first, k.second), [](wire::Envelope::Builder e) {
+          e.getBody().initHeartbeat().setState(wire::ActorState::RUNNING);
+        });
+        // A starting actor gets 10 s more to load before it must heartbeat.
+        const int64_t limit = a.phase == Phase::kStarting ? timeout + 10000 : timeout;
+        const int64_t silent = now - a.last_heartbeat_ms;
+        if (silent > limit && node_up && (a.kill_sent_ms < 0 || now - a.kill_sent_ms > timeout)) {
+          a.last_reason = fmt::format("hung: no heartbeat for {} ms", silent);
+          a.kill_sent_ms = now;
+          spdlog::warn("{} {} {}: killing it", role_name(k.first), k.second, a.last_reason);
+          send_to(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
+            auto cmd = e.getBody().initActorCommand();
+            cmd.setAction(wire::ActorCommand::Action::KILL);
+            write_assignment(a.assignment, cmd.initAssignment());
+            cmd.setReason(a.last_reason);
+          });
+        }
+      }
+      if (job_.state == "running" && node_up &&
+          (a.phase == Phase::kPending || (a.phase == Phase::kRestarting && now >= a.restart_at_ms)))
+        start_actor(a, now);
+      if (completes_job(config_, k.first)) {
+        any_completes = true;
+        all_done = all_done && a.phase == Phase::kExited;
+      }
+    }
+    if (job_.state == "running" && any_completes && all_done) end_job("finished", "");
+    if (job_.state == "draining" && (!any_alive || now > drain_deadline_ms_))
+      end_job("drained", "");
+    if (job_.ended()) finish_when_quiet(now);
+  }
+
+  void finish_when_quiet(int64_t now) {
+    if (ended_ms_ < 0) ended_ms_ = now;
+    bool agents_gone = true;
+    for (auto& [name, n] : job_.nodes) {
+      if (n.state == NodeRecord::State::kRegistered) {
+        agents_gone = false;
+        send_shutdown(agent_identity(name), false);
+      }
+    }
+    const int64_t linger = config_.cluster.status_linger_ms;
+    const int64_t hard = ended_ms_ + config_.cluster.drain_timeout_s * 1000 + linger;
+    if ((agents_gone && now >= ended_ms_ + linger) || now >= hard) done_ = true;
+  }
+
+  void on_signal(int signal) {
+    if (signal == 0) return;
+    if (++signals_seen_ == 1) {
+      begin_drain(fmt::format("coordinator received {}", strsignal(signal)));
+    } else {
+      spdlog::warn("second {}: ending now", strsignal(signal));
+      end_job("drained", "");
+      done_ = true;
+    }
+  }
+
+  // --- sending ---------------------------------------------------------------
+
+  void send_to(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
+    zmq::message_t msg = writer_.make(job_.generation, fill);
+    try {
+      if (router_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        router_.send(msg, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("send to {} failed: {}", id, e.what());
+    }
+  }
+  void reply(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
+    send_to(id, fill);
+  }
+  void send_shutdown(const std::string& id, bool checkpoint) {
+    send_to(id, [&](wire::Envelope::Builder e) {
+      auto s = e.getBody().initShutdown();
+      s.setReason(job_.reason.empty() ? job_.state : job_.reason);
+      s.setCheckpointFirst(checkpoint);
+    });
+  }
+
+  // Minimal HTTP/1.0 on a ZMQ_STREAM socket: any request gets the metrics.
+  void serve_metrics() {
+    for (int i = 0; i < 100; ++i) {
+      zmq::message_t id, data;
+      if (!metrics_->recv(id, zmq::recv_flags::dontwait)) return;
+      if (!metrics_->recv(data, zmq::recv_flags::dontwait) || data.size() == 0) continue;
+      const std::string body = status_prometheus(job_.status(steady_ms()));
+      const std::string response = fmt::format(
+          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: "
+          "{}\r\nConnection: close\r\n\r\n{}",
+          body.size(), body);
+      const std::string peer = id.to_string();  // sending a message_t empties it
+      try {
+        metrics_->send(zmq::buffer(peer), zmq::send_flags::sndmore);
+        metrics_->send(zmq::buffer(response), zmq::send_flags::dontwait);
+        metrics_->send(zmq::buffer(peer), zmq::send_flags::sndmore);
+        metrics_->send(zmq::message_t(), zmq::send_flags::dontwait);  // closes the connection
+      } catch (const zmq::error_t& e) {  // the client left before its answer
+        spdlog::debug("metrics reply: {}", e.what());
+      }
+    }
+  }
+
+  const JobConfig& config_;
+  SignalFd signals_;
+  Security security_;
+  StateStore store_;
+  JobState job_;
+  zmq::context_t context_;
+  std::optional<ZapHandler> zap_;
+  zmq::socket_t router_;
+  std::optional<zmq::socket_t> metrics_;
+  EnvelopeWriter writer_;
+  wire::Expect expect_;
+  DropLog drops_;
+  int64_t timeout_ms_;
+  int64_t drain_deadline_ms_ = 0;
+  int64_t ended_ms_ = -1;
+  int signals_seen_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
+int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) {
+  Coordinator coordinator(config, options);
+  return coordinator.run();
+}
+
+}  // namespace saccade::control

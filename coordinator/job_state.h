@@ -1,0 +1,97 @@
+// The coordinator's model of a job: nodes, actors and the job's own state,
+// with their persistence in the StateStore. Internal to coordinator/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coordinator/placement.h"
+#include "coordinator/state_store.h"
+#include "coordinator/status.h"
+
+namespace saccade::control {
+
+enum class Phase {
+  kPending,     // never started
+  kStarting,    // start sent, no heartbeat yet
+  kRunning,     // heartbeating
+  kDraining,    // told to drain, or drains on its own (SIGTERM)
+  kRestarting,  // failed, restart due at restart_at_ms
+  kExited,      // ended cleanly (finished or drained): never restarted
+  kFailed,      // ended in failure outside a running job: never restarted
+};
+const char* phase_name(Phase p);
+bool alive(Phase p);  // starting, running or draining
+
+struct ActorRecord {
+  Assignment assignment;
+  Phase phase = Phase::kPending;
+  uint32_t pid = 0;
+  uint32_t restarts = 0;
+  int64_t step = 0;
+  double items_per_second = 0;
+  bool straggler = false;
+  bool announced_drain = false;
+  int64_t last_heartbeat_ms = -1;
+  int64_t started_ms = -1;
+  int64_t restart_at_ms = -1;
+  int64_t kill_sent_ms = -1;
+  std::string last_reason;  // why it was killed (hung), for the failure message
+};
+
+struct NodeRecord {
+  NodeSpec spec;
+  enum class State { kWaiting, kRegistered, kLost, kExited } state = State::kWaiting;
+  uint32_t cores = 0, gpus = 0;
+  uint64_t memory_bytes = 0;
+  int64_t last_heartbeat_ms = -1;
+  int64_t since_ms = 0;  // when it entered its state
+};
+
+using ActorKey = std::pair<wire::Role, int32_t>;
+
+// Everything the coordinator knows about its job. Mutations mark what changed;
+// flush() writes it in one atomic batch.
+class JobState {
+ public:
+  JobState(const JobConfig& config, StateStore& store, int64_t now_ms);
+
+  // Refuses a database of another job; resumes one of this job.
+  void load(int64_t now_ms);
+  void flush(bool sync = false);
+
+  std::map<ActorKey, ActorRecord> actors;
+  std::map<std::string, NodeRecord> nodes;
+  std::string state = "running";  // running, draining, finished, drained, failed
+  std::string reason;
+  uint64_t generation = 1;
+  int64_t checkpoint_step = -1;
+  uint64_t checkpoint_bytes = 0;
+  int64_t checkpoint_time_ns = 0;
+  std::map<wire::Role, uint32_t> role_restarts;
+  std::map<std::string, double> metrics;
+
+  bool ended() const { return state == "finished" || state == "drained" || state == "failed"; }
+  void mark(const ActorRecord& a) {
+    dirty_actors_.push_back({a.assignment.role, a.assignment.rank});
+  }
+  void mark_job() { dirty_job_ = true; }
+  void mark_metrics() { dirty_metrics_ = true; }
+
+  // Status as shown by `saccade status`, with stragglers recomputed.
+  JobStatus status(int64_t now_ms);
+  // Flags actors far behind their role's median step or throughput.
+  void update_stragglers();
+
+ private:
+  const JobConfig& config_;  // not owned
+  StateStore& store_;        // not owned
+  std::vector<ActorKey> dirty_actors_;
+  bool dirty_job_ = false;
+  bool dirty_metrics_ = false;
+};
+
+}  // namespace saccade::control

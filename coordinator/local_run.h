@@ -1,0 +1,20 @@
+// `saccade run CONFIG`: the embedded default. The coordinator and one agent
+// per configured node run as child processes on loopback, through the same
+// code paths as a cluster.
+#pragma once
+
+#include <string>
+
+namespace saccade::control {
+
+struct LocalRunOptions {
+  std::string config_file;
+  std::string actor_binary;  // empty: this executable
+  std::string log_level;     // passed on to the children when set
+};
+
+// Returns the coordinator's exit code (0 finished or drained, 3 failed; 1 when
+// the coordinator died). SIGTERM/SIGINT drain the job; every child is reaped.
+int run_local(const LocalRunOptions& options);
+
+}  // namespace saccade::control

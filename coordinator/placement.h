@@ -1,0 +1,36 @@
+// Where every actor of a job runs: roles placed on nodes by the counts of
+// [[cluster.nodes]], global ranks numbered in node order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "schemas/wire.h"
+
+namespace saccade::control {
+
+struct Assignment {
+  wire::Role role = wire::Role::UNKNOWN;
+  int32_t rank = 0;        // global rank within the role
+  int32_t local_rank = 0;  // rank within the role on its node
+  std::string node;
+  std::string endpoint;            // where the actor binds (data actors: batch socket)
+  std::vector<std::string> peers;  // endpoints it connects to (a learner: its data actors)
+  uint32_t threads = 0;            // 0: the agent divides the node's cores
+  std::string device;              // "cpu" or "cuda:N"
+};
+
+// Every actor of the job, in node order then role order (data, learner,
+// rollout, eval). Data actor d feeds learner d % learners.
+std::vector<Assignment> place_actors(const JobConfig& config);
+
+void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out);
+Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& node);
+
+// The roles whose completion completes the job: learners when there are any,
+// else rollout and eval actors. Data actors serve them.
+bool completes_job(const JobConfig& config, wire::Role role);
+
+}  // namespace saccade::control

@@ -1,0 +1,265 @@
+#include "coordinator/status.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <random>
+
+namespace saccade::control {
+
+void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
+  out.setJobId(s.job_id);
+  out.setStage(s.stage);
+  out.setState(s.state);
+  out.setReason(s.reason);
+  out.setStep(s.step);
+  out.setTotalSteps(s.total_steps);
+  out.setImagesPerSecond(s.images_per_second);
+  out.setLoss(s.loss);
+  out.setLr(s.lr);
+  out.setLastCheckpointStep(s.last_checkpoint_step);
+  out.setLastCheckpointAgeMs(s.last_checkpoint_age_ms);
+  out.setGeneration(s.generation);
+  auto actors = out.initActors(static_cast<unsigned>(s.actors.size()));
+  for (size_t i = 0; i < s.actors.size(); ++i) {
+    const ActorRow& a = s.actors[i];
+    auto b = actors[static_cast<unsigned>(i)];
+    b.setRole(role_from_name(a.role));
+    b.setRank(a.rank);
+    b.setNode(a.node);
+    b.setPid(a.pid);
+    b.setHeartbeatAgeMs(a.heartbeat_age_ms);
+    b.setRestarts(a.restarts);
+    b.setStep(a.step);
+    b.setItemsPerSecond(a.items_per_second);
+    b.setStraggler(a.straggler);
+    for (auto st :
+         {wire::ActorState::STARTING, wire::ActorState::RUNNING, wire::ActorState::DRAINING,
+          wire::ActorState::EXITED, wire::ActorState::FAILED, wire::ActorState::RESTARTING}) {
+      if (a.state == state_name(st)) b.setState(st);
+    }
+  }
+  auto nodes = out.initNodes(static_cast<unsigned>(s.nodes.size()));
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const NodeRow& n = s.nodes[i];
+    auto b = nodes[static_cast<unsigned>(i)];
+    b.setName(n.name);
+    b.setHost(n.host);
+    b.setCores(n.cores);
+    b.setGpus(n.gpus);
+    b.setMemoryBytes(n.memory_bytes);
+    b.setState(n.state);
+    b.setHeartbeatAgeMs(n.heartbeat_age_ms);
+  }
+}
+
+JobStatus read_status(wire::StatusReply::Reader in) {
+  JobStatus s;
+  s.job_id = in.getJobId();
+  s.stage = in.getStage();
+  s.state = in.getState();
+  s.reason = in.getReason();
+  s.step = in.getStep();
+  s.total_steps = in.getTotalSteps();
+  s.images_per_second = in.getImagesPerSecond();
+  s.loss = in.getLoss();
+  s.lr = in.getLr();
+  s.last_checkpoint_step = in.getLastCheckpointStep();
+  s.last_checkpoint_age_ms = in.getLastCheckpointAgeMs();
+  s.generation = in.getGeneration();
+  for (auto a : in.getActors()) {
+    s.actors.push_back({role_name(a.getRole()), a.getRank(), a.getNode(), a.getPid(),
+                        state_name(a.getState()), a.getHeartbeatAgeMs(), a.getRestarts(),
+                        a.getStep(), a.getItemsPerSecond(), a.getStraggler()});
+  }
+  for (auto n : in.getNodes()) {
+    s.nodes.push_back({n.getName(), n.getHost(), n.getCores(), n.getGpus(), n.getMemoryBytes(),
+                       n.getState(), n.getHeartbeatAgeMs()});
+  }
+  return s;
+}
+
+namespace {
+
+std::string number_or_dash(double v, const char* format) {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(format), v) : "-";
+}
+
+std::string age(int64_t ms) {
+  if (ms < 0) return "-";
+  if (ms < 10000) return fmt::format("{:.1f}s", ms / 1000.0);
+  return fmt::format("{}s", ms / 1000);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : "null";
+}
+
+// Prometheus label values escape backslash, quote and newline.
+std::string label(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string status_table(const JobStatus& s) {
+  std::string out = fmt::format(
+      "job {}  stage {}  state {}{}\n"
+      "step {}{}  images/s {:.1f}  loss {}  lr {}  generation {}\n"
+      "last checkpoint: {}\n",
+      s.job_id, s.stage, s.state, s.reason.empty() ? "" : " (" + s.reason + ")", s.step,
+      s.total_steps > 0 ? fmt::format("/{}", s.total_steps) : "", s.images_per_second,
+      number_or_dash(s.loss, "{:.4f}"), number_or_dash(s.lr, "{:.3g}"), s.generation,
+      s.last_checkpoint_step < 0
+          ? std::string("none")
+          : fmt::format("step {}, {} ago", s.last_checkpoint_step, age(s.last_checkpoint_age_ms)));
+  out +=
+      fmt::format("\n{:<8} {:>4} {:<12} {:>8} {:<10} {:>9} {:>8} {:>9} {:>10} {}\n", "ROLE", "RANK",
+                  "NODE", "PID", "STATE", "HEARTBEAT", "RESTARTS", "STEP", "ITEMS/S", "STRAGGLER");
+  for (const ActorRow& a : s.actors) {
+    out += fmt::format("{:<8} {:>4} {:<12} {:>8} {:<10} {:>9} {:>8} {:>9} {:>10.1f} {}\n", a.role,
+                       a.rank, a.node, a.pid, a.state, age(a.heartbeat_age_ms), a.restarts, a.step,
+                       a.items_per_second, a.straggler ? "yes" : "");
+  }
+  return out;
+}
+
+std::string status_json(const JobStatus& s) {
+  std::string out = fmt::format(
+      "{{\"job\":{},\"stage\":{},\"state\":{},\"reason\":{},\"step\":{},\"total_steps\":{},"
+      "\"images_per_second\":{},\"loss\":{},\"lr\":{},\"last_checkpoint_step\":{},"
+      "\"last_checkpoint_age_ms\":{},\"generation\":{},\"actors\":[",
+      json_string(s.job_id), json_string(s.stage), json_string(s.state), json_string(s.reason),
+      s.step, s.total_steps, json_number(s.images_per_second), json_number(s.loss),
+      json_number(s.lr), s.last_checkpoint_step, s.last_checkpoint_age_ms, s.generation);
+  for (size_t i = 0; i < s.actors.size(); ++i) {
+    const ActorRow& a = s.actors[i];
+    out += fmt::format(
+        "{}{{\"role\":{},\"rank\":{},\"node\":{},\"pid\":{},\"state\":{},\"heartbeat_age_ms\":{},"
+        "\"restarts\":{},\"step\":{},\"items_per_second\":{},\"straggler\":{}}}",
+        i ? "," : "", json_string(a.role), a.rank, json_string(a.node), a.pid, json_string(a.state),
+        a.heartbeat_age_ms, a.restarts, a.step, json_number(a.items_per_second),
+        a.straggler ? "true" : "false");
+  }
+  out += "],\"nodes\":[";
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const NodeRow& n = s.nodes[i];
+    out += fmt::format(
+        "{}{{\"name\":{},\"host\":{},\"cores\":{},\"gpus\":{},\"memory_bytes\":{},\"state\":{},"
+        "\"heartbeat_age_ms\":{}}}",
+        i ? "," : "", json_string(n.name), json_string(n.host), n.cores, n.gpus, n.memory_bytes,
+        json_string(n.state), n.heartbeat_age_ms);
+  }
+  return out + "]}\n";
+}
+
+std::string status_prometheus(const JobStatus& s) {
+  const std::string job = fmt::format("job=\"{}\"", label(s.job_id));
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, const std::string& labels, double v) {
+    if (!std::isfinite(v)) return;
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{{}}} {}\n", name, help, name, name,
+                       labels, v);
+  };
+  gauge("saccade_step", "Training step of the job.", job, static_cast<double>(s.step));
+  gauge("saccade_total_steps", "Step budget of the job (0: unknown).", job,
+        static_cast<double>(s.total_steps));
+  gauge("saccade_images_per_second", "Images per second over all learners.", job,
+        s.images_per_second);
+  gauge("saccade_loss", "Last reported loss.", job, s.loss);
+  gauge("saccade_lr", "Last reported learning rate.", job, s.lr);
+  gauge("saccade_generation", "Learner generation (bumps at every re-rendezvous).", job,
+        static_cast<double>(s.generation));
+  gauge("saccade_last_checkpoint_step", "Step of the last committed checkpoint (-1: none).", job,
+        static_cast<double>(s.last_checkpoint_step));
+  gauge("saccade_job_state", "1 for the job's current state.",
+        fmt::format("{},state=\"{}\"", job, label(s.state)), 1);
+  const std::pair<const char*, const char*> per_actor[] = {
+      {"saccade_actor_step", "Step of an actor."},
+      {"saccade_actor_items_per_second", "Throughput of an actor."},
+      {"saccade_actor_restarts", "Restarts of an actor."},
+      {"saccade_actor_heartbeat_age_seconds", "Age of an actor's last heartbeat."},
+      {"saccade_actor_straggler", "1 when the actor straggles behind its role."}};
+  for (auto [name, help] : per_actor) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+    for (const ActorRow& a : s.actors) {
+      const double v = name == per_actor[0].first   ? static_cast<double>(a.step)
+                       : name == per_actor[1].first ? a.items_per_second
+                       : name == per_actor[2].first ? a.restarts
+                       : name == per_actor[3].first ? a.heartbeat_age_ms / 1000.0
+                                                    : (a.straggler ? 1.0 : 0.0);
+      out += fmt::format("{}{{{},role=\"{}\",rank=\"{}\",node=\"{}\"}} {}\n", name, job, a.role,
+                         a.rank, label(a.node), v);
+    }
+  }
+  return out;
+}
+
+std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
+                                      const Security& security, std::chrono::milliseconds timeout,
+                                      std::string& why) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  std::random_device random;
+  configure_client(socket, security, fmt::format("c:{}:{:x}", ::getpid(), random()));
+  socket.set(zmq::sockopt::immediate, 0);  // queue the request until the connection is up
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(endpoint);
+  EnvelopeWriter writer({config.job.name, wire::Role::CLIENT, 0, ""});
+  socket.send(
+      writer.make(0, [](wire::Envelope::Builder env) { env.getBody().initStatusRequest(); }),
+      zmq::send_flags::none);
+  const int64_t deadline = steady_ms() + timeout.count();
+  const wire::Expect expect = expect_for(config);
+  why = fmt::format("no reply from {} within {} ms", endpoint, timeout.count());
+  for (int64_t left; (left = deadline - steady_ms()) > 0;) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    poll_interruptible(&item, 1, std::chrono::milliseconds(left));
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+    wire::Received r = wire::recv_message(socket, expect, zmq::recv_flags::dontwait);
+    if (r.status == wire::RecvStatus::kOk &&
+        r.message->kind() == wire::Envelope::Body::STATUS_REPLY)
+      return read_status(r.message->envelope().getBody().getStatusReply());
+    if (r.status == wire::RecvStatus::kRefused) why = "refused a reply: " + r.why;
+  }
+  return std::nullopt;
+}
+
+}  // namespace saccade::control

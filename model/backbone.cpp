@@ -1,0 +1,86 @@
+#include "model/backbone.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace saccade::model {
+namespace {
+
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+}  // namespace
+
+torch::Tensor StepOutput::first_state_normalized() const {
+  return torch::nn::functional::normalize(
+      state.select(1, 0), torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12));
+}
+
+FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options_(options) {
+  options_.validate();
+  const int64_t w = options_.width;
+  patch_embed_ = register_module("patch_embed", torch::nn::Linear(options_.patch_dim(), w));
+  pos_mlp_ = register_module("pos_mlp", Mlp(3, options_.pos_mlp_hidden, w));
+  state_embed_ = register_parameter("state_embed", torch::zeros({options_.n_state, w}));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options_.depth; ++i) {
+    blocks_->push_back(Block(w, options_.heads, options_.mlp_hidden(), options_.layerscale_init,
+                             options_.norm_eps));
+  }
+  norm_ = register_module(
+      "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({w}).eps(options_.norm_eps)));
+  init_vit_weights(*this);
+  trunc_normal_(state_embed_, 0.02);
+}
+
+void FovealBackboneImpl::check_inputs(const torch::Tensor& patches, const torch::Tensor& positions,
+                                      const torch::Tensor& state) const {
+  const auto& o = options_;
+  if (!patches.defined() || patches.dim() != 5 || patches.size(2) != o.channels ||
+      patches.size(3) != o.patch_size || patches.size(4) != o.patch_size) {
+    throw std::invalid_argument("patches: expected [B, T, " + std::to_string(o.channels) + ", " +
+                                std::to_string(o.patch_size) + ", " + std::to_string(o.patch_size) +
+                                "], got " + (patches.defined() ? shape_of(patches) : "undefined"));
+  }
+  if (!positions.defined() || positions.dim() != 3 || positions.size(0) != patches.size(0) ||
+      positions.size(1) != patches.size(1) || positions.size(2) != 3) {
+    throw std::invalid_argument("positions: expected [B, T, 3] matching patches " +
+                                shape_of(patches) + ", got " +
+                                (positions.defined() ? shape_of(positions) : "undefined"));
+  }
+  if (state.defined() && (state.dim() != 3 || state.size(0) != patches.size(0) ||
+                          state.size(1) != o.n_state || state.size(2) != o.width)) {
+    throw std::invalid_argument("state: expected [" + std::to_string(patches.size(0)) + ", " +
+                                std::to_string(o.n_state) + ", " + std::to_string(o.width) +
+                                "], got " + shape_of(state));
+  }
+  if (!patches.is_floating_point() || !positions.is_floating_point()) {
+    throw std::invalid_argument("patches, positions: expected floating-point tensors");
+  }
+}
+
+StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::Tensor& positions,
+                                    const torch::Tensor& state) {
+  check_inputs(patches, positions, state);
+  const int64_t b = patches.size(0), t = patches.size(1);
+  // No backprop through time: the incoming state is a constant of this step.
+  auto s = state.defined() ? state.detach() : initial_state(b);
+  s = s + state_embed_.unsqueeze(0);
+  auto x = patch_embed_(patches.reshape({b, t, options_.patch_dim()})) + pos_mlp_(positions);
+  x = torch::cat({s, x}, 1);
+  for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
+  x = norm_(x);
+  StepOutput out;
+  out.state = x.narrow(1, 0, options_.n_state);
+  out.patch_tokens = x.narrow(1, options_.n_state, t);
+  return out;
+}
+
+torch::Tensor FovealBackboneImpl::initial_state(int64_t batch) const {
+  return torch::zeros({batch, options_.n_state, options_.width}, state_embed_.options());
+}
+
+}  // namespace saccade::model

@@ -1,0 +1,75 @@
+#include "model/layers.h"
+
+#include "model/torch_compat.h"
+
+namespace saccade::model {
+
+void trunc_normal_(torch::Tensor tensor, double std) {
+  torch::NoGradGuard no_grad;
+  // Resample the tail: exact truncated normal, cheap since ~5% falls outside.
+  auto values = torch::randn(tensor.sizes(), tensor.options()) * std;
+  for (int i = 0; i < 32; ++i) {
+    auto outside = values.abs() > 2 * std;
+    if (!outside.any().item<bool>()) break;
+    values = torch::where(outside, torch::randn(tensor.sizes(), tensor.options()) * std, values);
+  }
+  tensor.copy_(values.clamp(-2 * std, 2 * std));
+}
+
+void init_vit_weights(torch::nn::Module& module, double std) {
+  torch::NoGradGuard no_grad;
+  auto init = [std](torch::nn::Module& m) {
+    if (auto* linear = m.as<torch::nn::Linear>()) {
+      trunc_normal_(linear->weight, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* norm = m.as<torch::nn::LayerNorm>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  };
+  // modules(include_self = true) needs shared_from_this, unavailable in constructors.
+  init(module);
+  for (auto& child : module.modules(/*include_self=*/false)) init(*child);
+}
+
+MlpImpl::MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim)
+    : fc1_(register_module("fc1", torch::nn::Linear(in_dim, hidden_dim))),
+      fc2_(register_module("fc2", torch::nn::Linear(hidden_dim, out_dim))) {}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return fc2_(torch::gelu(fc1_(x)));
+}
+
+AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
+    : heads_(heads),
+      qkv_(register_module("qkv", torch::nn::Linear(width, 3 * width))),
+      proj_(register_module("proj", torch::nn::Linear(width, width))) {}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), n = x.size(1), w = x.size(2);
+  // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim], the timm layout.
+  auto qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).permute({2, 0, 3, 1, 4});
+  auto out = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]);
+  return proj_(out.transpose(1, 2).reshape({b, n, w}));
+}
+
+LayerScaleImpl::LayerScaleImpl(int64_t width, double init_value)
+    : gamma_(register_parameter("gamma", torch::full({width}, init_value))) {}
+
+BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
+                     double norm_eps)
+    : norm1_(register_module(
+          "norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(norm_eps)))),
+      norm2_(register_module(
+          "norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(norm_eps)))),
+      attn_(register_module("attn", Attention(width, heads))),
+      ls1_(register_module("ls1", LayerScale(width, layerscale_init))),
+      ls2_(register_module("ls2", LayerScale(width, layerscale_init))),
+      mlp_(register_module("mlp", Mlp(width, mlp_hidden, width))) {}
+
+torch::Tensor BlockImpl::forward(torch::Tensor x) {
+  x = x + ls1_(attn_(norm1_(x)));
+  return x + ls2_(mlp_(norm2_(x)));
+}
+
+}  // namespace saccade::model

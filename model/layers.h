@@ -1,0 +1,65 @@
+// Building blocks shared by the backbone, the transformer task head and the
+// gaze policy: a DINOv2-style pre-norm transformer block. Parameter names
+// follow DINOv2/timm (norm1, attn.qkv, attn.proj, ls1.gamma, norm2, mlp.fc1,
+// mlp.fc2, ls2.gamma) so exported weights map one to one onto a PyTorch ViT.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace saccade::model {
+
+// trunc_normal(std) on weights of every Linear under `module`, zero biases,
+// LayerNorm = (1, 0): the timm / DINOv2 initialisation.
+void init_vit_weights(torch::nn::Module& module, double std = 0.02);
+
+// Samples N(0, std) truncated to [-2 std, 2 std] in place (timm's trunc_normal_).
+void trunc_normal_(torch::Tensor tensor, double std);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(int64_t width, int64_t heads);
+  torch::Tensor forward(const torch::Tensor& x);  // [B, N, width] -> [B, N, width]
+
+ private:
+  int64_t heads_;
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+// y = gamma * x with a learned per-channel gamma (DINOv2's LayerScale).
+class LayerScaleImpl : public torch::nn::Module {
+ public:
+  LayerScaleImpl(int64_t width, double init_value);
+  torch::Tensor forward(const torch::Tensor& x) { return x * gamma_; }
+
+ private:
+  torch::Tensor gamma_;
+};
+TORCH_MODULE(LayerScale);
+
+// x + ls1(attn(norm1(x))), then + ls2(mlp(norm2(x))).
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
+            double norm_eps);
+  torch::Tensor forward(torch::Tensor x);
+
+ private:
+  torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  Attention attn_{nullptr};
+  LayerScale ls1_{nullptr}, ls2_{nullptr};
+  Mlp mlp_{nullptr};
+};
+TORCH_MODULE(Block);
+
+}  // namespace saccade::model

@@ -1,0 +1,166 @@
+#include "tests/coordinator/harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace saccade::testing {
+
+Child::Child(std::vector<std::string> argv, std::filesystem::path log, std::vector<std::string> env)
+    : log_(std::move(log)) {
+  const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + log_.string());
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a crashed test leaves nothing behind
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    for (std::string& e : env) putenv(e.data());
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid_, pid_);
+  close(fd);
+}
+
+Child::~Child() {
+  if (!code_) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+}
+
+std::optional<int> Child::poll() {
+  if (code_) return code_;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return code_;
+}
+
+std::optional<int> Child::wait(std::chrono::milliseconds timeout) {
+  if (wait_until([&] { return poll().has_value(); }, timeout)) return code_;
+  ::kill(-pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  code_ = 128 + SIGKILL;
+  return std::nullopt;
+}
+
+void Child::signal(int sig) {
+  ::kill(pid_, sig);
+}
+
+std::string Child::log() const {
+  std::ifstream in(log_);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw std::runtime_error("bind failed");
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::vector<pid_t> descendants() {
+  std::map<pid_t, pid_t> parent;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid;
+    if (rest >> state >> ppid) parent[std::stoi(name)] = ppid;
+  }
+  std::vector<pid_t> out;
+  const pid_t self = getpid();
+  for (auto [pid, ppid] : parent) {
+    for (pid_t p = ppid, hops = 0; p > 1 && hops < 64; ++hops) {
+      if (p == self) {
+        out.push_back(pid);
+        break;
+      }
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      p = it->second;
+    }
+  }
+  return out;
+}
+
+void adopt_orphans() {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+TempDir::TempDir() {
+  std::random_device r;
+  path = std::filesystem::temp_directory_path() / fmt::format("saccade-rt-{:x}", r());
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) {
+  std::string nodes;
+  for (const std::string& n : job.nodes) nodes += "[[cluster.nodes]]\n" + n + "\n";
+  return fmt::format(
+      "[job]\nname = \"{}\"\nwork_dir = \"{}\"\nstages = [\"pretrain\"]\n\n"
+      "[cluster]\ncoordinator_host = \"127.0.0.1\"\ncoordinator_port = {}\nmetrics_port = {}\n"
+      "store_port = {}\ndata_port_base = {}\n"
+      "heartbeat_interval_ms = 50\nheartbeat_misses = 6\nmax_restarts = {}\n"
+      "restart_backoff_ms = 50\nrestart_backoff_max_ms = 400\nreconnect_grace_s = 20\n"
+      "stall_timeout_s = 1\ndrain_timeout_s = 5\nstatus_linger_ms = {}\n{}\n{}\n"
+      "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = 10\n\n"
+      "[logging]\nlevel = \"info\"\n{}\n",
+      job.name, work_dir.string(), job.port, job.metrics_port, free_port(), free_port(),
+      job.max_restarts, job.status_linger_ms, job.cluster_extra, nodes, job.steps, job.extra);
+}
+
+}  // namespace saccade::testing

@@ -1,0 +1,79 @@
+// Test harness for the runtime: background child processes with their own
+// logs, free loopback ports, job configs, and a check that nothing a test
+// started survives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace saccade::testing {
+
+// A child process in its own process group, stdout+stderr to `log`. The
+// destructor SIGKILLs its group and reaps it.
+class Child {
+ public:
+  Child(std::vector<std::string> argv, std::filesystem::path log,
+        std::vector<std::string> env = {});
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Exit code once it ended (128 + signal when killed), nullopt while it runs.
+  std::optional<int> poll();
+  // Waits up to `timeout`; on timeout kills the group and returns nullopt.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  void signal(int sig);
+  std::string log() const;  // what it wrote so far
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> code_;
+  std::filesystem::path log_;
+};
+
+// A TCP port on 127.0.0.1 free at the time of the call.
+int free_port();
+
+// Polls `done` every 20 ms until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+
+// Every process whose parent chain leads to this process (zombies included).
+std::vector<pid_t> descendants();
+
+// Makes orphans re-parent to the test process, so descendants() sees them.
+void adopt_orphans();
+
+// A fresh temporary folder, removed with its content by the destructor.
+struct TempDir {
+  TempDir();
+  ~TempDir();
+  std::filesystem::path path;
+};
+
+// Shortest runtime config for tests: loopback, 50 ms heartbeats. `nodes` are
+// [[cluster.nodes]] tables without the header; `extra` is appended as is.
+struct TestJob {
+  std::string name = "rt-test";
+  int port = 0;
+  int metrics_port = 0;
+  int steps = 40;
+  int max_restarts = 5;
+  int status_linger_ms = 0;
+  std::vector<std::string> nodes;
+  std::string cluster_extra;  // more [cluster] keys
+  std::string extra;          // more sections
+};
+std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);
+
+// Bodies of the test actor (tests/coordinator/test_actor.cpp) take faults from
+// this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop.
+inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
+
+}  // namespace saccade::testing

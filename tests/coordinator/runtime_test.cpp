@@ -1,0 +1,398 @@
+// The distributed runtime end to end: real coordinator, agent and actor
+// processes, real sockets on 127.0.0.1, real RocksDB in a temp folder.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <list>
+#include <random>
+#include <thread>
+
+#include "tests/coordinator/harness.h"
+#include "tests/coordinator/json.h"
+#include "tests/support/subprocess.h"
+
+namespace saccade::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kSaccade = build_path("saccade");
+const std::string kActor = build_path("tests/coordinator/saccade_test_actor");
+const char* kTwoNodes[] = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1",
+                           "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
+
+class Runtime : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { adopt_orphans(); }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const auto& [name, child] : children_)
+        std::cerr << "----- " << name << " -----\n" << tail(child->log()) << "\n";
+    }
+    children_.clear();  // kills and reaps whatever still runs
+    std::vector<pid_t> left;
+    const bool clean = wait_until(
+        [&] {
+          while (waitpid(-1, nullptr, WNOHANG) > 0) {  // orphans re-parented to us
+          }
+          left = descendants();
+          return left.empty();
+        },
+        5s);
+    EXPECT_TRUE(clean) << left.size() << " processes outlived the test, e.g. pid "
+                       << (left.empty() ? 0 : left[0]);
+    for (pid_t p : left) kill(p, SIGKILL);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+
+  static std::string tail(const std::string& s) {
+    return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
+  }
+
+  fs::path write_config(const TestJob& job, const std::string& name = "job.toml") {
+    const fs::path file = dir_.path / name;
+    std::ofstream(file) << job_toml(job, dir_.path / "work");
+    return file;
+  }
+
+  Child& start(const std::string& name, std::vector<std::string> argv,
+               std::vector<std::string> env = {}) {
+    children_.emplace_back(
+        name, std::make_unique<Child>(std::move(argv), dir_.path / (name + ".log"), env));
+    return *children_.back().second;
+  }
+
+  Child& coordinator(const fs::path& config, const std::string& name = "coordinator") {
+    return start(name, {kSaccade, "coordinator", config.string(), "--bind", "127.0.0.1"});
+  }
+
+  Child& agent(const fs::path& config, int port, const std::string& node,
+               std::vector<std::string> env = {}) {
+    return start("agent-" + node,
+                 {kSaccade, "agent", "--coordinator", "127.0.0.1:" + std::to_string(port), "--node",
+                  node, "--config", config.string(), "--actor-binary", kActor},
+                 std::move(env));
+  }
+
+  std::optional<Json> status(const fs::path& config, int* exit_code = nullptr) {
+    ProcessResult r = run_process(
+        {kSaccade, "status", "--config", config.string(), "--json", "--timeout-ms", "1000"}, 10s);
+    if (exit_code) *exit_code = r.exit_code;
+    if (r.exit_code != 0) return std::nullopt;
+    return JsonReader::parse(r.out);
+  }
+
+  static const Json* actor(const Json& s, const std::string& role, int rank) {
+    for (const Json& a : s["actors"].array())
+      if (a["role"].str() == role && a["rank"].num() == rank) return &a;
+    return nullptr;
+  }
+
+  // Waits until `pred` holds for a status reply.
+  std::optional<Json> wait_status(const fs::path& config,
+                                  const std::function<bool(const Json&)>& pred,
+                                  std::chrono::milliseconds timeout) {
+    std::optional<Json> last;
+    wait_until(
+        [&] {
+          auto s = status(config);
+          if (s && pred(*s)) return last = s, true;
+          return false;
+        },
+        timeout);
+    return last;
+  }
+
+  static bool all_running(const Json& s) {
+    for (const Json& a : s["actors"].array())
+      if (a["state"].str() != "running") return false;
+    return !s["actors"].array().empty();
+  }
+
+  TempDir dir_;
+  std::list<std::pair<std::string, std::unique_ptr<Child>>> children_;
+};
+
+std::string http_get(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
+  TestJob job;
+  job.port = free_port();
+  job.metrics_port = free_port();
+  job.steps = 40;
+  job.status_linger_ms = 3000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+
+  auto running = wait_status(config, all_running, 20s);
+  ASSERT_TRUE(running) << "the actors never all ran";
+  const Json& s = *running;
+  EXPECT_EQ(s["job"].str(), "rt-test");
+  EXPECT_EQ(s["stage"].str(), "pretrain");
+  EXPECT_EQ(s["total_steps"].num(), 40);
+  ASSERT_EQ(s["actors"].array().size(), 4u);
+  for (const char* role : {"data", "learner"}) {
+    for (int rank : {0, 1}) {
+      const Json* a = actor(s, role, rank);
+      ASSERT_NE(a, nullptr) << role << " " << rank;
+      EXPECT_EQ(a->operator[]("node").str(), rank == 0 ? "n0" : "n1");
+      EXPECT_GT(a->operator[]("pid").num(), 0);
+      EXPECT_GE(a->operator[]("heartbeat_age_ms").num(), 0);
+    }
+  }
+  ASSERT_EQ(s["nodes"].array().size(), 2u);
+  for (const Json& n : s["nodes"].array()) EXPECT_EQ(n["state"].str(), "registered");
+
+  const std::string metrics = http_get(job.metrics_port);
+  EXPECT_NE(metrics.find("HTTP/1.0 200 OK"), std::string::npos) << metrics;
+  EXPECT_NE(
+      metrics.find("saccade_actor_step{job=\"rt-test\",role=\"learner\",rank=\"1\",node=\"n1\"}"),
+      std::string::npos)
+      << metrics;
+
+  auto finished = wait_status(
+      config, [](const Json& j) { return j["state"].str() == "finished"; }, 20s);
+  ASSERT_TRUE(finished);
+  for (int rank : {0, 1}) {
+    EXPECT_EQ((*actor(*finished, "learner", rank))["step"].num(), 40);
+    EXPECT_EQ((*actor(*finished, "learner", rank))["restarts"].num(), 0);
+  }
+  EXPECT_EQ((*finished)["last_checkpoint_step"].num(), 40);
+  EXPECT_EQ((*finished)["generation"].num(), 1);
+  EXPECT_NEAR((*finished)["loss"].num(), 1.0 / 40, 1e-9);
+  EXPECT_EQ(coord.wait(15s), 0);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_EQ(a1.wait(10s), 0);
+  // The database remembers the job ended: a new coordinator says so and leaves.
+  EXPECT_EQ(coordinator(config, "coordinator-again").wait(10s), 0);
+}
+
+TEST_F(Runtime, KilledActorsAreRestartedAndTheJobFinishes) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 400;
+  job.status_linger_ms = 3000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  agent(config, job.port, "n0");
+  agent(config, job.port, "n1");
+  std::mt19937 rng(std::random_device{}());
+  for (auto [role, rank] : {std::pair{"data", 1}, std::pair{"learner", 1}}) {
+    auto s = wait_status(config, all_running, 20s);
+    ASSERT_TRUE(s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 300));
+    s = status(config);
+    ASSERT_TRUE(s);
+    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank))["pid"].num());
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    auto back = wait_status(
+        config,
+        [&](const Json& j) {
+          const Json& a = *actor(j, role, rank);
+          return a["restarts"].num() == 1 && a["state"].str() == "running" && a["pid"].num() != pid;
+        },
+        10s);
+    ASSERT_TRUE(back) << role << " " << rank << " was not restarted";
+  }
+  auto finished = wait_status(
+      config, [](const Json& j) { return j["state"].str() == "finished"; }, 30s);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ((*finished)["generation"].num(), 2);  // one learner lost: one re-rendezvous
+  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), 400);
+  EXPECT_EQ(coord.wait(15s), 0);
+}
+
+TEST_F(Runtime, KilledCoordinatorResumesFromItsDatabase) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 150;
+  job.status_linger_ms = 3000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  Child& first = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto s = wait_status(
+      config,
+      [](const Json& j) { return all_running(j) && (*actor(j, "learner", 0))["step"].num() >= 20; },
+      20s);
+  ASSERT_TRUE(s);
+  first.signal(SIGKILL);
+  EXPECT_EQ(first.wait(5s), 128 + SIGKILL);
+  std::this_thread::sleep_for(400ms);  // agents and actors notice it is gone
+  Child& second = coordinator(config, "coordinator-restarted");
+  auto finished = wait_status(
+      config, [](const Json& j) { return j["state"].str() == "finished"; }, 30s);
+  ASSERT_TRUE(finished);
+  for (const Json& a : (*finished)["actors"].array())
+    EXPECT_EQ(a["restarts"].num(), 0) << "actors outlive a coordinator restart";
+  EXPECT_EQ((*finished)["generation"].num(), 1);
+  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), 150);
+  EXPECT_GE((*finished)["last_checkpoint_step"].num(), 150);
+  EXPECT_EQ(second.wait(15s), 0);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_EQ(a1.wait(10s), 0);
+  EXPECT_NE(second.log().find("resumed job"), std::string::npos);
+}
+
+TEST_F(Runtime, HungActorsAreKilledAndRestartedWithinTheTimeout) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 250;
+  job.status_linger_ms = 3000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  // data 1's body goes silent at step 20 (its I/O thread still runs): stall_timeout_s = 1.
+  const std::vector<std::string> env = {std::string(kFaultVariable) + "=data:1:20:stall:once"};
+  agent(config, job.port, "n0", env);
+  agent(config, job.port, "n1", env);
+  auto s = wait_status(config, all_running, 20s);
+  ASSERT_TRUE(s);
+  const pid_t frozen = static_cast<pid_t>((*actor(*s, "data", 0))["pid"].num());
+  ASSERT_EQ(kill(frozen, SIGSTOP), 0);  // a hard hang: no heartbeat from any thread
+  const auto t0 = std::chrono::steady_clock::now();
+  auto back = wait_status(
+      config,
+      [&](const Json& j) {
+        const Json& a = *actor(j, "data", 0);
+        return a["restarts"].num() == 1 && a["state"].str() == "running";
+      },
+      10s);
+  ASSERT_TRUE(back);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  // Timeout 6 x 50 ms, backoff 50 ms, process start; generous for a loaded 2-core machine.
+  EXPECT_LT(took, 3s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  auto stalled = wait_status(
+      config, [&](const Json& j) { return (*actor(j, "data", 1))["restarts"].num() == 1; }, 10s);
+  EXPECT_TRUE(stalled) << "the stalled body was not restarted";
+  EXPECT_TRUE(wait_status(
+      config, [](const Json& j) { return j["state"].str() == "finished"; }, 30s));
+  EXPECT_EQ(coord.wait(15s), 0);
+}
+
+TEST_F(Runtime, RestartCapFailsTheJobWithItsReason) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100000;
+  job.max_restarts = 2;
+  job.status_linger_ms = 5000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  const std::vector<std::string> env = {std::string(kFaultVariable) + "=data:0:3:crash"};
+  Child& a0 = agent(config, job.port, "n0", env);
+  Child& a1 = agent(config, job.port, "n1", env);
+  auto failed = wait_status(
+      config, [](const Json& j) { return j["state"].str() == "failed"; }, 20s);
+  ASSERT_TRUE(failed);
+  const std::string reason = (*failed)["reason"].str();
+  EXPECT_NE(reason.find("restart cap reached"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("data 0 on n0: exit code 7"), std::string::npos) << reason;
+  EXPECT_EQ(coord.wait(20s), 3);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_EQ(a1.wait(10s), 0);
+}
+
+TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100000;
+  job.nodes = {"name = \"local\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
+  const fs::path config = write_config(job);
+  Child& run = start("run", {kSaccade, "run", config.string(), "--actor-binary", kActor});
+  auto s = wait_status(
+      config,
+      [](const Json& j) {
+        const Json* l = actor(j, "learner", 0);
+        return l && (*l)["step"].num() >= 15;
+      },
+      20s);
+  ASSERT_TRUE(s);
+  run.signal(SIGTERM);
+  EXPECT_EQ(run.wait(15s), 0);
+  std::ifstream drained(dir_.path / "work" / "drain-checkpoint.txt");
+  int64_t step = 0;
+  EXPECT_TRUE(drained >> step) << "no final checkpoint";
+  EXPECT_GE(step, 15);
+  EXPECT_NE(run.log().find("job drained"), std::string::npos);
+}
+
+TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
+  const fs::path keys = dir_.path / "keys", stranger = dir_.path / "stranger";
+  for (const fs::path& d : {keys, stranger})
+    ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
+  auto security = [&](const fs::path& client_dir) {
+    return fmt::format(
+        "[security]\ncurve = true\nserver_key = \"{}\"\nserver_public_key = \"{}\"\n"
+        "client_key = \"{}\"\n",
+        (keys / "server.key").string(), (keys / "server.pub").string(),
+        (client_dir / "client.key").string());
+  };
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100000;
+  job.nodes = {kTwoNodes[0], "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 0\nlearners = 0"};
+  job.extra = security(keys);
+  const fs::path config = write_config(job);
+  job.extra = security(stranger);
+  const fs::path wrong = write_config(job, "stranger.toml");
+  job.extra = "";
+  const fs::path plain = write_config(job, "plain.toml");
+
+  Child& coord = coordinator(config);
+  Child& good = agent(config, job.port, "n0");
+  Child& bad = agent(wrong, job.port, "n1");
+  auto s = wait_status(config, all_running, 20s);
+  ASSERT_TRUE(s) << "the job's own keys must work";
+  std::this_thread::sleep_for(300ms);
+  int code = 0;
+  EXPECT_FALSE(status(wrong, &code));
+  EXPECT_EQ(code, 1);
+  EXPECT_FALSE(status(plain, &code));
+  EXPECT_EQ(code, 1);
+  s = status(config);
+  ASSERT_TRUE(s);
+  for (const Json& n : (*s)["nodes"].array())
+    EXPECT_EQ(n["state"].str(), n["name"].str() == "n1" ? "waiting" : "registered");
+  coord.signal(SIGTERM);  // drains the job
+  EXPECT_EQ(coord.wait(20s), 0);
+  EXPECT_EQ(good.wait(10s), 0);
+  EXPECT_FALSE(bad.poll()) << "the refused agent waits for a coordinator that never answers";
+  bad.signal(SIGTERM);
+  EXPECT_EQ(bad.wait(5s), 0);
+  EXPECT_NE(coord.log().find("client key is not this job's"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace saccade::testing

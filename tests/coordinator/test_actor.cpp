@@ -1,0 +1,128 @@
+// The actor executable of the runtime tests: the real actor runtime with
+// torch-free bodies. Learners wait for their rendezvous, resume from the
+// committed checkpoint step, count steps to ssl.epochs * ssl.steps_per_epoch
+// and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps;
+// data actors count steps until drained. Faults come from SACCADE_TEST_FAULT
+// ("role:rank:step:mode[:once];...", mode crash | stall | stop).
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "coordinator/control.h"
+#include "workers/runtime/actor_runtime.h"
+
+namespace saccade::testing {
+namespace {
+
+using runtime::ActorBody;
+using runtime::ActorContext;
+
+int step_ms() {
+  const char* v = std::getenv("SACCADE_TEST_STEP_MS");
+  return v ? std::atoi(v) : 10;
+}
+
+// Applies the fault planned for this actor at this step, if any.
+void maybe_fault(ActorContext& ctx, int64_t step) {
+  const char* plan = std::getenv("SACCADE_TEST_FAULT");
+  if (!plan) return;
+  std::istringstream faults(plan);
+  for (std::string fault; std::getline(faults, fault, ';');) {
+    std::vector<std::string> f;
+    std::istringstream parts(fault);
+    for (std::string p; std::getline(parts, p, ':');) f.push_back(p);
+    if (f.size() < 4 || f[0] != control::role_name(ctx.assignment().role) ||
+        std::stoi(f[1]) != ctx.assignment().rank || std::stoll(f[2]) != step)
+      continue;
+    if (f.size() > 4 && f[4] == "once" && ctx.restarts() > 0) continue;
+    fmt::print(stderr, "test fault {} at step {}\n", f[3], step);
+    if (f[3] == "crash") _exit(7);
+    if (f[3] == "stop") raise(SIGSTOP);  // the whole process freezes: a hard hang
+    if (f[3] == "stall") {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // body silent, I/O alive
+    }
+  }
+}
+
+class Learner : public ActorBody {
+ public:
+  int run(ActorContext& ctx) override {
+    auto r = ctx.wait_rendezvous(0, std::chrono::seconds(60));
+    if (!r) return ctx.stopping() ? 0 : 5;
+    uint64_t generation = r->generation;
+    step_ = std::max<int64_t>(0, r->resume_from_step);
+    const JobConfig& c = ctx.config();
+    const int64_t budget = c.ssl.epochs * c.ssl.steps_per_epoch;
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t done = 0;
+    while (step_ < budget) {
+      if (ctx.stopping()) return 0;
+      if (auto now = ctx.rendezvous(); now && now->generation != generation) {
+        generation = now->generation;  // re-rendezvous: a peer restarted
+      }
+      maybe_fault(ctx, step_);
+      ctx.sleep_for(std::chrono::milliseconds(step_ms()));
+      ++step_;
+      ++done;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ctx.report(step_, done * 8 / std::max(seconds, 1e-3),
+                 {{"loss", 1.0 / static_cast<double>(step_)}, {"lr", 0.001}});
+      if (ctx.assignment().rank == 0 && step_ % c.ssl.checkpoint_every_steps == 0)
+        commit(ctx, "checkpoint");
+    }
+    return 0;
+  }
+
+  void checkpoint(ActorContext& ctx) override {
+    if (ctx.assignment().rank == 0) commit(ctx, "drain-checkpoint");
+  }
+
+ private:
+  void commit(ActorContext& ctx, const char* name) {
+    const auto file =
+        std::filesystem::path(ctx.config().job.work_dir) / fmt::format("{}.txt", name);
+    std::ofstream(file, std::ios::trunc) << step_ << "\n";
+    ctx.report_checkpoint(step_, std::filesystem::file_size(file));
+  }
+  int64_t step_ = 0;
+};
+
+class Data : public ActorBody {
+ public:
+  int run(ActorContext& ctx) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t step = 0; !ctx.stopping();) {
+      maybe_fault(ctx, step);
+      ctx.sleep_for(std::chrono::milliseconds(step_ms()));
+      ++step;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ctx.report(step, step * 8 / std::max(seconds, 1e-3));
+    }
+    return 0;
+  }
+};
+
+}  // namespace
+}  // namespace saccade::testing
+
+int main(int argc, char** argv) {
+  using namespace saccade;
+  runtime::register_actor_body(wire::Role::LEARNER,
+                               [] { return std::make_unique<testing::Learner>(); });
+  for (wire::Role r : {wire::Role::DATA, wire::Role::ROLLOUT, wire::Role::EVAL})
+    runtime::register_actor_body(r, [] { return std::make_unique<testing::Data>(); });
+  CLI::App app{"saccade test actor"};
+  app.require_subcommand(1);
+  int code = 0;
+  runtime::add_actor_command(app, [&](int c) { code = c; });
+  CLI11_PARSE(app, argc, argv);
+  return code;
+}

@@ -1,0 +1,155 @@
+// The runtime's pieces without processes: placement, the state store, key
+// files, endpoints, status formats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "coordinator/control.h"
+#include "coordinator/placement.h"
+#include "coordinator/state_store.h"
+#include "coordinator/status.h"
+#include "tests/coordinator/json.h"
+
+namespace saccade::control {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Dir {
+  Dir() : path(fs::temp_directory_path() / ("saccade-unit-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+JobConfig two_nodes() {
+  return parse_config(
+      "[cluster]\ndata_port_base = 9000\n"
+      "[[cluster.nodes]]\nname = \"a\"\nhost = \"ha\"\ndata_actors = 3\nlearners = 1\ngpus = 2\n"
+      "[[cluster.nodes]]\nname = \"b\"\nhost = \"hb\"\ndata_actors = 1\nlearners = 1\n",
+      "test.toml");
+}
+
+TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
+  const auto actors = place_actors(two_nodes());
+  ASSERT_EQ(actors.size(), 6u);
+  std::map<std::pair<wire::Role, int>, Assignment> by;
+  for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
+  EXPECT_EQ(by.at({wire::Role::DATA, 2}).node, "a");
+  EXPECT_EQ(by.at({wire::Role::DATA, 3}).node, "b");
+  EXPECT_EQ(by.at({wire::Role::DATA, 3}).local_rank, 0);
+  EXPECT_EQ(by.at({wire::Role::DATA, 3}).endpoint, "tcp://hb:9003");
+  EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).device, "cuda:0");
+  EXPECT_EQ(by.at({wire::Role::LEARNER, 1}).device, "cpu");
+  // Data d feeds learner d % 2: learner 0 gets data 0 and 2, learner 1 gets 1 and 3.
+  EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).peers,
+            (std::vector<std::string>{"tcp://ha:9000", "tcp://ha:9002"}));
+  EXPECT_EQ(by.at({wire::Role::LEARNER, 1}).peers,
+            (std::vector<std::string>{"tcp://ha:9001", "tcp://hb:9003"}));
+  EXPECT_TRUE(completes_job(two_nodes(), wire::Role::LEARNER));
+  EXPECT_FALSE(completes_job(two_nodes(), wire::Role::DATA));
+}
+
+TEST(StateStore, WritesSurviveReopening) {
+  Dir dir;
+  {
+    StateStore s(dir.path / "db");
+    s.put({{"job/id", "x"}, {"actor/data/0", "1 2 3 4"}, {"actor/data/1", "5"}});
+    EXPECT_EQ(s.get("job/id"), "x");
+    EXPECT_FALSE(s.get("nothing"));
+  }
+  StateStore again(dir.path / "db");
+  EXPECT_EQ(again.get("job/id"), "x");
+  const auto actors = again.scan("actor/");
+  ASSERT_EQ(actors.size(), 2u);
+  EXPECT_EQ(actors.at("actor/data/0"), "1 2 3 4");
+}
+
+TEST(StateStore, ALockedDatabaseIsAClearError) {
+  Dir dir;
+  StateStore first(dir.path / "db");
+  try {
+    StateStore second(dir.path / "db");
+    FAIL() << "two coordinators opened one database";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Keys, GeneratedFilesReadBackAndSecretsArePrivate) {
+  Dir dir;
+  write_key_files(dir.path);
+  const CurveKeys server = read_key_file(dir.path / "server.key", true);
+  EXPECT_EQ(server.public_key.size(), 40u);
+  EXPECT_EQ(server.secret_key.size(), 40u);
+  const CurveKeys pub = read_key_file(dir.path / "server.pub", false);
+  EXPECT_EQ(pub.public_key, server.public_key);
+  EXPECT_TRUE(pub.secret_key.empty());
+  EXPECT_EQ(fs::status(dir.path / "client.key").permissions() & fs::perms::others_read,
+            fs::perms::none);
+  EXPECT_THROW(read_key_file(dir.path / "server.pub", true), std::runtime_error);
+  std::ofstream(dir.path / "bad.key") << "public = \"tooshort\"\n";
+  EXPECT_THROW(read_key_file(dir.path / "bad.key", false), std::runtime_error);
+  EXPECT_THROW(read_key_file(dir.path / "missing.key", false), std::runtime_error);
+}
+
+TEST(Endpoints, HostPortIsCheckedWithTheOptionName) {
+  EXPECT_EQ(tcp_endpoint("10.0.0.1:7100", "--coordinator"), "tcp://10.0.0.1:7100");
+  for (const char* bad : {"nohost", ":7100", "host:", "host:99999", "host:7x"}) {
+    try {
+      tcp_endpoint(bad, "--coordinator");
+      ADD_FAILURE() << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--coordinator: ", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW(role_from_name("painter"), std::invalid_argument);
+  EXPECT_EQ(role_from_name("learner"), wire::Role::LEARNER);
+}
+
+JobStatus sample() {
+  JobStatus s;
+  s.job_id = "j\"1";
+  s.stage = "pretrain";
+  s.state = "running";
+  s.step = 7;
+  s.loss = NAN;
+  s.lr = 0.001;
+  s.actors.push_back({"learner", 0, "n\n0", 42, "running", 12, 1, 7, 3.5, true});
+  s.nodes.push_back({"n0", "h", 2, 0, 1 << 20, "registered", 3});
+  return s;
+}
+
+TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
+  capnp::MallocMessageBuilder b;
+  write_status(sample(), b.initRoot<wire::StatusReply>());
+  const JobStatus back = read_status(b.getRoot<wire::StatusReply>().asReader());
+  EXPECT_EQ(back.job_id, "j\"1");
+  ASSERT_EQ(back.actors.size(), 1u);
+  EXPECT_EQ(back.actors[0].state, "running");
+  EXPECT_TRUE(back.actors[0].straggler);
+  EXPECT_TRUE(std::isnan(back.loss));
+
+  const auto json = testing::JsonReader::parse(status_json(back));
+  EXPECT_EQ(json["job"].str(), "j\"1");
+  EXPECT_TRUE(json["loss"].is_null());
+  EXPECT_EQ(json["actors"].array()[0]["node"].str(), "n\n0");
+  EXPECT_TRUE(json["actors"].array()[0]["straggler"].boolean());
+  EXPECT_NE(status_table(back).find("learner"), std::string::npos);
+  const std::string prom = status_prometheus(back);
+  EXPECT_NE(prom.find("saccade_step{job=\"j\\\"1\"} 7"), std::string::npos) << prom;
+  EXPECT_EQ(prom.find("saccade_loss"), std::string::npos) << "unknown values are left out";
+  EXPECT_NE(prom.find("node=\"n\\n0\"} 1"), std::string::npos) << prom;
+}
+
+TEST(DropLog, CountsEverythingButLogsAtMostOncePerPeriod) {
+  DropLog log(std::chrono::hours(1));
+  for (int i = 0; i < 1000; ++i) log.refused("peer", "frame of " + std::to_string(i) + " bytes");
+  EXPECT_EQ(log.total(), 1000u);
+}
+
+}  // namespace
+}  // namespace saccade::control

@@ -1,0 +1,216 @@
+// The pretraining step, resumed and run for real on generated images.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "dataloader/idx_dataset.h"
+#include "dataloader/ssl_loader.h"
+#include "tests/support/subprocess.h"
+#include "workers/pretrain/ssl_trainer.h"
+
+namespace saccade::workers {
+namespace {
+
+// Images with structure the model can learn: a bright disc or square at a
+// random place on a dark textured background, various sizes.
+class ShapesDataset : public data::Dataset {
+ public:
+  explicit ShapesDataset(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return 2; }
+  int channels() const override { return 1; }
+  std::optional<data::Sample> get(int64_t i) const override {
+    cv::RNG rng(static_cast<uint64_t>(i) * 7919 + 1);
+    const int h = 24 + static_cast<int>(i % 5) * 8, w = 24 + static_cast<int>(i % 3) * 12;
+    cv::Mat m(h, w, CV_8UC1);
+    rng.fill(m, cv::RNG::UNIFORM, 0, 60);
+    const cv::Point c(rng.uniform(6, w - 6), rng.uniform(6, h - 6));
+    if (i % 2 == 0) {
+      cv::circle(m, c, 5, cv::Scalar(230), cv::FILLED);
+    } else {
+      cv::rectangle(m, c - cv::Point(5, 5), c + cv::Point(5, 5), cv::Scalar(230), cv::FILLED);
+    }
+    stats_.record_decoded();
+    return data::Sample{m, i % 2, "shapes#" + std::to_string(i)};
+  }
+  const data::DatasetStats& stats() const override { return stats_; }
+
+ private:
+  int64_t n_;
+  mutable data::DatasetStats stats_;
+};
+
+data::ViewOptions views() {
+  data::ViewOptions o;
+  o.patch_size = 4;
+  o.channels = 1;
+  o.multizoom = 3;
+  o.zoom_max = 2.0f;
+  o.fovea_grid = 2;
+  o.fovea_zoom_min = 1.5f;
+  o.fovea_zoom_max = 2.5f;
+  o.glimpses = 3;
+  o.global_grid = 4;
+  o.global_scale_min = 0.32f;
+  o.global_scale_max = 1.0f;
+  o.local_grid = 2;
+  o.local_views = 2;
+  o.local_scale_min = 0.05f;
+  o.local_scale_max = 0.32f;
+  o.pixel_mean = {0.2f};
+  o.pixel_std = {0.3f};
+  return o;
+}
+
+TrainerOptions trainer_options(int64_t steps_per_epoch) {
+  TrainerOptions o;
+  o.backbone.patch_size = 4;
+  o.backbone.channels = 1;
+  o.backbone.depth = 2;
+  o.backbone.width = 32;
+  o.backbone.heads = 2;
+  o.backbone.n_state = 2;
+  o.backbone.pos_mlp_hidden = 16;
+  o.head.in_dim = 32;
+  o.head.hidden_dim = 64;
+  o.head.bottleneck_dim = 16;
+  o.head.n_prototypes = 64;
+  o.schedule.steps_per_epoch = steps_per_epoch;
+  o.schedule.schedule_epochs = 10;
+  o.schedule.lr = 2e-3;
+  o.schedule.min_lr = 1e-5;
+  o.schedule.warmup_epochs = 1;
+  o.schedule.teacher_temp_warmup_epochs = 2;
+  o.schedule.freeze_last_layer_epochs = 1;
+  o.student_temp = 0.1;
+  o.koleo_weight = 0.1;
+  o.sinkhorn_iterations = 3;
+  o.clip_grad = 3.0;
+  o.device = "cpu";
+  o.seed = 3;
+  return o;
+}
+
+std::unique_ptr<data::SslLoader> loader(std::shared_ptr<const data::Dataset> ds,
+                                        data::DataPosition at) {
+  return std::make_unique<data::SslLoader>(ds, data::ShardOptions{ds->size(), 1, 0, 1, true, false},
+                                           at, views(), data::LoaderOptions{8, 2, 2, 9});
+}
+
+TEST(SslTrainer, ResumeIsBitExact) {
+  auto ds = std::make_shared<ShapesDataset>(40);
+  // Straight: 6 steps.
+  SslTrainer straight(trainer_options(5));
+  auto l1 = loader(ds, {0, 0});
+  for (int i = 0; i < 6; ++i) straight.train_step(*l1->next().batch);
+  // Interrupted: 3 steps, save, a fresh trainer loads and takes 3 more from the saved data
+  // position.
+  std::map<std::string, std::string> saved;
+  data::DataPosition position;
+  {
+    SslTrainer first(trainer_options(5));
+    auto l2 = loader(ds, {0, 0});
+    for (int i = 0; i < 3; ++i) {
+      data::LoadedBatch b = l2->next();
+      first.train_step(*b.batch);
+      position = b.position;
+    }
+    saved = first.save();
+  }
+  SslTrainer resumed(trainer_options(5));
+  resumed.load(saved);
+  EXPECT_EQ(resumed.step(), 3);
+  auto l3 = loader(ds, position);
+  for (int i = 0; i < 3; ++i) resumed.train_step(*l3->next().batch);
+  const auto a = straight.save(), b = resumed.save();
+  EXPECT_TRUE(a.at("student") == b.at("student")) << "student weights differ after resume";
+  EXPECT_TRUE(a.at("teacher") == b.at("teacher")) << "teacher weights differ after resume";
+  // The AdamW moments came back too: one more step on the same batch keeps the two identical.
+  auto l4 = loader(ds, position);
+  const data::LoadedBatch extra = l4->next();
+  straight.train_step(*extra.batch);
+  resumed.train_step(*extra.batch);
+  EXPECT_TRUE(straight.save().at("student") == resumed.save().at("student"))
+      << "optimizer state differs";
+}
+
+TEST(SslTrainer, LearnsWithoutCollapse) {
+  auto ds = std::make_shared<ShapesDataset>(256);
+  SslTrainer trainer(trainer_options(10));
+  auto l = loader(ds, {0, 0});
+  std::vector<StepStats> stats;
+  for (int i = 0; i < 60; ++i) stats.push_back(trainer.train_step(*l->next().batch));
+  auto mean_loss = [&](int from, int to) {
+    double s = 0;
+    for (int i = from; i < to; ++i) s += stats[i].dino;
+    return s / (to - from);
+  };
+  const double early = mean_loss(10, 20),
+               late = mean_loss(50, 60);  // after the frozen-prototype epoch
+  EXPECT_LT(late, early) << "DINO loss did not go down";
+  // Not collapsed: targets keep real entropy and spread over many prototypes.
+  const double max_entropy = std::log(64.0);
+  for (int i = 50; i < 60; ++i) {
+    EXPECT_GT(stats[i].target_entropy, 0.3 * max_entropy) << "step " << i;
+    // 16 target rows (8 images x 2 teacher views): a collapsed teacher maps them all to one
+    // prototype.
+    EXPECT_GE(stats[i].prototypes_used, 4) << "step " << i;
+    EXPECT_TRUE(std::isfinite(stats[i].loss));
+  }
+  EXPECT_DOUBLE_EQ(stats[0].lr, 0.0);  // warmup starts at zero
+  EXPECT_GT(stats[15].lr, stats[5].lr);
+}
+
+TEST(PretrainCommand, RunsCheckpointsAndResumes) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("saccade-pretrain-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A small IDX set: 64 images of 28 x 28.
+  std::vector<uint8_t> pixels(64 * 28 * 28), labels(64);
+  cv::RNG rng(5);
+  for (auto& p : pixels) p = static_cast<uint8_t>(rng.uniform(0, 256));
+  for (int i = 0; i < 64; ++i) labels[i] = static_cast<uint8_t>(i % 10);
+  data::write_idx_images((dir / "images.idx").string(), 64, 28, 28, pixels, true);
+  data::write_idx_labels((dir / "labels.idx").string(), labels, true);
+  std::ofstream(dir / "job.toml")
+      << "[job]\nname = \"t\"\nwork_dir = \"" << (dir / "run").string()
+      << "\"\n[data]\ndataset = \"idx\"\nchannels = 1\npixel_mean = [0.5]\npixel_std = "
+         "[0.25]\nidx_images = \""
+      << (dir / "images.idx").string() << "\"\nidx_labels = \"" << (dir / "labels.idx").string()
+      << "\"\nloader_threads = 1\n"
+         "[model]\npatch_size = 4\ndepth = 1\nwidth = 32\nheads = 2\nn_state = 2\n"
+         "[views]\nmultizoom_patches = 2\nfovea_grid = 2\nglimpses = 2\nglobal_grid = 3\n"
+         "local_grid = 2\nlocal_views = 1\n"
+         "[ssl]\nepochs = 1\nbatch_size = 8\nhead_prototypes = 32\nhead_hidden = 32\n"
+         "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
+         "[logging]\nprogress = false\n";
+  const std::string saccade = testing::build_path("saccade");
+  const auto first =
+      testing::run_process({saccade, "pretrain", (dir / "job.toml").string(), "--steps", "2"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("steps 0 -> 2"), std::string::npos) << first.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run" / "backbone.safetensors"));
+  const auto second =
+      testing::run_process({saccade, "pretrain", (dir / "job.toml").string(), "--steps", "4"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("steps 2 -> 4"), std::string::npos) << second.out;
+  std::ifstream metrics(dir / "run" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 4);
+  // A bad config is refused before anything starts.
+  std::ofstream(dir / "bad.toml") << "[ssl]\nbatch = 3\n";
+  const auto bad = testing::run_process({saccade, "pretrain", (dir / "bad.toml").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("ssl.batch: unknown key"), std::string::npos) << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace saccade::workers

@@ -1,0 +1,181 @@
+#include "workers/pretrain/pretrain_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "common/metrics_log.h"
+#include "dataloader/ssl_loader.h"
+#include "storage/checkpoint_store.h"
+#include "workers/pretrain/job_options.h"
+#include "workers/pretrain/ssl_trainer.h"
+
+namespace saccade::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Debian's LibTorch runs on whatever libblas.so.3 is installed: the reference
+// BLAS is ~30x slower than OpenBLAS (NOTES.md section 7). Say so loudly.
+void check_blas_speed() {
+  const torch::Tensor a = torch::randn({256, 256});
+  (void)a.matmul(a);
+  const auto start = Clock::now();
+  const int reps = 20;
+  for (int i = 0; i < reps; ++i) (void)a.matmul(a);
+  const double gflops = reps * 2.0 * 256 * 256 * 256 / seconds_since(start) / 1e9;
+  if (gflops < 10) {
+    spdlog::warn(
+        "BLAS runs at {:.1f} GFLOP/s: install OpenBLAS (apt-get install libopenblas0-pthread)",
+        gflops);
+  } else {
+    spdlog::info("BLAS: {:.0f} GFLOP/s on {} thread(s)", gflops, at::get_num_threads());
+  }
+}
+
+TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch) {
+  TrainerOptions o;
+  o.backbone = backbone_options(c);
+  o.head = dino_head_options(c);
+  o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
+  o.student_temp = c.ssl.student_temp;
+  o.koleo_weight = c.ssl.koleo_weight;
+  o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
+  o.clip_grad = c.ssl.clip_grad;
+  o.device = "cpu";
+  o.bf16 = c.ssl.precision == "bf16";
+  o.seed = static_cast<uint64_t>(c.job.seed);
+  return o;
+}
+
+std::string position_text(const data::DataPosition& p) {
+  return fmt::format("{} {}", p.epoch, p.offset);
+}
+
+data::DataPosition parse_position(const std::string& s) {
+  data::DataPosition p;
+  if (std::sscanf(s.c_str(), "%ld %ld", &p.epoch, &p.offset) != 2) {
+    throw std::runtime_error(fmt::format("checkpoint: bad data position '{}'", s));
+  }
+  return p;
+}
+
+}  // namespace
+
+PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& run) {
+  at::set_num_threads(resolve_threads(config.ssl.threads));
+  check_blas_speed();
+
+  const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
+  const int64_t per_epoch = steps_per_epoch(config, dataset->size());
+  const int64_t total_steps = run.max_steps >= 0
+                                  ? std::min(run.max_steps, config.ssl.epochs * per_epoch)
+                                  : config.ssl.epochs * per_epoch;
+  const int64_t batch = per_rank_batch(config, 1);
+  spdlog::info("pretrain: {} images, {} steps ({} per epoch) of {} images", dataset->size(),
+               total_steps, per_epoch, batch);
+
+  const std::filesystem::path work_dir = config.job.work_dir;
+  std::filesystem::create_directories(work_dir);
+  PretrainResult result;
+  result.checkpoint_db = (work_dir / "checkpoints.db").string();
+  auto store = storage::CheckpointStore::open(result.checkpoint_db);
+
+  SslTrainer trainer(trainer_options(config, per_epoch));
+  data::DataPosition position;
+  if (run.resume) {
+    if (auto latest = store->latest()) {
+      trainer.load(store->read_all(latest->step));
+      position = parse_position(latest->meta.at("data_position"));
+      spdlog::info("pretrain: resumed from checkpoint {} (epoch {}, offset {})", latest->step,
+                   position.epoch, position.offset);
+    }
+  }
+  result.first_step = trainer.step();
+
+  data::ShardOptions shard{
+      dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
+  data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
+                                     static_cast<int>(config.data.queue_depth),
+                                     static_cast<uint64_t>(config.job.seed) ^ 0x5eedu};
+  data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
+
+  MetricsLog metrics((work_dir / config.logging.metrics_file).string());
+  ProgressLine progress(total_steps, config.logging.progress);
+  auto checkpoint = [&](const data::DataPosition& at) {
+    store->commit(trainer.step(), trainer.save(),
+                  {{"data_position", position_text(at)}, {"job", config.job.name}});
+    store->prune(3);
+    spdlog::info("pretrain: checkpoint {} committed to {}", trainer.step(), result.checkpoint_db);
+  };
+
+  const auto wall_start = Clock::now();
+  double prep_seconds = 0, step_seconds = 0, stall_seconds = 0;
+  int64_t images = 0;
+  while (trainer.step() < total_steps) {
+    if (run.stop && run.stop->load()) {
+      checkpoint(position);
+      result.stopped = true;
+      break;
+    }
+    const auto wait_start = Clock::now();
+    data::LoadedBatch loaded = loader.next();
+    stall_seconds += seconds_since(wait_start);
+    const StepStats s = trainer.train_step(*loaded.batch);
+    position = loaded.position;
+    prep_seconds += loaded.prep_seconds;
+    step_seconds += s.seconds;
+    images += batch;
+    result.final_loss = s.loss;
+    const double images_per_second = images / std::max(1e-9, seconds_since(wall_start));
+    progress.update(trainer.step(), s.loss, s.lr, images_per_second);
+    metrics.append("pretrain", s.step,
+                   {{"loss", s.loss},
+                    {"dino", s.dino},
+                    {"koleo", s.koleo},
+                    {"global", s.global},
+                    {"local", s.local},
+                    {"sequential", s.sequential},
+                    {"lr", s.lr},
+                    {"wd", s.weight_decay},
+                    {"momentum", s.teacher_momentum},
+                    {"teacher_temp", s.teacher_temp},
+                    {"grad_norm", s.grad_norm},
+                    {"target_entropy", s.target_entropy},
+                    {"prototypes_used", static_cast<double>(s.prototypes_used)},
+                    {"step_seconds", s.seconds},
+                    {"prep_seconds", loaded.prep_seconds},
+                    {"images_per_second", images_per_second},
+                    {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}});
+    if (trainer.step() % config.ssl.checkpoint_every_steps == 0 || trainer.step() == total_steps)
+      checkpoint(position);
+  }
+  progress.finish();
+
+  const double wall = seconds_since(wall_start);
+  result.steps = trainer.step();
+  result.images_per_second = images / std::max(1e-9, wall);
+  result.data_share = prep_seconds / std::max(1e-9, prep_seconds + step_seconds);
+  result.stall_share = stall_seconds / std::max(1e-9, wall);
+  if (!result.stopped) {
+    result.backbone_path = (work_dir / "backbone.safetensors").string();
+    std::ofstream(result.backbone_path, std::ios::binary) << trainer.export_backbone();
+  }
+  spdlog::info(
+      "pretrain: {} steps, {:.1f} images/s, data preparation {:.0f}% of compute, trainer waited "
+      "{:.0f}% "
+      "of the time, {} corrupt image(s) skipped",
+      result.steps - result.first_step, result.images_per_second, 100 * result.data_share,
+      100 * result.stall_share, dataset->stats().skipped_corrupt());
+  return result;
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,222 @@
+#include "workers/pretrain/ssl_trainer.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "model/backbone.h"
+#include "model/heads.h"
+#include "model/weights.h"
+#include "workers/ssl/objective.h"
+#include "workers/ssl/optim.h"
+
+namespace saccade::workers {
+namespace {
+
+// Backbone + DINO head under one name space: "backbone.*", "head.*".
+struct DinoNetImpl : torch::nn::Module {
+  DinoNetImpl(const model::BackboneOptions& b, const model::DinoHeadOptions& h)
+      : backbone(register_module("backbone", model::FovealBackbone(b))),
+        head(register_module("head", model::DinoHead(h))) {}
+  model::FovealBackbone backbone;
+  model::DinoHead head;
+};
+TORCH_MODULE(DinoNet);
+
+// A PatchBatch as tensors on `device`: patches [N, T, C, P, P], positions [N, T, 3].
+struct ViewTensors {
+  torch::Tensor patches, positions;
+  ViewTensors rows(int64_t first, int64_t n) const {
+    return {patches.narrow(0, first, n), positions.narrow(0, first, n)};
+  }
+};
+
+ViewTensors to_tensors(const data::PatchBatch& pb, const torch::Device& device) {
+  auto* patches = const_cast<float*>(pb.patches.data());  // from_blob does not write
+  auto* positions = const_cast<float*>(pb.positions.data());
+  ViewTensors t{
+      torch::from_blob(patches, {pb.views, pb.tokens, pb.channels, pb.patch_size, pb.patch_size}),
+      torch::from_blob(positions, {pb.views, pb.tokens, 3})};
+  if (device.is_cpu()) return t;
+  return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
+}
+
+}  // namespace
+
+struct SslTrainer::Impl {
+  TrainerOptions options;
+  AllReduceSum all_reduce;
+  int world_size;
+  torch::Device device;
+  DinoNet student{nullptr}, teacher{nullptr};
+  ssl::NamedParameters student_params, teacher_params;
+  std::unique_ptr<ssl::StudentOptimizer> optimizer;
+  int64_t step = 0;
+
+  Impl(const TrainerOptions& o, AllReduceSum reduce, int world)
+      : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
+    options.backbone.validate();
+    options.head.validate();
+    if (world_size < 1)
+      throw std::invalid_argument(fmt::format("world_size: expected >= 1, got {}", world_size));
+    if (world_size > 1 && !all_reduce)
+      throw std::invalid_argument("world_size > 1 needs an all-reduce");
+    torch::manual_seed(options.seed);
+    student = DinoNet(options.backbone, options.head);
+    teacher = DinoNet(options.backbone, options.head);
+    model::load_modules({{"", teacher.get()}}, model::save_modules({{"", student.get()}}));
+    student->to(device);
+    teacher->to(device);
+    for (auto& p : teacher->parameters()) p.set_requires_grad(false);
+    teacher->eval();
+    student_params = ssl::named_parameters(*student);
+    teacher_params = ssl::named_parameters(*teacher);
+    optimizer = std::make_unique<ssl::StudentOptimizer>(student_params);
+  }
+
+  // The head's logits of the first state token, step by step through a sequential view.
+  std::vector<torch::Tensor> run_sequence(DinoNet& net, const ViewTensors& seq, int64_t batch,
+                                          bool all_steps) {
+    const int64_t steps = seq.patches.size(0) / batch;
+    torch::Tensor state;
+    std::vector<torch::Tensor> logits;
+    for (int64_t k = 0; k < steps; ++k) {
+      const ViewTensors glimpse = seq.rows(k * batch, batch);
+      model::StepOutput out =
+          net->backbone->step(glimpse.patches, glimpse.positions, state);  // detaches state
+      state = out.state;
+      if (all_steps || k == steps - 1) logits.push_back(net->head->forward(out.state.select(1, 0)));
+    }
+    return logits;
+  }
+
+  void average_gradients() {
+    if (!all_reduce) return;
+    std::vector<torch::Tensor> grads;
+    for (auto& [name, p] : student_params) {
+      grads.push_back(p.grad().defined() ? p.grad().reshape(-1)
+                                         : torch::zeros({p.numel()}, p.options()));
+    }
+    torch::Tensor flat = torch::cat(grads);
+    all_reduce(flat);
+    flat.div_(world_size);
+    int64_t offset = 0;
+    for (auto& [name, p] : student_params) {
+      torch::Tensor slice = flat.narrow(0, offset, p.numel()).view_as(p);
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(slice);
+      } else {
+        p.mutable_grad() = slice.clone();
+      }
+      offset += p.numel();
+    }
+  }
+};
+
+SslTrainer::SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce, int world_size)
+    : impl_(std::make_unique<Impl>(options, std::move(all_reduce), world_size)) {}
+
+SslTrainer::~SslTrainer() = default;
+
+int64_t SslTrainer::step() const {
+  return impl_->step;
+}
+
+StepStats SslTrainer::train_step(const data::SslBatch& batch) {
+  Impl& m = *impl_;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t B = batch.batch_size;
+  const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
+
+  const ViewTensors tg = to_tensors(batch.teacher_global, m.device);
+  const ViewTensors sg = to_tensors(batch.student_global, m.device);
+  const ViewTensors sl = to_tensors(batch.student_local, m.device);
+  const ViewTensors tseq = to_tensors(batch.teacher_seq, m.device);
+  const ViewTensors sseq = to_tensors(batch.student_seq, m.device);
+
+  ssl::ObjectiveOptions objective;
+  objective.teacher_temp = sched.teacher_temp;
+  objective.student_temp = m.options.student_temp;
+  objective.koleo_weight = m.options.koleo_weight;
+  objective.sinkhorn.iterations = m.options.sinkhorn_iterations;
+  objective.sinkhorn.all_reduce_sum = m.all_reduce;
+
+  // 1. Teacher targets: its global view and the final step of its sequential view.
+  torch::Tensor targets;
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor global = m.teacher->head->forward(
+        m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
+    const torch::Tensor final_step = m.run_sequence(m.teacher, tseq, B, /*all_steps=*/false).back();
+    targets = ssl::teacher_targets(global, final_step, objective);
+  }
+
+  // 2. Student: global, local views (one batched step), every step of its sequential view.
+  ssl::StudentOutputs student;
+  const model::StepOutput sg_out = m.student->backbone->step(sg.patches, sg.positions);
+  student.global = m.student->head->forward(sg_out.state.select(1, 0));
+  student.global_token = sg_out.state.select(1, 0);
+  if (sl.patches.size(0) > 0) {
+    const model::StepOutput sl_out = m.student->backbone->step(sl.patches, sl.positions);
+    student.local = m.student->head->forward(sl_out.state.select(1, 0))
+                        .view({-1, B, m.options.head.n_prototypes});
+  } else {
+    student.local = torch::empty({0, B, m.options.head.n_prototypes}, targets.options());
+  }
+  student.sequential = torch::stack(m.run_sequence(m.student, sseq, B, /*all_steps=*/true));
+  const ssl::LossParts parts = ssl::sequential_to_global_loss(targets, student, objective);
+
+  // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.
+  m.optimizer->zero_grad();
+  parts.loss.backward();
+  m.average_gradients();
+  if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
+  StepStats stats;
+  stats.grad_norm = ssl::clip_grad_norm(m.student_params, m.options.clip_grad);
+  m.optimizer->apply_schedule(sched);
+  m.optimizer->step();
+  ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
+
+  const ssl::TargetStats target_stats = ssl::target_stats(targets);
+  stats.step = m.step++;
+  stats.loss = parts.loss.item<double>();
+  stats.dino = parts.dino.item<double>();
+  stats.koleo = parts.koleo.item<double>();
+  stats.global = parts.global.item<double>();
+  stats.local = parts.local.item<double>();
+  stats.sequential = parts.sequential.item<double>();
+  stats.lr = sched.lr;
+  stats.weight_decay = sched.weight_decay;
+  stats.teacher_momentum = sched.teacher_momentum;
+  stats.teacher_temp = sched.teacher_temp;
+  stats.target_entropy = target_stats.mean_entropy;
+  stats.prototypes_used = target_stats.prototypes_used;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+std::map<std::string, std::string> SslTrainer::save() const {
+  return {{"student", model::save_modules({{"", impl_->student.get()}})},
+          {"teacher", model::save_modules({{"", impl_->teacher.get()}})},
+          {"optimizer", impl_->optimizer->save()},
+          {"trainer", std::to_string(impl_->step)}};
+}
+
+void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
+  for (const char* name : {"student", "teacher", "optimizer", "trainer"}) {
+    if (!blobs.count(name))
+      throw std::runtime_error(fmt::format("checkpoint: blob '{}' is missing", name));
+  }
+  model::load_modules({{"", impl_->student.get()}}, blobs.at("student"));
+  model::load_modules({{"", impl_->teacher.get()}}, blobs.at("teacher"));
+  impl_->optimizer->load(blobs.at("optimizer"));
+  impl_->step = std::stoll(blobs.at("trainer"));
+}
+
+std::string SslTrainer::export_backbone() const {
+  return model::export_backbone(*impl_->teacher->backbone);
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,83 @@
+// The learner's training step of sequential-to-global DINO (paper Algorithm 1):
+// teacher and student forward passes over one SslBatch, the loss, backward,
+// gradient all-reduce (when distributed), clipping, AdamW, EMA teacher.
+//
+// Torch stays behind the implementation: callers (the pretrain command, the
+// learner actor) see plain structs, so they compile without <torch/torch.h>.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dataloader/views.h"
+#include "model/options.h"
+#include "workers/ssl/schedules.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace saccade::workers {
+
+struct TrainerOptions {
+  model::BackboneOptions backbone;
+  model::DinoHeadOptions head;
+  ssl::ScheduleOptions schedule;
+  double student_temp = 0;
+  double koleo_weight = 0;
+  int64_t sinkhorn_iterations = 0;
+  double clip_grad = 0;  // 0 = no clipping
+  std::string device;    // "cpu" or "cuda:N"
+  bool bf16 = false;     // autocast to bfloat16 (CUDA only)
+  uint64_t seed = 0;     // initial weights
+};
+
+// Sums a tensor in place over all learners; empty in one process.
+using AllReduceSum = std::function<void(at::Tensor&)>;
+
+// What one step did, for progress, metrics and tests.
+struct StepStats {
+  int64_t step = 0;  // the step just taken (0-based)
+  double loss = 0, dino = 0, koleo = 0;
+  double global = 0, local = 0, sequential = 0;
+  double lr = 0, weight_decay = 0, teacher_momentum = 0, teacher_temp = 0;
+  double grad_norm = 0;
+  double target_entropy = 0;    // mean entropy of the teacher's targets (collapse monitor)
+  int64_t prototypes_used = 0;  // distinct argmax prototypes over the targets
+  double seconds = 0;           // wall time of the step
+};
+
+class SslTrainer {
+ public:
+  // Builds student and teacher (the teacher starts as a copy of the student).
+  // all_reduce, when set, makes Sinkhorn-Knopp global and averages gradients
+  // over `world_size` learners. Throws std::invalid_argument on bad options.
+  SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
+  ~SslTrainer();
+  SslTrainer(const SslTrainer&) = delete;
+  SslTrainer& operator=(const SslTrainer&) = delete;
+
+  // One optimiser step on `batch` (this learner's share of the global batch).
+  StepStats train_step(const data::SslBatch& batch);
+
+  // Optimiser steps taken so far (the next train_step's schedule index).
+  int64_t step() const;
+
+  // Everything a bit-exact resume needs: "student" and "teacher" (safetensors),
+  // "optimizer" (AdamW state), "trainer" (step). load() refuses blobs that do
+  // not fit this trainer's shapes, naming the tensor.
+  std::map<std::string, std::string> save() const;
+  void load(const std::map<std::string, std::string>& blobs);
+
+  // The teacher's backbone as safetensors (DINO evaluates the teacher).
+  std::string export_backbone() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;  // owns the models, optimiser and step counter
+};
+
+}  // namespace saccade::workers

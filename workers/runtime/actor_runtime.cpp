@@ -1,0 +1,366 @@
+#include "workers/runtime/actor_runtime.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/logging.h"
+#include "coordinator/control.h"
+
+namespace saccade::runtime {
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_terminate(int s) {
+  g_signal.store(s);
+}
+
+std::map<wire::Role, ActorBodyFactory>& registry() {
+  static std::map<wire::Role, ActorBodyFactory> bodies;
+  return bodies;
+}
+
+}  // namespace
+
+void register_actor_body(wire::Role role, ActorBodyFactory factory) {
+  registry()[role] = std::move(factory);
+}
+
+// Owns the socket and the I/O thread that heartbeats; the body runs on the
+// caller's thread and talks to it through atomics and a small outbox.
+class ActorRuntime {
+ public:
+  ActorRuntime(const ActorOptions& o, JobConfig config, control::Assignment assignment)
+      : config_(std::move(config)),
+        assignment_(std::move(assignment)),
+        restarts_(static_cast<uint32_t>(o.restarts)),
+        security_(control::load_security(config_.security, false)),
+        endpoint_(control::tcp_endpoint(o.coordinator, "--coordinator")),
+        writer_({config_.job.name, assignment_.role, assignment_.rank, assignment_.node}) {
+    connect();
+    touch();
+    io_ = std::thread([this] { io_loop(); });
+  }
+
+  ~ActorRuntime() {
+    io_stop_ = true;
+    io_.join();
+  }
+
+  void touch() { last_touch_ms_ = control::steady_ms(); }
+
+  const JobConfig config_;
+  const control::Assignment assignment_;
+  const uint32_t restarts_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> checkpoint_{false};
+  std::atomic<bool> coordinator_gone_{false};
+  std::atomic<int64_t> step_{0};
+  std::atomic<double> items_per_second_{0};
+  std::atomic<int64_t> last_touch_ms_{0};
+  mutable std::mutex mutex_;  // guards rendezvous_ and outbox_
+  std::condition_variable changed_;
+  std::optional<RendezvousInfo> rendezvous_;
+  std::deque<std::function<void(wire::Envelope::Builder)>> outbox_;
+
+  void post(std::function<void(wire::Envelope::Builder)> fill) {
+    std::lock_guard lock(mutex_);
+    if (outbox_.size() < 1024) outbox_.push_back(std::move(fill));  // bounded: drop when flooded
+  }
+
+  void drain(const std::string& why, bool checkpoint) {
+    if (checkpoint) checkpoint_ = true;
+    if (!stopping_.exchange(true)) spdlog::info("draining: {}", why);
+    changed_.notify_all();
+  }
+
+ private:
+  // A fresh socket: ZeroMQ gives up on a connection after a protocol error
+  // (e.g. a corrupt frame), so a silent coordinator is re-dialled from scratch.
+  // No maxmsgsize here for the same reason: wire::open_frame refuses big frames.
+  void connect() {
+    socket_ = zmq::socket_t(context_, zmq::socket_type::dealer);
+    control::configure_client(socket_, security_,
+                              control::actor_identity(assignment_.role, assignment_.rank));
+    socket_.connect(endpoint_);
+    connected_ms_ = control::steady_ms();
+  }
+
+  uint64_t generation() {
+    std::lock_guard lock(mutex_);
+    return rendezvous_ ? rendezvous_->generation : 0;
+  }
+
+  void send(const std::function<void(wire::Envelope::Builder)>& fill) {
+    try {
+      socket_.send(writer_.make(generation(), fill), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("send failed: {}", e.what());
+    }
+  }
+
+  void io_loop() {
+    const int64_t interval = config_.cluster.heartbeat_interval_ms;
+    const int64_t timeout = interval * config_.cluster.heartbeat_misses;
+    const wire::Expect expect = control::expect_for(config_);
+    int64_t last_coordinator = control::steady_ms(), next_beat = 0;
+    bool lost = false, stalled = false, signalled = false;
+    for (;;) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      control::poll_interruptible(&item, 1,
+                                  std::chrono::milliseconds(std::min<int64_t>(interval, 20)));
+      for (int i = 0; i < 1000 && (item.revents & ZMQ_POLLIN); ++i) {
+        wire::Received r = wire::recv_message(socket_, expect, zmq::recv_flags::dontwait);
+        if (r.status == wire::RecvStatus::kNothing) break;
+        if (r.status == wire::RecvStatus::kRefused) {
+          drops_.refused("coordinator", r.why);
+        } else if (r.message->envelope().getSender().getRole() != wire::Role::COORDINATOR) {
+          drops_.refused("coordinator", "a message not from the coordinator");
+        } else {
+          last_coordinator = control::steady_ms();
+          handle(*r.message);
+        }
+      }
+      const int64_t now = control::steady_ms();
+      if (const int s = g_signal.load(); s != 0 && !signalled) {
+        signalled = true;
+        drain(fmt::format("received {}", strsignal(s)), true);
+        send([&](wire::Envelope::Builder e) {
+          auto ev = e.getBody().initActorEvent();
+          ev.setRole(assignment_.role);
+          ev.setRank(assignment_.rank);
+          ev.setPid(static_cast<uint32_t>(getpid()));
+          ev.setState(wire::ActorState::DRAINING);
+          ev.setReason(fmt::format("received {}", strsignal(s)));
+        });
+      }
+      if (now - last_coordinator > timeout) {
+        if (!lost) spdlog::warn("coordinator lost: nothing for {} ms; waiting for it", timeout);
+        lost = true;
+        if (now - connected_ms_ > timeout) connect();
+        if (now - last_coordinator > config_.cluster.reconnect_grace_s * 1000) {
+          coordinator_gone_ = true;
+          drain("coordinator gone", false);
+        }
+      } else if (lost) {
+        spdlog::info("coordinator back");
+        lost = false;
+      }
+      const bool last = io_stop_;  // read before the flush: what was posted before it goes out
+      for (;;) {
+        std::function<void(wire::Envelope::Builder)> fill;
+        {
+          std::lock_guard lock(mutex_);
+          if (outbox_.empty()) break;
+          fill = std::move(outbox_.front());
+          outbox_.pop_front();
+        }
+        send(fill);
+      }
+      const int64_t stall = config_.cluster.stall_timeout_s * 1000;
+      const bool now_stalled = stall > 0 && now - last_touch_ms_.load() > stall;
+      if (now_stalled != stalled) {
+        stalled = now_stalled;
+        if (stalled) spdlog::error("body stalled for {} s: no more heartbeats", stall / 1000);
+      }
+      // The last beat carries the body's final step.
+      if ((now >= next_beat || last) && !stalled) {
+        next_beat = now + interval;
+        send([&](wire::Envelope::Builder e) {
+          auto hb = e.getBody().initHeartbeat();
+          hb.setState(stopping_ ? wire::ActorState::DRAINING : wire::ActorState::RUNNING);
+          hb.setStep(step_.load());
+          hb.setItemsPerSecond(items_per_second_.load());
+        });
+      }
+      if (last) return;
+    }
+  }
+
+  void handle(const wire::Message& m) {
+    const auto body = m.envelope().getBody();
+    switch (m.kind()) {
+      case wire::Envelope::Body::HEARTBEAT:
+        return;
+      case wire::Envelope::Body::SHUTDOWN:
+        drain(std::string("coordinator: ") + body.getShutdown().getReason().cStr(),
+              body.getShutdown().getCheckpointFirst());
+        return;
+      case wire::Envelope::Body::RENDEZVOUS: {
+        const auto r = body.getRendezvous();
+        RendezvousInfo info{r.getStoreHost(),
+                            r.getStorePort(),
+                            r.getWorldSize(),
+                            r.getRank(),
+                            r.getResumeFromStep(),
+                            r.getCollectiveTimeoutMs(),
+                            m.envelope().getGeneration()};
+        if (info.rank != assignment_.rank || info.world_size <= info.rank) {
+          drops_.refused("coordinator", "rendezvous for another rank");
+          return;
+        }
+        std::lock_guard lock(mutex_);
+        if (rendezvous_ && rendezvous_->generation >= info.generation) return;
+        spdlog::info("rendezvous generation {}: store {}:{}, world {}, resume from step {}",
+                     info.generation, info.store_host, info.store_port, info.world_size,
+                     info.resume_from_step);
+        rendezvous_ = info;
+        changed_.notify_all();
+        return;
+      }
+      default:
+        drops_.refused("coordinator", fmt::format("unexpected {}", wire::kind_name(m.kind())));
+    }
+  }
+
+  control::Security security_;
+  zmq::context_t context_;
+  std::string endpoint_;
+  zmq::socket_t socket_;  // used by the I/O thread only
+  int64_t connected_ms_ = 0;
+  control::EnvelopeWriter writer_;
+  control::DropLog drops_;
+  std::atomic<bool> io_stop_{false};
+  std::thread io_;
+};
+
+const control::Assignment& ActorContext::assignment() const {
+  runtime_.touch();
+  return runtime_.assignment_;
+}
+uint32_t ActorContext::restarts() const {
+  return runtime_.restarts_;
+}
+const JobConfig& ActorContext::config() const {
+  return runtime_.config_;
+}
+bool ActorContext::stopping() const {
+  runtime_.touch();
+  return runtime_.stopping_;
+}
+bool ActorContext::checkpoint_requested() const {
+  return runtime_.checkpoint_;
+}
+
+void ActorContext::report(int64_t step, double items_per_second,
+                          const std::vector<std::pair<std::string, double>>& metrics) {
+  runtime_.touch();
+  runtime_.step_ = step;
+  runtime_.items_per_second_ = items_per_second;
+  if (metrics.empty()) return;
+  runtime_.post([step, metrics](wire::Envelope::Builder e) {
+    auto m = e.getBody().initMetrics();
+    m.setStep(step);
+    auto names = m.initNames(static_cast<unsigned>(metrics.size()));
+    auto values = m.initValues(static_cast<unsigned>(metrics.size()));
+    for (unsigned i = 0; i < metrics.size(); ++i) {
+      names.set(i, metrics[i].first);
+      values.set(i, metrics[i].second);
+    }
+  });
+}
+
+void ActorContext::report_checkpoint(int64_t step, uint64_t bytes) {
+  runtime_.touch();
+  runtime_.post([step, bytes](wire::Envelope::Builder e) {
+    auto c = e.getBody().initCheckpointCommitted();
+    c.setStep(step);
+    c.setBytes(bytes);
+  });
+}
+
+std::optional<RendezvousInfo> ActorContext::rendezvous() const {
+  runtime_.touch();
+  std::lock_guard lock(runtime_.mutex_);
+  return runtime_.rendezvous_;
+}
+
+std::optional<RendezvousInfo> ActorContext::wait_rendezvous(uint64_t after_generation,
+                                                            std::chrono::milliseconds timeout) {
+  runtime_.touch();
+  std::unique_lock lock(runtime_.mutex_);
+  runtime_.changed_.wait_for(lock, timeout, [&] {
+    return runtime_.stopping_ ||
+           (runtime_.rendezvous_ && runtime_.rendezvous_->generation > after_generation);
+  });
+  runtime_.touch();
+  if (runtime_.rendezvous_ && runtime_.rendezvous_->generation > after_generation)
+    return runtime_.rendezvous_;
+  return std::nullopt;
+}
+
+void ActorContext::sleep_for(std::chrono::milliseconds d) {
+  runtime_.touch();
+  std::unique_lock lock(runtime_.mutex_);
+  runtime_.changed_.wait_for(lock, d, [&] { return runtime_.stopping_.load(); });
+  runtime_.touch();
+}
+
+int run_actor(const ActorOptions& o) {
+  JobConfig config;
+  control::Assignment a;
+  try {
+    a.role = control::role_from_name(o.role);
+    config = load_config(o.config_file);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "saccade actor: %s\n", e.what());
+    return kExitBadArguments;
+  }
+  init_logging({o.role, o.rank, o.log_level.empty() ? config.logging.level : o.log_level,
+                o.log_dir.empty() ? config.logging.dir : o.log_dir});
+  auto factory = registry().find(a.role);
+  if (factory == registry().end()) {
+    spdlog::error("this binary has no body for role {}", o.role);
+    return kExitBadArguments;
+  }
+  a.rank = o.rank;
+  a.local_rank = o.local_rank;
+  a.node = o.node;
+  a.endpoint = o.endpoint;
+  a.peers = o.peers;
+  a.threads = static_cast<uint32_t>(std::max(o.threads, 0));
+  a.device = o.device;
+  struct sigaction action {};
+  action.sa_handler = on_terminate;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGTERM, SIGINT}) sigaction(s, &action, nullptr);
+  int code = 0;
+  {
+    ActorRuntime runtime(o, config, a);
+    ActorContext context(runtime);
+    std::unique_ptr<ActorBody> body = factory->second();
+    code = body->run(context);
+    if (code == 0 && runtime.checkpoint_) body->checkpoint(context);
+    if (code == 0 && runtime.coordinator_gone_) code = kExitCoordinatorGone;
+    spdlog::info("body returned {}", code);
+  }  // the runtime flushes what the body posted and closes the socket
+  return code;
+}
+
+void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
+  auto options = std::make_shared<ActorOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("actor", "Run one actor (started by `saccade agent`, not by hand)");
+  cmd->add_option("--role", options->role, "data, learner, rollout or eval")->required();
+  cmd->add_option("--rank", options->rank, "Global rank within the role")->required();
+  cmd->add_option("--local-rank", options->local_rank, "Rank within the role on this node");
+  cmd->add_option("--node", options->node, "Node name")->required();
+  cmd->add_option("--coordinator", options->coordinator, "HOST:PORT")->required();
+  cmd->add_option("--config", options->config_file, "The job's resolved config")->required();
+  cmd->add_option("--endpoint", options->endpoint, "Where this actor binds");
+  cmd->add_option("--peer", options->peers, "Endpoints it connects to");
+  cmd->add_option("--threads", options->threads, "Compute threads");
+  cmd->add_option("--device", options->device, "cpu or cuda:N");
+  cmd->add_option("--restarts", options->restarts, "Times this actor was restarted before");
+  cmd->callback([options, on_exit] { on_exit(run_actor(*options)); });
+}
+
+}  // namespace saccade::runtime

@@ -1,0 +1,117 @@
+// The actor side of the runtime: the `actor` process entry that every role
+// body (data, learner, rollout, eval) runs inside. It connects to the
+// coordinator, heartbeats (state, step, items/s), watches the coordinator's
+// heartbeats, delivers rendezvous and drain requests, and turns SIGTERM into
+// a drain with a final checkpoint. Torch-free: bodies bring their own torch.
+//
+//   class MyLearner : public ActorBody { int run(ActorContext& ctx) override; ... };
+//   register_actor_body(wire::Role::LEARNER, [] { return std::make_unique<MyLearner>(); });
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+#include "coordinator/placement.h"
+
+namespace CLI {
+class App;
+}
+
+namespace saccade::runtime {
+
+inline constexpr int kExitBadArguments = 2;     // unknown role, no body for it, bad config
+inline constexpr int kExitCoordinatorGone = 3;  // coordinator lost past reconnect_grace_s
+
+// The command line an agent starts an actor with.
+struct ActorOptions {
+  std::string role;
+  int rank = 0;
+  int local_rank = 0;
+  std::string node;
+  std::string coordinator;  // HOST:PORT
+  std::string config_file;  // the job's resolved config
+  std::string endpoint;
+  std::vector<std::string> peers;
+  int threads = 0;
+  std::string device = "cpu";
+  int restarts = 0;
+  std::string log_level;  // overrides logging.level when set
+  std::string log_dir;    // overrides logging.dir when set
+};
+
+// Where learners meet (c10d TCPStore) for one generation.
+struct RendezvousInfo {
+  std::string store_host;
+  uint16_t store_port = 0;
+  int32_t world_size = 0;
+  int32_t rank = 0;
+  int64_t resume_from_step = -1;  // -1: fresh start, else the last committed checkpoint
+  int64_t collective_timeout_ms = 0;
+  uint64_t generation = 0;  // bumps whenever a learner is lost: re-rendezvous
+};
+
+class ActorRuntime;
+
+// What a body sees of its process. Thread-safe. Every call also tells the
+// runtime the body is alive: a body that calls nothing for
+// cluster.stall_timeout_s stops being heartbeated and is restarted as hung.
+class ActorContext {
+ public:
+  explicit ActorContext(ActorRuntime& runtime) : runtime_(runtime) {}
+
+  const control::Assignment& assignment() const;
+  uint32_t restarts() const;  // times this actor was restarted before
+  const JobConfig& config() const;
+  // A drain was asked (coordinator Shutdown, SIGTERM, coordinator gone): return soon.
+  bool stopping() const;
+  // The drain wants a final checkpoint (SIGTERM / preemption): ActorBody::checkpoint runs.
+  bool checkpoint_requested() const;
+  // Progress carried by the next heartbeat; metrics (e.g. loss, lr) go to the
+  // coordinator as a Metrics message (only learner 0's are the job's).
+  void report(int64_t step, double items_per_second,
+              const std::vector<std::pair<std::string, double>>& metrics = {});
+  // A checkpoint of `step` was committed (learner 0).
+  void report_checkpoint(int64_t step, uint64_t bytes);
+  // The latest rendezvous, if any arrived.
+  std::optional<RendezvousInfo> rendezvous() const;
+  // Waits for a rendezvous of a generation above `after_generation`; nullopt
+  // on timeout or when stopping.
+  std::optional<RendezvousInfo> wait_rendezvous(uint64_t after_generation,
+                                                std::chrono::milliseconds timeout);
+  // Sleeps up to `d`, waking early when a drain is asked.
+  void sleep_for(std::chrono::milliseconds d);
+
+ private:
+  ActorRuntime& runtime_;  // not owned
+};
+
+// One role's work. run() returns its exit code when done or when
+// ctx.stopping(); then, if the drain asked for it, checkpoint() runs while
+// the body and its state still exist.
+class ActorBody {
+ public:
+  virtual ~ActorBody() = default;
+  virtual int run(ActorContext& ctx) = 0;
+  virtual void checkpoint(ActorContext&) {}
+};
+
+using ActorBodyFactory = std::function<std::unique_ptr<ActorBody>()>;
+
+// Registers the body of a role (replacing any earlier one). Call before run_actor.
+void register_actor_body(wire::Role role, ActorBodyFactory factory);
+
+// The actor process: returns the body's exit code, kExitBadArguments or kExitCoordinatorGone.
+int run_actor(const ActorOptions& options);
+
+// Adds the `actor` subcommand to `app`; on parse it runs run_actor and hands
+// its exit code to `on_exit`.
+void add_actor_command(CLI::App& app, std::function<void(int)> on_exit);
+
+}  // namespace saccade::runtime

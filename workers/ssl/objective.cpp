@@ -1,0 +1,170 @@
+#include "workers/ssl/objective.h"
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace saccade::ssl {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+void expect_shape(const at::Tensor& t, const std::string& name, int64_t dim,
+                  const std::string& expected) {
+  if (!t.defined() || t.dim() != dim)
+    throw std::invalid_argument(name + " must be " + expected + ", got " + shape_of(t));
+}
+
+void expect_positive(double value, const std::string& name) {
+  if (!(value > 0))
+    throw std::invalid_argument(name + " must be > 0, got " + std::to_string(value));
+}
+
+}  // namespace
+
+at::Tensor sinkhorn_knopp(const at::Tensor& teacher_logits, double teacher_temp,
+                          const SinkhornOptions& options) {
+  expect_shape(teacher_logits, "sinkhorn_knopp teacher_logits", 2, "[B, K]");
+  expect_positive(teacher_temp, "sinkhorn_knopp teacher_temp");
+  if (teacher_logits.size(0) < 1 || teacher_logits.size(1) < 1)
+    throw std::invalid_argument("sinkhorn_knopp teacher_logits must be non-empty, got " +
+                                shape_of(teacher_logits));
+  if (options.iterations < 1)
+    throw std::invalid_argument("sinkhorn_knopp iterations must be >= 1, got " +
+                                std::to_string(options.iterations));
+  const bool distributed = static_cast<bool>(options.all_reduce_sum);
+  if (options.subtract_max && distributed && !options.all_reduce_max)
+    throw std::invalid_argument(
+        "sinkhorn_knopp subtract_max with all_reduce_sum needs all_reduce_max too");
+
+  torch::NoGradGuard no_grad;
+  at::Tensor logits = teacher_logits.detach().to(torch::kFloat);
+  if (options.subtract_max) {
+    at::Tensor max_per_prototype = std::get<0>(logits.max(0));  // [K]
+    if (distributed) options.all_reduce_max(max_per_prototype);
+    logits = logits - max_per_prototype;
+  }
+  at::Tensor q = torch::exp(logits / teacher_temp).t();  // [K, B_local]
+  const int64_t prototypes = q.size(0);
+  at::Tensor batch = torch::full({1}, static_cast<double>(q.size(1)), q.options());
+  if (distributed) options.all_reduce_sum(batch);
+
+  at::Tensor sum_q = q.sum();
+  if (distributed) options.all_reduce_sum(sum_q);
+  q /= sum_q;
+  for (int64_t it = 0; it < options.iterations; ++it) {
+    // Each prototype's total weight must be 1/K (over all learners).
+    at::Tensor sum_of_rows = q.sum(1, /*keepdim=*/true);
+    if (distributed) options.all_reduce_sum(sum_of_rows);
+    q /= sum_of_rows;
+    q /= prototypes;
+    // Each sample's total weight must be 1/B.
+    q /= q.sum(0, /*keepdim=*/true);
+    q /= batch;
+  }
+  q *= batch;  // columns sum to 1: an assignment per sample
+  return q.t();
+}
+
+at::Tensor koleo_loss(const at::Tensor& x) {
+  expect_shape(x, "koleo_loss input", 2, "[B, D]");
+  if (x.size(0) < 2)
+    throw std::invalid_argument("koleo_loss needs a batch of at least 2, got " + shape_of(x));
+  namespace F = torch::nn::functional;
+  const at::Tensor normed =
+      F::normalize(x.to(torch::kFloat), F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-8));
+  at::Tensor nearest;
+  {
+    torch::NoGradGuard no_grad;
+    at::Tensor dots = torch::mm(normed, normed.t());
+    dots.fill_diagonal_(-1);  // never one's own neighbour
+    nearest = dots.argmax(1);
+  }
+  const at::Tensor distances =
+      torch::pairwise_distance(normed, normed.index_select(0, nearest), 2, 1e-8);
+  return -torch::log(distances + 1e-8).mean();
+}
+
+at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& teacher_final_step,
+                           const ObjectiveOptions& options) {
+  expect_shape(teacher_global, "teacher_global", 2, "[B, K]");
+  if (!teacher_final_step.defined() || teacher_final_step.sizes() != teacher_global.sizes())
+    throw std::invalid_argument("teacher_final_step must have teacher_global's shape " +
+                                shape_of(teacher_global) + ", got " + shape_of(teacher_final_step));
+  const int64_t batch = teacher_global.size(0);
+  const at::Tensor both = torch::cat({teacher_global.detach(), teacher_final_step.detach()}, 0);
+  return sinkhorn_knopp(both, options.teacher_temp, options.sinkhorn)
+      .view({2, batch, teacher_global.size(1)});
+}
+
+LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutputs& student,
+                                    const ObjectiveOptions& options) {
+  expect_shape(targets, "targets", 3, "[2, B, K]");
+  const int64_t batch = targets.size(1), prototypes = targets.size(2);
+  if (targets.size(0) != 2)
+    throw std::invalid_argument("targets must be [2, B, K], got " + shape_of(targets));
+  expect_positive(options.student_temp, "student_temp");
+  const std::string bk = std::to_string(batch) + ", " + std::to_string(prototypes) + "]";
+  auto check_views = [&](const at::Tensor& t, const std::string& name, int64_t dim) {
+    const std::string expected = (dim == 2 ? std::string("[") : std::string("[n >= 1, ")) + bk;
+    expect_shape(t, name, dim, expected);
+    if (t.size(-2) != batch || t.size(-1) != prototypes || (dim == 3 && t.size(0) < 1))
+      throw std::invalid_argument(name + " must be " + expected + ", got " + shape_of(t));
+  };
+  check_views(student.global, "student.global", 2);
+  check_views(student.local, "student.local", 3);
+  check_views(student.sequential, "student.sequential", 3);
+
+  // Mean over the two targets of CE = CE against their mean (CE is linear in the target).
+  const at::Tensor target = targets.detach().to(torch::kFloat).mean(0);  // [B, K]
+  auto cross_entropy = [&](const at::Tensor& logits) {                   // [n, B, K] -> [n]
+    const at::Tensor lsm = torch::log_softmax(logits.to(torch::kFloat) / options.student_temp, -1);
+    return -(target * lsm).sum(-1).mean(-1);
+  };
+  LossParts parts;
+  const at::Tensor global = cross_entropy(student.global.unsqueeze(0)).squeeze(0);
+  const at::Tensor local = cross_entropy(student.local).mean();
+  const at::Tensor per_step = cross_entropy(student.sequential);
+  const at::Tensor sequential = per_step.mean();
+  const at::Tensor static_loss = options.global_weight * global + options.local_weight * local;
+  const at::Tensor dino = 0.5 * (static_loss + sequential);
+  at::Tensor koleo = torch::zeros({}, dino.options());
+  if (options.koleo_weight != 0) {
+    if (!student.global_token.defined() || student.global_token.dim() != 2 ||
+        student.global_token.size(0) != batch)
+      throw std::invalid_argument("student.global_token must be [" + std::to_string(batch) +
+                                  ", D] when koleo_weight != 0, got " +
+                                  shape_of(student.global_token));
+    koleo = koleo_loss(student.global_token);
+  }
+  parts.loss = dino + options.koleo_weight * koleo;
+  parts.dino = dino.detach();
+  parts.static_loss = static_loss.detach();
+  parts.global = global.detach();
+  parts.local = local.detach();
+  parts.sequential = sequential.detach();
+  parts.per_step = per_step.detach();
+  parts.koleo = koleo.detach();
+  return parts;
+}
+
+TargetStats target_stats(const at::Tensor& targets) {
+  if (!targets.defined() || targets.dim() < 1 || targets.numel() == 0)
+    throw std::invalid_argument("target_stats targets must be non-empty [..., K], got " +
+                                shape_of(targets));
+  torch::NoGradGuard no_grad;
+  const at::Tensor rows = targets.detach().to(torch::kFloat).reshape({-1, targets.size(-1)});
+  TargetStats stats;
+  stats.mean_entropy = (-(rows * torch::log(rows.clamp_min(1e-30))).sum(-1)).mean().item<double>();
+  const at::Tensor counts = torch::bincount(rows.argmax(1), {}, rows.size(1));
+  stats.prototypes_used = counts.gt(0).sum().item<int64_t>();
+  return stats;
+}
+
+}  // namespace saccade::ssl
