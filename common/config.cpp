@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/config_schema.h"
+#include "common/quoted.h"
 
 namespace saccade {
 namespace {
@@ -62,33 +63,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
-}
-
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(ch));
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 // Shortest text that reads back as the same double and as a TOML float.
@@ -234,7 +208,7 @@ class Reader {
           std::find(out.begin(), out.end(), *s) != out.end()) {
         return problems_.add(
             e.source().begin, fmt::format("{}[{}]", path(name), i),
-            fmt::format("expected {}, got {}", expected, s ? quote(*s) : type_name(e)));
+            fmt::format("expected {}, got {}", expected, s ? quote_text(*s) : type_name(e)));
       }
       out.push_back(*s);
     }
@@ -320,10 +294,12 @@ class TomlWriter {
     line(n, float_text(f), d);
   }
   void boolean(const char* n, bool& f, bool, const char* d) { line(n, f ? "true" : "false", d); }
-  void text(const char* n, std::string& f, const char*, const char* d) { line(n, quote(f), d); }
+  void text(const char* n, std::string& f, const char*, const char* d) {
+    line(n, quote_text(f), d);
+  }
   void choice(const char* n, std::string& f, const char*, const std::vector<std::string>&,
               const char* d) {
-    line(n, quote(f), d);
+    line(n, quote_text(f), d);
   }
   void numbers(const char* n, std::vector<double>& f, const std::vector<double>&, double, double,
                const char* d) {
@@ -334,7 +310,7 @@ class TomlWriter {
   void choices(const char* n, std::vector<std::string>& f, const std::vector<std::string>&,
                const std::vector<std::string>&, const char* d) {
     std::vector<std::string> parts;
-    for (const std::string& s : f) parts.push_back(quote(s));
+    for (const std::string& s : f) parts.push_back(quote_text(s));
     line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
   }
   template <class T>
@@ -379,11 +355,11 @@ class DocWriter {
     row(n, "boolean", def ? "true" : "false", "", d);
   }
   void text(const char* n, std::string&, const char* def, const char* d) {
-    row(n, "string", quote(def), "", d);
+    row(n, "string", quote_text(def), "", d);
   }
   void choice(const char* n, std::string&, const char* def, const std::vector<std::string>& opts,
               const char* d) {
-    row(n, "string", quote(def), fmt::format("{}", fmt::join(opts, ", ")), d);
+    row(n, "string", quote_text(def), fmt::format("{}", fmt::join(opts, ", ")), d);
   }
   void numbers(const char* n, std::vector<double>&, const std::vector<double>& def, double lo,
                double hi, const char* d) {

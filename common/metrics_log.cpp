@@ -1,5 +1,7 @@
 #include "common/metrics_log.h"
 
+#include "common/quoted.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,21 +15,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string duration_text(double seconds) {
@@ -54,9 +41,9 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::append(const std::string& stage, int64_t step,
                         const std::vector<std::pair<std::string, double>>& values) {
   std::string line = fmt::format("{{\"time\": {:.3f}, \"stage\": {}, \"step\": {}", now_s(),
-                                 json_string(stage), step);
+                                 quote_text(stage), step);
   for (const auto& [name, value] : values) {
-    line += fmt::format(", {}: {}", json_string(name),
+    line += fmt::format(", {}: {}", quote_text(name),
                         std::isfinite(value) ? fmt::format("{}", value) : "null");
   }
   line += "}\n";

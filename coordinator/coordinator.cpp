@@ -144,8 +144,16 @@ class Coordinator {
     if (a.assignment.node != sender.getNode().cStr()) return "actor on an unexpected node";
     if (a.pid != 0 && a.pid != sender.getPid())
       return fmt::format("stale actor pid {}", sender.getPid());
-    if (!alive(a.phase))
+    if (!alive(a.phase)) {
+      // An actor's last heartbeat carries its final step, and may arrive after its agent
+      // reported the exit (two sockets, no order between them): keep the step, nothing else.
+      if (m.kind() == Body::HEARTBEAT) {
+        a.step = std::max<int64_t>(a.step, body.getHeartbeat().getStep());
+        job_.mark(a);
+        return "";
+      }
       return fmt::format("message from an actor that is {}", phase_name(a.phase));
+    }
     switch (m.kind()) {
       case Body::HEARTBEAT: {
         const auto hb = body.getHeartbeat();

@@ -1,5 +1,7 @@
 #include "coordinator/status.h"
 
+#include "common/quoted.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -92,33 +94,6 @@ std::string age(int64_t ms) {
   return fmt::format("{}s", ms / 1000);
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_number(double v) {
   return std::isfinite(v) ? fmt::format("{}", v) : "null";
 }
@@ -166,15 +141,15 @@ std::string status_json(const JobStatus& s) {
       "{{\"job\":{},\"stage\":{},\"state\":{},\"reason\":{},\"step\":{},\"total_steps\":{},"
       "\"images_per_second\":{},\"loss\":{},\"lr\":{},\"last_checkpoint_step\":{},"
       "\"last_checkpoint_age_ms\":{},\"generation\":{},\"actors\":[",
-      json_string(s.job_id), json_string(s.stage), json_string(s.state), json_string(s.reason),
-      s.step, s.total_steps, json_number(s.images_per_second), json_number(s.loss),
-      json_number(s.lr), s.last_checkpoint_step, s.last_checkpoint_age_ms, s.generation);
+      quote_text(s.job_id), quote_text(s.stage), quote_text(s.state), quote_text(s.reason), s.step,
+      s.total_steps, json_number(s.images_per_second), json_number(s.loss), json_number(s.lr),
+      s.last_checkpoint_step, s.last_checkpoint_age_ms, s.generation);
   for (size_t i = 0; i < s.actors.size(); ++i) {
     const ActorRow& a = s.actors[i];
     out += fmt::format(
         "{}{{\"role\":{},\"rank\":{},\"node\":{},\"pid\":{},\"state\":{},\"heartbeat_age_ms\":{},"
         "\"restarts\":{},\"step\":{},\"items_per_second\":{},\"straggler\":{}}}",
-        i ? "," : "", json_string(a.role), a.rank, json_string(a.node), a.pid, json_string(a.state),
+        i ? "," : "", quote_text(a.role), a.rank, quote_text(a.node), a.pid, quote_text(a.state),
         a.heartbeat_age_ms, a.restarts, a.step, json_number(a.items_per_second),
         a.straggler ? "true" : "false");
   }
@@ -184,8 +159,8 @@ std::string status_json(const JobStatus& s) {
     out += fmt::format(
         "{}{{\"name\":{},\"host\":{},\"cores\":{},\"gpus\":{},\"memory_bytes\":{},\"state\":{},"
         "\"heartbeat_age_ms\":{}}}",
-        i ? "," : "", json_string(n.name), json_string(n.host), n.cores, n.gpus, n.memory_bytes,
-        json_string(n.state), n.heartbeat_age_ms);
+        i ? "," : "", quote_text(n.name), quote_text(n.host), n.cores, n.gpus, n.memory_bytes,
+        quote_text(n.state), n.heartbeat_age_ms);
   }
   return out + "]}\n";
 }

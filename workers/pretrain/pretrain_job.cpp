@@ -51,7 +51,6 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch) {
   o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
   o.clip_grad = c.ssl.clip_grad;
   o.device = "cpu";
-  o.bf16 = c.ssl.precision == "bf16";
   o.seed = static_cast<uint64_t>(c.job.seed);
   return o;
 }
@@ -74,6 +73,11 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   at::set_num_threads(resolve_threads(config.ssl.threads));
   check_blas_speed();
 
+  if (config.ssl.precision == "bf16") {
+    spdlog::warn(
+        "ssl.precision = \"bf16\" applies to CUDA learners; this single-process run is on the CPU "
+        "in fp32");
+  }
   const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const int64_t per_epoch = steps_per_epoch(config, dataset->size());
   const int64_t total_steps = run.max_steps >= 0
