@@ -42,22 +42,7 @@ std::string actor_key(const ActorKey& k) {
 
 // Wire state shown for a phase (the wire has no "pending": it shows as starting).
 const char* shown_state(Phase p) {
-  switch (p) {
-    case Phase::kPending:
-    case Phase::kStarting:
-      return "starting";
-    case Phase::kRunning:
-      return "running";
-    case Phase::kDraining:
-      return "draining";
-    case Phase::kRestarting:
-      return "restarting";
-    case Phase::kExited:
-      return "exited";
-    case Phase::kFailed:
-      return "failed";
-  }
-  return "failed";
+  return p == Phase::kPending ? "starting" : phase_name(p);
 }
 
 }  // namespace
