@@ -145,14 +145,16 @@ class Coordinator {
     if (a.pid != 0 && a.pid != sender.getPid())
       return fmt::format("stale actor pid {}", sender.getPid());
     if (!alive(a.phase)) {
-      // An actor's last heartbeat carries its final step, and may arrive after its agent
-      // reported the exit (two sockets, no order between them): keep the step, nothing else.
+      // An actor's last messages (final heartbeat, checkpoint, metrics) may arrive after its
+      // agent reported the exit: two sockets, no order between them. Keep what they report;
+      // nothing else from an actor that is gone.
       if (m.kind() == Body::HEARTBEAT) {
         a.step = std::max<int64_t>(a.step, body.getHeartbeat().getStep());
         job_.mark(a);
         return "";
       }
-      return fmt::format("message from an actor that is {}", phase_name(a.phase));
+      if (m.kind() != Body::CHECKPOINT_COMMITTED && m.kind() != Body::METRICS)
+        return fmt::format("message from an actor that is {}", phase_name(a.phase));
     }
     switch (m.kind()) {
       case Body::HEARTBEAT: {
