@@ -21,9 +21,22 @@ testing::ProcessResult saccade(std::vector<std::string> args) {
 TEST(Cli, EverySubcommandHasHelp) {
   const auto root = saccade({"--help"});
   ASSERT_EQ(root.exit_code, 0) << root.err;
-  std::vector<std::vector<std::string>> commands = {
-      {"config"}, {"config", "check"}, {"config", "show"},  {"config", "docs"},
-      {"info"},   {"bench"},           {"bench", "extract"}};
+  std::vector<std::vector<std::string>> commands = {{"config"},
+                                                    {"config", "check"},
+                                                    {"config", "show"},
+                                                    {"config", "docs"},
+                                                    {"info"},
+                                                    {"bench"},
+                                                    {"bench", "extract"},
+                                                    {"bench", "model"},
+                                                    {"pretrain"},
+                                                    {"coordinator"},
+                                                    {"agent"},
+                                                    {"actor"},
+                                                    {"status"},
+                                                    {"run"},
+                                                    {"keys"},
+                                                    {"keys", "generate"}};
   for (const auto& cmd : commands) {
     if (cmd.size() == 1) {
       EXPECT_NE(root.out.find("  " + cmd[0] + " "), std::string::npos) << cmd[0];
