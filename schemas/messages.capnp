@@ -55,6 +55,8 @@ struct Envelope {
     weights @21 :Weights;
     ack @22 :Ack;
     actorCommand @23 :ActorCommand;
+    batchRequest @24 :BatchRequest;
+    checkpointRequest @25 :CheckpointRequest;
   }
 }
 
@@ -223,6 +225,17 @@ struct Batch {
   tensors @5 :List(Tensor);
 }
 
+# Learner -> data actor: cut the views of these images into one Batch (same
+# batchId). The learner owns the sampler and the data position (exact resume),
+# so data actors keep no state and any of them can serve any request: the
+# requests of a slow or dead data actor go to another. A learner keeps at most
+# data.queue_depth requests outstanding per data actor (back-pressure).
+struct BatchRequest {
+  batchId @0 :UInt64;
+  indices @1 :List(Int64);           # dataset index per image
+  seeds @2 :List(UInt64);            # view seed per image
+}
+
 # Back-pressure: a learner grants a data actor room for this many more batches.
 struct Credit {
   batches @0 :UInt32;
@@ -236,6 +249,14 @@ struct CheckpointChunk {
   name @3 :Text;                     # e.g. "student", "teacher", "optimizer", "state"
   data @4 :Data;
   checksum @5 :UInt64;               # of the whole named blob, on its last chunk
+}
+
+# Learner -> coordinator: send committed checkpoint `step` (-1: the latest).
+# The coordinator answers with its blobs as CheckpointChunk messages, then
+# CheckpointCommitted{step, bytes} once all were sent; Ack{ok = false} when it
+# has no such checkpoint.
+struct CheckpointRequest {
+  step @0 :Int64;
 }
 
 struct CheckpointCommitted {
