@@ -48,6 +48,9 @@ struct ClusterConfig {
   int64_t restart_backoff_ms{};
   int64_t restart_backoff_max_ms{};
   int64_t max_message_bytes{};
+  int64_t max_checkpoint_bytes{};
+  int64_t checkpoint_timeout_s{};
+  int64_t keep_checkpoints{};
   int64_t reconnect_grace_s{};  // how long a lost coordinator or agent may stay away
   int64_t stall_timeout_s{};    // an actor body silent this long stops heartbeating (0 = off)
   int64_t drain_timeout_s{};    // time actors get to drain before SIGKILL
@@ -79,7 +82,8 @@ struct DataConfig {
   std::vector<double> pixel_mean;  // per channel, 0..1 scale
   std::vector<double> pixel_std;
   int64_t loader_threads{};
-  int64_t queue_depth{};
+  int64_t queue_depth{};         // batch requests a learner keeps outstanding per data actor
+  int64_t request_timeout_ms{};  // a data actor silent this long loses its requests to another
 };
 
 struct ModelConfig {

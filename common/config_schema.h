@@ -69,6 +69,12 @@ void describe(V& v, ClusterConfig& c) {
             "Cap of the restart delay.");
   v.integer("max_message_bytes", c.max_message_bytes, 256 << 20, 1024, int64_t{1} << 34,
             "Frames larger than this are dropped.");
+  v.integer("max_checkpoint_bytes", c.max_checkpoint_bytes, int64_t{1} << 36, 1024,
+            int64_t{1} << 44, "Largest checkpoint the coordinator accepts or a learner loads.");
+  v.integer("checkpoint_timeout_s", c.checkpoint_timeout_s, 600, 1, 86400,
+            "Time for the coordinator to commit a streamed checkpoint, or to send one back.");
+  v.integer("keep_checkpoints", c.keep_checkpoints, 3, 1, 1000000,
+            "Committed checkpoints the coordinator keeps (older ones are pruned).");
   v.integer("reconnect_grace_s", c.reconnect_grace_s, 300, 1, 86400,
             "How long agents and actors wait for a lost coordinator (and the coordinator for a "
             "lost agent) before giving up.");
@@ -123,7 +129,11 @@ void describe(V& v, DataConfig& c) {
             "Per-channel std (0..1) dividing patches; 1 value or one per channel.");
   v.integer("loader_threads", c.loader_threads, 2, 1, 1024, "Decode/view threads per data actor.");
   v.integer("queue_depth", c.queue_depth, 8, 1, 4096,
-            "Ready batches buffered per data actor (back-pressure beyond).");
+            "Batches a learner keeps requested per data actor (and the single-process loader "
+            "prepares ahead): back-pressure beyond.");
+  v.integer("request_timeout_ms", c.request_timeout_ms, 10000, 10, 3600000,
+            "A data actor that answers none of a learner's requests for this long is re-dialed "
+            "and its requests go to another data actor.");
 }
 
 template <class V>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "coordinator/checkpoint_transfer.h"
 #include "coordinator/control.h"
 #include "coordinator/job_state.h"
 #include "coordinator/process.h"
@@ -153,7 +154,8 @@ class Coordinator {
         job_.mark(a);
         return "";
       }
-      if (m.kind() != Body::CHECKPOINT_COMMITTED && m.kind() != Body::METRICS)
+      if (m.kind() != Body::CHECKPOINT_CHUNK && m.kind() != Body::CHECKPOINT_COMMITTED &&
+          m.kind() != Body::METRICS)
         return fmt::format("message from an actor that is {}", phase_name(a.phase));
     }
     switch (m.kind()) {
@@ -182,30 +184,26 @@ class Coordinator {
                                   body.getActorEvent().getReason().cStr()));
         }
         return "";
-      case Body::METRICS:
-      case Body::CHECKPOINT_COMMITTED:
+      case Body::METRICS: {
         if (env.getGeneration() != job_.generation)
           return fmt::format("stale generation {} (current {})", env.getGeneration(),
                              job_.generation);
         if (role != wire::Role::LEARNER) return "only learners report the job";
-        if (m.kind() == Body::METRICS) {
-          if (key.second != 0) return "";  // the job's figures are learner 0's
-
-          const auto metrics = body.getMetrics();
-          const auto names = metrics.getNames();
-          const auto values = metrics.getValues();
-          for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i)
-            job_.metrics[names[i]] = values[i];
-          job_.mark_metrics();
-        } else {
-          if (key.second != 0) return "only learner 0 commits checkpoints";
-          const auto c = body.getCheckpointCommitted();
-          job_.checkpoint_step = c.getStep();
-          job_.checkpoint_bytes = c.getBytes();
-          job_.checkpoint_time_ns = wire::now_ns();
-          job_.mark_job();
-          job_.flush(true);
-        }
+        if (key.second != 0) return "";  // the job's figures are learner 0's
+        const auto metrics = body.getMetrics();
+        const auto names = metrics.getNames();
+        const auto values = metrics.getValues();
+        for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i)
+          job_.metrics[names[i]] = values[i];
+        job_.mark_metrics();
+        return "";
+      }
+      case Body::CHECKPOINT_CHUNK:
+      case Body::CHECKPOINT_COMMITTED:
+        return on_checkpoint_upload(id, key, env, m.kind());
+      case Body::CHECKPOINT_REQUEST:
+        if (role != wire::Role::LEARNER) return "only learners load checkpoints";
+        send_checkpoint(id, body.getCheckpointRequest().getStep());
         return "";
       default:
         return fmt::format("unexpected {} from an actor", wire::kind_name(m.kind()));
@@ -258,6 +256,104 @@ class Coordinator {
       default:
         return fmt::format("unexpected {} from an agent", wire::kind_name(m.kind()));
     }
+  }
+
+  // --- checkpoints -----------------------------------------------------------
+
+  // Learner 0 streams chunks, then CheckpointCommitted; the whole checkpoint
+  // is committed in one synced RocksDB batch and only then acknowledged, so
+  // an acknowledged checkpoint survives a coordinator crash.
+  std::string on_checkpoint_upload(const std::string& id, const ActorKey& key,
+                                   wire::Envelope::Reader env, Body::Which kind) {
+    auto refuse = [&](const std::string& why) {
+      upload_.reset();
+      reply(id, [&](wire::Envelope::Builder e) {
+        auto ack = e.getBody().initAck();
+        ack.setSeq(env.getSeq());
+        ack.setOk(false);
+        ack.setError("checkpoint refused: " + why);
+      });
+      return why;
+    };
+    if (key.first != wire::Role::LEARNER || key.second != 0)
+      return refuse("only learner 0 commits checkpoints");
+    if (env.getGeneration() != job_.generation)
+      return refuse(
+          fmt::format("stale generation {} (current {})", env.getGeneration(), job_.generation));
+    if (kind == Body::CHECKPOINT_CHUNK) {
+      const std::string why =
+          upload_.add(env.getBody().getCheckpointChunk(),
+                      static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes));
+      return why.empty() ? "" : refuse(why);
+    }
+    const int64_t step = env.getBody().getCheckpointCommitted().getStep();
+    if (!upload_.complete() || upload_.step() != step)
+      return refuse(fmt::format("checkpoint {} is incomplete", step));
+    const uint64_t bytes = upload_.bytes();
+    const int64_t now_ns = wire::now_ns();
+    try {
+      auto& store = store_.checkpoints();
+      store.commit(step, upload_.take(),
+                   {{"job", config_.job.name},
+                    {"generation", std::to_string(job_.generation)},
+                    {"time_ns", std::to_string(now_ns)}});
+      store.prune(config_.cluster.keep_checkpoints);
+    } catch (const std::exception& e) {
+      spdlog::error("checkpoint {}: commit failed: {}", step, e.what());
+      return refuse(e.what());
+    }
+    job_.checkpoint_step = step;
+    job_.checkpoint_bytes = bytes;
+    job_.checkpoint_time_ns = now_ns;
+    job_.mark_job();
+    job_.flush(true);
+    spdlog::info("checkpoint {} committed ({} bytes)", step, bytes);
+    reply(id, [&](wire::Envelope::Builder e) {
+      auto c = e.getBody().initCheckpointCommitted();
+      c.setStep(step);
+      c.setBytes(bytes);
+    });
+    return "";
+  }
+
+  // Streams committed checkpoint `step` (-1: the newest) to a learner.
+  void send_checkpoint(const std::string& id, int64_t step) {
+    auto& store = store_.checkpoints();
+    std::optional<storage::CheckpointInfo> info = step < 0 ? store.latest() : store.info(step);
+    control::Blobs blobs;
+    std::string error;
+    if (!info) {
+      error = fmt::format("no committed checkpoint {}", step);
+    } else {
+      try {
+        blobs = store.read_all(info->step);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      spdlog::error("checkpoint request from {}: {}", id, error);
+      reply(id, [&](wire::Envelope::Builder e) {
+        auto ack = e.getBody().initAck();
+        ack.setOk(false);
+        ack.setError(error);
+      });
+      return;
+    }
+    uint64_t bytes = 0;
+    for_each_chunk(blobs, checkpoint_chunk_bytes(config_.cluster.max_message_bytes),
+                   [&](const ChunkView& c) {
+                     bytes += c.data.size();
+                     send_to(id, [&](wire::Envelope::Builder e) {
+                       write_chunk(info->step, c, e.getBody().initCheckpointChunk());
+                     });
+                   });
+    send_to(id, [&](wire::Envelope::Builder e) {
+      auto c = e.getBody().initCheckpointCommitted();
+      c.setStep(info->step);
+      c.setBytes(bytes);
+    });
+    spdlog::info("checkpoint {} sent to {} ({} bytes)", info->step, id, bytes);
   }
 
   // --- decisions -------------------------------------------------------------
@@ -571,6 +667,7 @@ class Coordinator {
   EnvelopeWriter writer_;
   wire::Expect expect_;
   DropLog drops_;
+  CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t ended_ms_ = -1;

@@ -81,9 +81,14 @@ void JobState::load(int64_t now_ms) {
   state = store_.get("job/state").value_or("running");
   reason = store_.get("job/reason").value_or("");
   generation = std::stoull(store_.get("job/generation").value_or("1"));
-  checkpoint_step = std::stoll(store_.get("ckpt/step").value_or("-1"));
-  checkpoint_bytes = std::stoull(store_.get("ckpt/bytes").value_or("0"));
-  checkpoint_time_ns = std::stoll(store_.get("ckpt/time_ns").value_or("0"));
+  // The checkpoint index is the committed checkpoints themselves.
+  if (const auto latest = store_.checkpoints().latest()) {
+    checkpoint_step = latest->step;
+    checkpoint_bytes = 0;
+    for (const auto& b : latest->blobs) checkpoint_bytes += b.size;
+    const auto t = latest->meta.find("time_ns");
+    checkpoint_time_ns = t == latest->meta.end() ? 0 : std::stoll(t->second);
+  }
   for (const auto& [key, value] : store_.scan("restarts/")) {
     role_restarts[role_from_name(key.substr(9))] = static_cast<uint32_t>(std::stoul(value));
   }
@@ -115,9 +120,6 @@ void JobState::flush(bool sync) {
     batch["job/state"] = state;
     batch["job/reason"] = reason;
     batch["job/generation"] = std::to_string(generation);
-    batch["ckpt/step"] = std::to_string(checkpoint_step);
-    batch["ckpt/bytes"] = std::to_string(checkpoint_bytes);
-    batch["ckpt/time_ns"] = std::to_string(checkpoint_time_ns);
     for (auto [role, n] : role_restarts)
       batch[fmt::format("restarts/{}", role_name(role))] = std::to_string(n);
   }

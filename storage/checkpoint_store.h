@@ -26,6 +26,9 @@
 
 namespace saccade::storage {
 
+// zlib's CRC-32 of `bytes` (any size), as kept in manifests and carried by checkpoint chunks.
+uint32_t crc32_of(std::string_view bytes);
+
 struct BlobInfo {
   std::string name;
   uint64_t size = 0;

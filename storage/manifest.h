@@ -10,9 +10,6 @@
 
 namespace saccade::storage {
 
-// zlib's CRC-32 of `bytes` (any size).
-uint32_t crc32_of(std::string_view bytes);
-
 // Layout (little endian): "SCKM" u32 version=1, i64 step, u32 n_blobs,
 // n x {u32 len, name, u64 size, u32 crc}, u32 n_meta, n x {u32 len, key,
 // u32 len, value}, u32 crc32 of everything before it.

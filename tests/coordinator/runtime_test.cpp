@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "storage/checkpoint_store.h"
 #include "tests/coordinator/harness.h"
 #include "tests/coordinator/json.h"
 #include "tests/support/subprocess.h"
@@ -341,10 +342,13 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   ASSERT_TRUE(s);
   run.signal(SIGTERM);
   EXPECT_EQ(run.wait(15s), 0);
-  std::ifstream drained(dir_.path / "work" / "drain-checkpoint.txt");
-  int64_t step = 0;
-  EXPECT_TRUE(drained >> step) << "no final checkpoint";
-  EXPECT_GE(step, 15);
+  // The final checkpoint was streamed to the coordinator and committed whole.
+  auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
+  const auto latest = store->latest();
+  ASSERT_TRUE(latest) << "no final checkpoint";
+  EXPECT_GE(latest->step, 15);
+  EXPECT_EQ(store->read(latest->step, "state"), fmt::format("step {}", latest->step));
+  EXPECT_EQ(store->read(latest->step, "weights"), std::string(3000, 'w'));
   EXPECT_NE(run.log().find("job drained"), std::string::npos);
 }
 

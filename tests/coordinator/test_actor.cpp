@@ -10,7 +10,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -56,7 +55,16 @@ class Learner : public ActorBody {
     auto r = ctx.wait_rendezvous(0, std::chrono::seconds(60));
     if (!r) return ctx.stopping() ? 0 : 5;
     uint64_t generation = r->generation;
-    step_ = std::max<int64_t>(0, r->resume_from_step);
+    step_ = 0;
+    if (r->resume_from_step >= 0) {  // the checkpoint streamed back must be the one committed
+      auto blobs = ctx.load_checkpoint(r->resume_from_step, std::chrono::seconds(30));
+      if (!blobs) return ctx.stopping() ? 0 : 6;
+      if (blobs->at("state") != fmt::format("step {}", r->resume_from_step)) {
+        fmt::print(stderr, "checkpoint {} holds '{}'\n", r->resume_from_step, blobs->at("state"));
+        return 8;
+      }
+      step_ = r->resume_from_step;
+    }
     const JobConfig& c = ctx.config();
     const int64_t budget = c.ssl.epochs * c.ssl.steps_per_epoch;
     const auto t0 = std::chrono::steady_clock::now();
@@ -85,11 +93,12 @@ class Learner : public ActorBody {
   }
 
  private:
-  void commit(ActorContext& ctx, const char* name) {
-    const auto file =
-        std::filesystem::path(ctx.config().job.work_dir) / fmt::format("{}.txt", name);
-    std::ofstream(file, std::ios::trunc) << step_ << "\n";
-    ctx.report_checkpoint(step_, std::filesystem::file_size(file));
+  // A small real checkpoint: its state, plus a blob of several chunks.
+  void commit(ActorContext& ctx, const char* why) {
+    const bool ok = ctx.save_checkpoint(
+        step_, {{"state", fmt::format("step {}", step_)}, {"weights", std::string(3000, 'w')}},
+        std::chrono::seconds(30));
+    fmt::print(stderr, "{} {} {}\n", why, step_, ok ? "committed" : "NOT committed");
   }
   int64_t step_ = 0;
 };

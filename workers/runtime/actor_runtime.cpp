@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "coordinator/checkpoint_transfer.h"
 #include "coordinator/control.h"
 
 namespace saccade::runtime {
@@ -70,10 +71,26 @@ class ActorRuntime {
   std::condition_variable changed_;
   std::optional<RendezvousInfo> rendezvous_;
   std::deque<std::function<void(wire::Envelope::Builder)>> outbox_;
+  // Checkpoint chunks going out, in order. Unbounded (one checkpoint at a
+  // time) and never dropped: sent as fast as the socket takes them.
+  std::deque<std::function<void(wire::Envelope::Builder)>> bulk_;
+
+  // The checkpoint transfer in flight, guarded by mutex_.
+  enum class Transfer { kIdle, kPending, kDone, kFailed };
+  Transfer save_ = Transfer::kIdle;
+  int64_t save_step_ = -1;
+  Transfer load_ = Transfer::kIdle;
+  control::CheckpointAssembler incoming_;
+  control::Blobs loaded_;
 
   void post(std::function<void(wire::Envelope::Builder)> fill) {
     std::lock_guard lock(mutex_);
     if (outbox_.size() < 1024) outbox_.push_back(std::move(fill));  // bounded: drop when flooded
+  }
+
+  void post_bulk(std::function<void(wire::Envelope::Builder)> fill) {
+    std::lock_guard lock(mutex_);
+    bulk_.push_back(std::move(fill));
   }
 
   void drain(const std::string& why, bool checkpoint) {
@@ -104,6 +121,30 @@ class ActorRuntime {
       socket_.send(writer_.make(generation(), fill), zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
       spdlog::debug("send failed: {}", e.what());
+    }
+  }
+
+  // Sends one message unless the socket's queue is full (false: try again later).
+  bool try_send(const std::function<void(wire::Envelope::Builder)>& fill) {
+    try {
+      return socket_.send(writer_.make(generation(), fill), zmq::send_flags::dontwait).has_value();
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("send failed: {}", e.what());
+      return true;  // not retried: the socket is gone, the transfer times out
+    }
+  }
+
+  void flush_bulk() {
+    for (;;) {
+      std::function<void(wire::Envelope::Builder)> fill;
+      {
+        std::lock_guard lock(mutex_);
+        if (bulk_.empty()) return;
+        fill = bulk_.front();
+      }
+      if (!try_send(fill)) return;
+      std::lock_guard lock(mutex_);
+      bulk_.pop_front();
     }
   }
 
@@ -165,6 +206,7 @@ class ActorRuntime {
         }
         send(fill);
       }
+      flush_bulk();
       const int64_t stall = config_.cluster.stall_timeout_s * 1000;
       const bool now_stalled = stall > 0 && now - last_touch_ms_.load() > stall;
       if (now_stalled != stalled) {
@@ -216,6 +258,45 @@ class ActorRuntime {
         changed_.notify_all();
         return;
       }
+      case wire::Envelope::Body::CHECKPOINT_CHUNK: {
+        std::lock_guard lock(mutex_);
+        if (load_ != Transfer::kPending) return;  // a late chunk of a transfer given up
+        const std::string why =
+            incoming_.add(body.getCheckpointChunk(), config_.cluster.max_checkpoint_bytes);
+        if (!why.empty()) {
+          spdlog::error("checkpoint from the coordinator refused: {}", why);
+          load_ = Transfer::kFailed;
+          changed_.notify_all();
+        }
+        return;
+      }
+      case wire::Envelope::Body::CHECKPOINT_COMMITTED: {
+        const int64_t step = body.getCheckpointCommitted().getStep();
+        std::lock_guard lock(mutex_);
+        if (save_ == Transfer::kPending && step == save_step_) {
+          save_ = Transfer::kDone;
+        } else if (load_ == Transfer::kPending) {
+          if (incoming_.complete() && incoming_.step() == step) {
+            loaded_ = incoming_.take();
+            load_ = Transfer::kDone;
+          } else {
+            spdlog::error("checkpoint {} from the coordinator is incomplete", step);
+            load_ = Transfer::kFailed;
+          }
+        }
+        changed_.notify_all();
+        return;
+      }
+      case wire::Envelope::Body::ACK: {
+        const auto ack = body.getAck();
+        if (ack.getOk()) return;
+        std::lock_guard lock(mutex_);
+        if (save_ == Transfer::kPending) save_ = Transfer::kFailed;
+        if (load_ == Transfer::kPending) load_ = Transfer::kFailed;
+        spdlog::warn("coordinator: {}", ack.getError().cStr());
+        changed_.notify_all();
+        return;
+      }
       default:
         drops_.refused("coordinator", fmt::format("unexpected {}", wire::kind_name(m.kind())));
     }
@@ -232,77 +313,145 @@ class ActorRuntime {
   std::thread io_;
 };
 
-const control::Assignment& ActorContext::assignment() const {
-  runtime_.touch();
-  return runtime_.assignment_;
-}
-uint32_t ActorContext::restarts() const {
-  return runtime_.restarts_;
-}
-const JobConfig& ActorContext::config() const {
-  return runtime_.config_;
-}
-bool ActorContext::stopping() const {
-  runtime_.touch();
-  return runtime_.stopping_;
-}
-bool ActorContext::checkpoint_requested() const {
-  return runtime_.checkpoint_;
-}
+namespace {
 
-void ActorContext::report(int64_t step, double items_per_second,
-                          const std::vector<std::pair<std::string, double>>& metrics) {
-  runtime_.touch();
-  runtime_.step_ = step;
-  runtime_.items_per_second_ = items_per_second;
-  if (metrics.empty()) return;
-  runtime_.post([step, metrics](wire::Envelope::Builder e) {
-    auto m = e.getBody().initMetrics();
-    m.setStep(step);
-    auto names = m.initNames(static_cast<unsigned>(metrics.size()));
-    auto values = m.initValues(static_cast<unsigned>(metrics.size()));
-    for (unsigned i = 0; i < metrics.size(); ++i) {
-      names.set(i, metrics[i].first);
-      values.set(i, metrics[i].second);
+// The runtime as its body sees it.
+class RuntimeContext final : public ActorContext {
+ public:
+  explicit RuntimeContext(ActorRuntime& runtime) : runtime_(runtime) {}
+
+  const control::Assignment& assignment() const override {
+    runtime_.touch();
+    return runtime_.assignment_;
+  }
+  uint32_t restarts() const override { return runtime_.restarts_; }
+  const JobConfig& config() const override { return runtime_.config_; }
+  bool stopping() const override {
+    runtime_.touch();
+    return runtime_.stopping_;
+  }
+  bool checkpoint_requested() const override { return runtime_.checkpoint_; }
+  void touch() override { runtime_.touch(); }
+
+  void report(int64_t step, double items_per_second,
+              const std::vector<std::pair<std::string, double>>& metrics) override {
+    runtime_.touch();
+    runtime_.step_ = step;
+    runtime_.items_per_second_ = items_per_second;
+    if (metrics.empty()) return;
+    runtime_.post([step, metrics](wire::Envelope::Builder e) {
+      auto m = e.getBody().initMetrics();
+      m.setStep(step);
+      auto names = m.initNames(static_cast<unsigned>(metrics.size()));
+      auto values = m.initValues(static_cast<unsigned>(metrics.size()));
+      for (unsigned i = 0; i < metrics.size(); ++i) {
+        names.set(i, metrics[i].first);
+        values.set(i, metrics[i].second);
+      }
+    });
+  }
+
+  bool save_checkpoint(int64_t step, const CheckpointBlobs& blobs,
+                       std::chrono::milliseconds timeout) override {
+    using Transfer = ActorRuntime::Transfer;
+    runtime_.touch();
+    auto shared = std::make_shared<const CheckpointBlobs>(blobs);  // chunks point into it
+    uint64_t bytes = 0;
+    {
+      std::lock_guard lock(runtime_.mutex_);
+      runtime_.bulk_.clear();  // an unsent older checkpoint is superseded
+      runtime_.save_ = Transfer::kPending;
+      runtime_.save_step_ = step;
     }
-  });
-}
+    control::for_each_chunk(
+        *shared, control::checkpoint_chunk_bytes(runtime_.config_.cluster.max_message_bytes),
+        [&](const control::ChunkView& c) {
+          bytes += c.data.size();
+          runtime_.post_bulk([step, c, shared](wire::Envelope::Builder e) {
+            control::write_chunk(step, c, e.getBody().initCheckpointChunk());
+          });
+        });
+    runtime_.post_bulk([step, bytes](wire::Envelope::Builder e) {
+      auto c = e.getBody().initCheckpointCommitted();
+      c.setStep(step);
+      c.setBytes(bytes);
+    });
+    std::unique_lock lock(runtime_.mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (runtime_.save_ == Transfer::kPending && std::chrono::steady_clock::now() < deadline) {
+      runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
+      runtime_.touch();
+    }
+    const bool ok = runtime_.save_ == Transfer::kDone;
+    if (!ok) {
+      spdlog::error("checkpoint {} ({} bytes) was not committed by the coordinator{}", step, bytes,
+                    runtime_.save_ == Transfer::kPending ? " in time" : "");
+      runtime_.bulk_.clear();
+    }
+    runtime_.save_ = Transfer::kIdle;
+    return ok;
+  }
 
-void ActorContext::report_checkpoint(int64_t step, uint64_t bytes) {
-  runtime_.touch();
-  runtime_.post([step, bytes](wire::Envelope::Builder e) {
-    auto c = e.getBody().initCheckpointCommitted();
-    c.setStep(step);
-    c.setBytes(bytes);
-  });
-}
+  std::optional<CheckpointBlobs> load_checkpoint(int64_t step,
+                                                 std::chrono::milliseconds timeout) override {
+    using Transfer = ActorRuntime::Transfer;
+    runtime_.touch();
+    {
+      std::lock_guard lock(runtime_.mutex_);
+      runtime_.incoming_.reset();
+      runtime_.load_ = Transfer::kPending;
+    }
+    runtime_.post(
+        [step](wire::Envelope::Builder e) { e.getBody().initCheckpointRequest().setStep(step); });
+    std::unique_lock lock(runtime_.mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (runtime_.load_ == Transfer::kPending && !runtime_.stopping_ &&
+           std::chrono::steady_clock::now() < deadline) {
+      runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
+      runtime_.touch();
+    }
+    std::optional<CheckpointBlobs> out;
+    if (runtime_.load_ == Transfer::kDone) out = std::move(runtime_.loaded_);
+    runtime_.loaded_.clear();
+    runtime_.incoming_.reset();
+    runtime_.load_ = Transfer::kIdle;
+    return out;
+  }
 
-std::optional<RendezvousInfo> ActorContext::rendezvous() const {
-  runtime_.touch();
-  std::lock_guard lock(runtime_.mutex_);
-  return runtime_.rendezvous_;
-}
-
-std::optional<RendezvousInfo> ActorContext::wait_rendezvous(uint64_t after_generation,
-                                                            std::chrono::milliseconds timeout) {
-  runtime_.touch();
-  std::unique_lock lock(runtime_.mutex_);
-  runtime_.changed_.wait_for(lock, timeout, [&] {
-    return runtime_.stopping_ ||
-           (runtime_.rendezvous_ && runtime_.rendezvous_->generation > after_generation);
-  });
-  runtime_.touch();
-  if (runtime_.rendezvous_ && runtime_.rendezvous_->generation > after_generation)
+  std::optional<RendezvousInfo> rendezvous() const override {
+    runtime_.touch();
+    std::lock_guard lock(runtime_.mutex_);
     return runtime_.rendezvous_;
-  return std::nullopt;
-}
+  }
 
-void ActorContext::sleep_for(std::chrono::milliseconds d) {
-  runtime_.touch();
-  std::unique_lock lock(runtime_.mutex_);
-  runtime_.changed_.wait_for(lock, d, [&] { return runtime_.stopping_.load(); });
-  runtime_.touch();
-}
+  std::optional<RendezvousInfo> wait_rendezvous(uint64_t after_generation,
+                                                std::chrono::milliseconds timeout) override {
+    runtime_.touch();
+    std::unique_lock lock(runtime_.mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto arrived = [&] {
+      return runtime_.rendezvous_ && runtime_.rendezvous_->generation > after_generation;
+    };
+    while (!arrived() && !runtime_.stopping_ && std::chrono::steady_clock::now() < deadline) {
+      runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
+      runtime_.touch();
+    }
+    if (arrived()) return runtime_.rendezvous_;
+    return std::nullopt;
+  }
+
+  void sleep_for(std::chrono::milliseconds d) override {
+    runtime_.touch();
+    std::unique_lock lock(runtime_.mutex_);
+    runtime_.changed_.wait_for(lock, d, [&] { return runtime_.stopping_.load(); });
+    runtime_.touch();
+  }
+
+ private:
+  ActorRuntime& runtime_;  // not owned
+};
+
+}  // namespace
 
 int run_actor(const ActorOptions& o) {
   JobConfig config;
@@ -335,7 +484,7 @@ int run_actor(const ActorOptions& o) {
   int code = 0;
   {
     ActorRuntime runtime(o, config, a);
-    ActorContext context(runtime);
+    RuntimeContext context(runtime);
     std::unique_ptr<ActorBody> body = factory->second();
     code = body->run(context);
     if (code == 0 && runtime.checkpoint_) body->checkpoint(context);

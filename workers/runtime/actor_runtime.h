@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,39 +58,51 @@ struct RendezvousInfo {
   uint64_t generation = 0;  // bumps whenever a learner is lost: re-rendezvous
 };
 
-class ActorRuntime;
+// Named byte blobs of one checkpoint (e.g. "student", "teacher", "optimizer").
+using CheckpointBlobs = std::map<std::string, std::string>;
 
-// What a body sees of its process. Thread-safe. Every call also tells the
-// runtime the body is alive: a body that calls nothing for
-// cluster.stall_timeout_s stops being heartbeated and is restarted as hung.
+// What a body sees of its process: an interface, so bodies built into a
+// plugin (libsaccade_torch.so) use the runtime of the binary that loaded them
+// without linking a copy of it. Thread-safe. Every call also tells the runtime
+// the body is alive: a body that calls nothing for cluster.stall_timeout_s
+// stops being heartbeated and is restarted as hung.
 class ActorContext {
  public:
-  explicit ActorContext(ActorRuntime& runtime) : runtime_(runtime) {}
+  virtual ~ActorContext() = default;
 
-  const control::Assignment& assignment() const;
-  uint32_t restarts() const;  // times this actor was restarted before
-  const JobConfig& config() const;
+  virtual const control::Assignment& assignment() const = 0;
+  virtual uint32_t restarts() const = 0;  // times this actor was restarted before
+  virtual const JobConfig& config() const = 0;
   // A drain was asked (coordinator Shutdown, SIGTERM, coordinator gone): return soon.
-  bool stopping() const;
+  virtual bool stopping() const = 0;
   // The drain wants a final checkpoint (SIGTERM / preemption): ActorBody::checkpoint runs.
-  bool checkpoint_requested() const;
+  virtual bool checkpoint_requested() const = 0;
   // Progress carried by the next heartbeat; metrics (e.g. loss, lr) go to the
   // coordinator as a Metrics message (only learner 0's are the job's).
-  void report(int64_t step, double items_per_second,
-              const std::vector<std::pair<std::string, double>>& metrics = {});
-  // A checkpoint of `step` was committed (learner 0).
-  void report_checkpoint(int64_t step, uint64_t bytes);
+  virtual void report(int64_t step, double items_per_second,
+                      const std::vector<std::pair<std::string, double>>& metrics = {}) = 0;
+  // Streams checkpoint `step` to the coordinator (learner 0), which commits it
+  // to its RocksDB atomically. Blocks until the coordinator confirms the
+  // commit (true) or refuses it, the timeout passes or a drain ends the wait
+  // after the timeout (false). Only one checkpoint is in flight at a time.
+  virtual bool save_checkpoint(int64_t step, const CheckpointBlobs& blobs,
+                               std::chrono::milliseconds timeout) = 0;
+  // Fetches committed checkpoint `step` (-1: the newest) from the coordinator;
+  // nullopt when it has none, on timeout or when stopping. Blobs are
+  // CRC-checked on arrival.
+  virtual std::optional<CheckpointBlobs> load_checkpoint(int64_t step,
+                                                         std::chrono::milliseconds timeout) = 0;
   // The latest rendezvous, if any arrived.
-  std::optional<RendezvousInfo> rendezvous() const;
+  virtual std::optional<RendezvousInfo> rendezvous() const = 0;
   // Waits for a rendezvous of a generation above `after_generation`; nullopt
   // on timeout or when stopping.
-  std::optional<RendezvousInfo> wait_rendezvous(uint64_t after_generation,
-                                                std::chrono::milliseconds timeout);
+  virtual std::optional<RendezvousInfo> wait_rendezvous(uint64_t after_generation,
+                                                        std::chrono::milliseconds timeout) = 0;
   // Sleeps up to `d`, waking early when a drain is asked.
-  void sleep_for(std::chrono::milliseconds d);
-
- private:
-  ActorRuntime& runtime_;  // not owned
+  virtual void sleep_for(std::chrono::milliseconds d) = 0;
+  // Tells the runtime the body is alive while it waits on something else
+  // (a collective, a socket) for a long time.
+  virtual void touch() = 0;
 };
 
 // One role's work. run() returns its exit code when done or when

@@ -1,0 +1,103 @@
+#include "coordinator/checkpoint_transfer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "storage/checkpoint_store.h"
+
+namespace saccade::control {
+
+size_t checkpoint_chunk_bytes(int64_t max_message_bytes) {
+  const int64_t half = std::max<int64_t>(max_message_bytes / 2, 64);
+  return static_cast<size_t>(std::min<int64_t>(half, int64_t{4} << 20));
+}
+
+void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
+                    const std::function<void(const ChunkView&)>& emit) {
+  for (const auto& [name, bytes] : blobs) {
+    const size_t count = std::max<size_t>(1, (bytes.size() + chunk_bytes - 1) / chunk_bytes);
+    const uint64_t crc = storage::crc32_of(bytes);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t begin = i * chunk_bytes;
+      ChunkView c;
+      c.name = name;
+      c.index = static_cast<uint32_t>(i);
+      c.count = static_cast<uint32_t>(count);
+      c.data = std::string_view(bytes).substr(std::min(begin, bytes.size()), chunk_bytes);
+      c.checksum = i + 1 == count ? crc : 0;
+      emit(c);
+    }
+  }
+}
+
+void write_chunk(int64_t step, const ChunkView& chunk, wire::CheckpointChunk::Builder out) {
+  out.setStep(step);
+  out.setIndex(chunk.index);
+  out.setCount(chunk.count);
+  out.setName(std::string(chunk.name));
+  out.setData(
+      kj::arrayPtr(reinterpret_cast<const kj::byte*>(chunk.data.data()), chunk.data.size()));
+  out.setChecksum(chunk.checksum);
+}
+
+std::string CheckpointAssembler::add(wire::CheckpointChunk::Reader chunk,
+                                     uint64_t max_total_bytes) {
+  if (chunk.getStep() < 0) return "checkpoint chunk of a negative step";
+  if (chunk.getStep() != step_) {
+    reset();
+    step_ = chunk.getStep();
+  }
+  const std::string name = chunk.getName();
+  if (name.empty()) return "checkpoint chunk without a blob name";
+  const uint32_t count = chunk.getCount();
+  if (count == 0 || chunk.getIndex() >= count)
+    return fmt::format("checkpoint chunk {} of {} of blob '{}'", chunk.getIndex(), count, name);
+  auto [expected, fresh] = next_index_.try_emplace(name, 0);
+  if (fresh) count_[name] = count;
+  if (count_[name] != count || chunk.getIndex() != expected->second) {
+    const std::string why =
+        fmt::format("blob '{}' of checkpoint {}: chunk {} of {} out of order (expected {})", name,
+                    step_, chunk.getIndex(), count, expected->second);
+    reset();
+    return why;
+  }
+  const auto data = chunk.getData();
+  if (bytes_ + data.size() > max_total_bytes) {
+    reset();
+    return fmt::format("checkpoint {} exceeds {} bytes", chunk.getStep(), max_total_bytes);
+  }
+  std::string& blob = blobs_[name];
+  blob.append(reinterpret_cast<const char*>(data.begin()), data.size());
+  bytes_ += data.size();
+  ++expected->second;
+  if (expected->second == count && storage::crc32_of(blob) != chunk.getChecksum()) {
+    const std::string why =
+        fmt::format("blob '{}' of checkpoint {}: checksum mismatch", name, chunk.getStep());
+    reset();
+    return why;
+  }
+  return "";
+}
+
+bool CheckpointAssembler::complete() const {
+  if (step_ < 0 || next_index_.empty()) return false;
+  return std::all_of(next_index_.begin(), next_index_.end(),
+                     [&](const auto& kv) { return kv.second == count_.at(kv.first); });
+}
+
+Blobs CheckpointAssembler::take() {
+  Blobs out = std::move(blobs_);
+  reset();
+  return out;
+}
+
+void CheckpointAssembler::reset() {
+  step_ = -1;
+  bytes_ = 0;
+  blobs_.clear();
+  next_index_.clear();
+  count_.clear();
+}
+
+}  // namespace saccade::control

@@ -1,0 +1,64 @@
+// Checkpoints on the wire: a set of named blobs cut into CheckpointChunk
+// messages and put back together on the other side. Learner 0 streams its
+// checkpoints to the coordinator this way, and the coordinator streams them
+// back to a learner that resumes. Torch-free: bytes only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "schemas/wire.h"
+
+namespace saccade::control {
+
+using Blobs = std::map<std::string, std::string>;
+
+// Bytes of blob data per chunk, so that a chunk and its envelope stay well
+// under cluster.max_message_bytes (receivers drop larger frames unread).
+size_t checkpoint_chunk_bytes(int64_t max_message_bytes);
+
+// One chunk: `data` is a view into the blob; `checksum` is the CRC-32 of the
+// whole blob, carried on its last chunk (0 on the others).
+struct ChunkView {
+  std::string_view name;
+  uint32_t index = 0;
+  uint32_t count = 0;
+  std::string_view data;
+  uint64_t checksum = 0;
+};
+
+// Calls `emit` for every chunk of every blob, blob by blob in name order.
+// An empty blob is one empty chunk.
+void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
+                    const std::function<void(const ChunkView&)>& emit);
+
+// Fills a CheckpointChunk message body.
+void write_chunk(int64_t step, const ChunkView& chunk, wire::CheckpointChunk::Builder out);
+
+// Puts one checkpoint's chunks back together, refusing anything out of order
+// or corrupt. Chunks of another step reset it (a newer checkpoint replaced
+// an unfinished one).
+class CheckpointAssembler {
+ public:
+  // Returns "" when the chunk was taken, else why it was refused.
+  std::string add(wire::CheckpointChunk::Reader chunk, uint64_t max_total_bytes);
+  // Every blob that started has all its chunks and a matching checksum.
+  bool complete() const;
+  int64_t step() const { return step_; }
+  uint64_t bytes() const { return bytes_; }
+  // Hands the blobs over and resets.
+  Blobs take();
+  void reset();
+
+ private:
+  int64_t step_ = -1;
+  uint64_t bytes_ = 0;
+  Blobs blobs_;
+  std::map<std::string, uint32_t> next_index_;  // per blob: the chunk expected next
+  std::map<std::string, uint32_t> count_;       // per blob: its chunk count
+};
+
+}  // namespace saccade::control
