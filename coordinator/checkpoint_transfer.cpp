@@ -80,8 +80,8 @@ std::string CheckpointAssembler::add(wire::CheckpointChunk::Reader chunk,
   return "";
 }
 
-bool CheckpointAssembler::complete() const {
-  if (step_ < 0 || next_index_.empty()) return false;
+bool CheckpointAssembler::complete(uint64_t expected_bytes) const {
+  if (step_ < 0 || next_index_.empty() || bytes_ != expected_bytes) return false;
   return std::all_of(next_index_.begin(), next_index_.end(),
                      [&](const auto& kv) { return kv.second == count_.at(kv.first); });
 }

@@ -45,8 +45,10 @@ class CheckpointAssembler {
  public:
   // Returns "" when the chunk was taken, else why it was refused.
   std::string add(wire::CheckpointChunk::Reader chunk, uint64_t max_total_bytes);
-  // Every blob that started has all its chunks and a matching checksum.
-  bool complete() const;
+  // Every blob that started has all its chunks and a matching checksum, and
+  // they add up to `expected_bytes` (CheckpointCommitted.bytes: a blob whose
+  // every chunk was lost would otherwise go unnoticed).
+  bool complete(uint64_t expected_bytes) const;
   int64_t step() const { return step_; }
   uint64_t bytes() const { return bytes_; }
   // Hands the blobs over and resets.

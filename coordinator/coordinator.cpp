@@ -287,7 +287,8 @@ class Coordinator {
       return why.empty() ? "" : refuse(why);
     }
     const int64_t step = env.getBody().getCheckpointCommitted().getStep();
-    if (!upload_.complete() || upload_.step() != step)
+    if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
+        upload_.step() != step)
       return refuse(fmt::format("checkpoint {} is incomplete", step));
     const uint64_t bytes = upload_.bytes();
     const int64_t now_ns = wire::now_ns();

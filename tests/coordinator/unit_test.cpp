@@ -1,10 +1,11 @@
 // The runtime's pieces without processes: placement, the state store, key
-// files, endpoints, status formats.
+// files, endpoints, status formats, checkpoint chunking.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 
+#include "coordinator/checkpoint_transfer.h"
 #include "coordinator/control.h"
 #include "coordinator/placement.h"
 #include "coordinator/state_store.h"
@@ -149,6 +150,66 @@ TEST(DropLog, CountsEverythingButLogsAtMostOncePerPeriod) {
   DropLog log(std::chrono::hours(1));
   for (int i = 0; i < 1000; ++i) log.refused("peer", "frame of " + std::to_string(i) + " bytes");
   EXPECT_EQ(log.total(), 1000u);
+}
+
+// Chunks of a checkpoint as the wire carries them (each its own message).
+std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> chunk_messages(const Blobs& blobs,
+                                                                         int64_t step,
+                                                                         size_t chunk_bytes) {
+  std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> out;
+  for_each_chunk(blobs, chunk_bytes, [&](const ChunkView& c) {
+    out.push_back(std::make_unique<capnp::MallocMessageBuilder>());
+    write_chunk(step, c, out.back()->initRoot<wire::CheckpointChunk>());
+  });
+  return out;
+}
+
+wire::CheckpointChunk::Reader reader(capnp::MallocMessageBuilder& m) {
+  return m.getRoot<wire::CheckpointChunk>().asReader();
+}
+
+TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
+  std::string big(10000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+  const Blobs blobs{{"empty", ""}, {"student", big}, {"trainer", "42"}};
+  EXPECT_EQ(checkpoint_chunk_bytes(1 << 30), size_t{4} << 20);
+  EXPECT_EQ(checkpoint_chunk_bytes(2048), 1024u);
+
+  auto chunks = chunk_messages(blobs, 7, 1024);
+  ASSERT_EQ(chunks.size(), 1u + 10u + 1u);  // an empty blob is one empty chunk
+  const uint64_t total = big.size() + 2;
+  CheckpointAssembler whole;
+  for (auto& c : chunks) {
+    EXPECT_FALSE(whole.complete(total));  // the last chunk is still missing
+    ASSERT_EQ(whole.add(reader(*c), 1 << 20), "");
+  }
+  EXPECT_FALSE(whole.complete(total + 1));  // a whole blob lost in transit
+  ASSERT_TRUE(whole.complete(total));
+  EXPECT_EQ(whole.step(), 7);
+  EXPECT_EQ(whole.bytes(), total);
+  EXPECT_EQ(whole.take(), blobs);
+
+  CheckpointAssembler reordered;  // chunk 3 of "student" before chunk 2
+  std::swap(chunks[3], chunks[4]);
+  std::string why;
+  for (auto& c : chunks)
+    if (why.empty()) why = reordered.add(reader(*c), 1 << 20);
+  EXPECT_NE(why.find("out of order"), std::string::npos) << why;
+  EXPECT_FALSE(reordered.complete(total));
+
+  auto flipped = chunk_messages(blobs, 7, 1024);  // one byte of the payload changed
+  flipped[5]->getRoot<wire::CheckpointChunk>().getData()[17] ^= 1;
+  CheckpointAssembler corrupt;
+  why.clear();
+  for (auto& c : flipped)
+    if (why.empty()) why = corrupt.add(reader(*c), 1 << 20);
+  EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
+
+  CheckpointAssembler small;  // over the size limit
+  why.clear();
+  for (auto& c : chunk_messages(blobs, 7, 1024))
+    if (why.empty()) why = small.add(reader(*c), 5000);
+  EXPECT_NE(why.find("exceeds"), std::string::npos) << why;
 }
 
 }  // namespace

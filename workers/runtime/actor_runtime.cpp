@@ -272,11 +272,12 @@ class ActorRuntime {
       }
       case wire::Envelope::Body::CHECKPOINT_COMMITTED: {
         const int64_t step = body.getCheckpointCommitted().getStep();
+        const uint64_t bytes = body.getCheckpointCommitted().getBytes();
         std::lock_guard lock(mutex_);
         if (save_ == Transfer::kPending && step == save_step_) {
           save_ = Transfer::kDone;
         } else if (load_ == Transfer::kPending) {
-          if (incoming_.complete() && incoming_.step() == step) {
+          if (incoming_.complete(bytes) && incoming_.step() == step) {
             loaded_ = incoming_.take();
             load_ = Transfer::kDone;
           } else {
