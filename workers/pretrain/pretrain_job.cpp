@@ -41,20 +41,6 @@ void check_blas_speed() {
   }
 }
 
-TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch) {
-  TrainerOptions o;
-  o.backbone = backbone_options(c);
-  o.head = dino_head_options(c);
-  o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
-  o.student_temp = c.ssl.student_temp;
-  o.koleo_weight = c.ssl.koleo_weight;
-  o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
-  o.clip_grad = c.ssl.clip_grad;
-  o.device = "cpu";
-  o.seed = static_cast<uint64_t>(c.job.seed);
-  return o;
-}
-
 std::string position_text(const data::DataPosition& p) {
   return fmt::format("{} {}", p.epoch, p.offset);
 }

@@ -9,6 +9,7 @@
 #include "model/backbone.h"
 #include "model/heads.h"
 #include "model/weights.h"
+#include "workers/pretrain/job_options.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 
@@ -92,28 +93,60 @@ struct SslTrainer::Impl {
     return logits;
   }
 
+  // Averages gradients over learners in buckets of about kBucketBytes (as
+  // DDP does): one all-reduce per bucket keeps each message large enough to
+  // be efficient while bounding the extra memory of the flattened copy.
   void average_gradients() {
     if (!all_reduce) return;
-    std::vector<torch::Tensor> grads;
-    for (auto& [name, p] : student_params) {
-      grads.push_back(p.grad().defined() ? p.grad().reshape(-1)
-                                         : torch::zeros({p.numel()}, p.options()));
-    }
-    torch::Tensor flat = torch::cat(grads);
-    all_reduce(flat);
-    flat.div_(world_size);
-    int64_t offset = 0;
-    for (auto& [name, p] : student_params) {
-      torch::Tensor slice = flat.narrow(0, offset, p.numel()).view_as(p);
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(slice);
-      } else {
-        p.mutable_grad() = slice.clone();
+    constexpr int64_t kBucketBytes = 25 << 20;
+    std::vector<torch::Tensor*> bucket;
+    int64_t bucket_bytes = 0;
+    auto flush = [&] {
+      if (bucket.empty()) return;
+      std::vector<torch::Tensor> grads;
+      for (torch::Tensor* p : bucket) {
+        grads.push_back(p->grad().defined() ? p->grad().reshape(-1)
+                                            : torch::zeros({p->numel()}, p->options()));
       }
-      offset += p.numel();
+      torch::Tensor flat = torch::cat(grads);
+      all_reduce(flat);
+      flat.div_(world_size);
+      int64_t offset = 0;
+      for (torch::Tensor* p : bucket) {
+        torch::Tensor slice = flat.narrow(0, offset, p->numel()).view_as(*p);
+        if (p->grad().defined()) {
+          p->mutable_grad().copy_(slice);
+        } else {
+          p->mutable_grad() = slice.clone();
+        }
+        offset += p->numel();
+      }
+      bucket.clear();
+      bucket_bytes = 0;
+    };
+    for (auto& [name, p] : student_params) {
+      bucket.push_back(&p);
+      bucket_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+      if (bucket_bytes >= kBucketBytes) flush();
     }
+    flush();
   }
 };
+
+TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
+                               const std::string& device) {
+  TrainerOptions o;
+  o.backbone = backbone_options(c);
+  o.head = dino_head_options(c);
+  o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
+  o.student_temp = c.ssl.student_temp;
+  o.koleo_weight = c.ssl.koleo_weight;
+  o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
+  o.clip_grad = c.ssl.clip_grad;
+  o.device = device;
+  o.seed = static_cast<uint64_t>(c.job.seed);
+  return o;
+}
 
 SslTrainer::SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce, int world_size)
     : impl_(std::make_unique<Impl>(options, std::move(all_reduce), world_size)) {}

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/config.h"
 #include "dataloader/views.h"
 #include "model/options.h"
 #include "workers/ssl/schedules.h"
@@ -33,6 +34,11 @@ struct TrainerOptions {
   std::string device;    // "cpu" or "cuda:N"; fp32 (bf16 autocast on CUDA is not built yet)
   uint64_t seed = 0;     // initial weights
 };
+
+// The trainer of a job: [model], [ssl] and job.seed, with the schedules of
+// `steps_per_epoch` optimiser steps per epoch, on `device`.
+TrainerOptions trainer_options(const JobConfig& config, int64_t steps_per_epoch,
+                               const std::string& device = "cpu");
 
 // Sums a tensor in place over all learners; empty in one process.
 using AllReduceSum = std::function<void(at::Tensor&)>;
