@@ -1,4 +1,5 @@
 // saccade pretrain CONFIG: sequential-to-global DINO in one process.
+// saccade export CONFIG: the teacher backbone of a committed checkpoint as safetensors.
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
 
@@ -21,6 +22,20 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
     auto* entry =
         reinterpret_cast<int (*)(const PretrainArgs*)>(torch_entry("saccade_torch_pretrain"));
     if (const int rc = entry(&args); rc != 0) throw Exit{rc};
+  });
+
+  static std::string export_file, export_out;
+  static ExportArgs export_args;
+  CLI::App* exp = app.add_subcommand(
+      "export", "Write the teacher backbone of a committed checkpoint as safetensors");
+  exp->add_option("CONFIG", export_file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  exp->add_option("--step", export_args.step, "Checkpoint step (default: the newest)");
+  exp->add_option("--out", export_out, "Output file (default: job.work_dir/backbone.safetensors)");
+  exp->callback([] {
+    export_args.config_path = export_file.c_str();
+    export_args.out = export_out.c_str();
+    auto* entry = reinterpret_cast<int (*)(const ExportArgs*)>(torch_entry("saccade_torch_export"));
+    if (const int rc = entry(&export_args); rc != 0) throw Exit{rc};
   });
 }
 

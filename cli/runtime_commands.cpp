@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/torch_commands.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "coordinator/agent.h"
@@ -14,6 +15,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/local_run.h"
 #include "coordinator/status.h"
+#include "workers/data/data_actor.h"
 #include "workers/runtime/actor_runtime.h"
 
 namespace saccade::cli {
@@ -152,7 +154,19 @@ void add_keys(CLI::App& app, GlobalOptions&) {
 
 }  // namespace
 
+// A body built into libsaccade_torch.so, loaded when an actor of its role starts.
+static std::unique_ptr<runtime::ActorBody> torch_body(wire::Role role) {
+  auto* make =
+      reinterpret_cast<runtime::ActorBody* (*)(int)>(torch_entry("saccade_torch_make_body"));
+  std::unique_ptr<runtime::ActorBody> body(make(static_cast<int>(role)));
+  if (!body) throw std::runtime_error("libsaccade_torch.so has no body for this role");
+  return body;
+}
+
 void add_runtime_commands(CLI::App& app, GlobalOptions& global) {
+  // Data actors are torch-free and start in milliseconds; learners load torch.
+  runtime::register_actor_body(wire::Role::DATA, [] { return workers::make_data_actor(); });
+  runtime::register_actor_body(wire::Role::LEARNER, [] { return torch_body(wire::Role::LEARNER); });
   add_coordinator(app, global);
   add_agent(app, global);
   runtime::add_actor_command(app, [](int code) {

@@ -5,11 +5,17 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "common/config.h"
 #include "common/logging.h"
+#include "schemas/wire.h"
+#include "storage/checkpoint_store.h"
+#include "workers/learner/learner_actor.h"
 #include "workers/pretrain/pretrain_job.h"
+#include "workers/pretrain/ssl_trainer.h"
 
 namespace {
 
@@ -60,4 +66,55 @@ extern "C" int saccade_torch_bench_model(const saccade::model::ModelBenchOptions
     fmt::print(stderr, "saccade bench model: {}\n", e.what());
     return 2;
   }
+}
+
+extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
+  using namespace saccade;
+  JobConfig config;
+  try {
+    config = load_config(args->config_path);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  }
+  try {
+    // The job's checkpoints: the coordinator's database (a distributed job),
+    // else the single-process trainer's.
+    const std::filesystem::path dir = config.job.work_dir;
+    std::filesystem::path db = dir / "coordinator.db";
+    if (!std::filesystem::exists(db)) db = dir / "checkpoints.db";
+    if (!std::filesystem::exists(db)) {
+      fmt::print(stderr,
+                 "saccade export: no checkpoints in {} (coordinator.db or checkpoints.db)\n",
+                 dir.string());
+      return 1;
+    }
+    auto store = storage::CheckpointStore::open(db.string());
+    const auto info = args->step < 0 ? store->latest() : store->info(args->step);
+    if (!info) {
+      fmt::print(stderr, "saccade export: {} has no committed checkpoint{}\n", db.string(),
+                 args->step < 0 ? "" : fmt::format(" {}", args->step));
+      return 1;
+    }
+    workers::SslTrainer trainer(workers::trainer_options(config, /*steps_per_epoch=*/1));
+    trainer.load(store->read_all(info->step));
+    const std::string out = *args->out ? args->out : (dir / "backbone.safetensors").string();
+    std::ofstream file(out, std::ios::binary | std::ios::trunc);
+    file << trainer.export_backbone();
+    if (!file.flush()) {
+      fmt::print(stderr, "saccade export: cannot write {}\n", out);
+      return 1;
+    }
+    fmt::print("backbone of checkpoint {} ({}): {}\n", info->step, db.string(), out);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "saccade export: {}\n", e.what());
+    return 1;
+  }
+}
+
+extern "C" saccade::runtime::ActorBody* saccade_torch_make_body(int role) {
+  if (role == static_cast<int>(saccade::wire::Role::LEARNER))
+    return saccade::workers::make_learner_actor().release();
+  return nullptr;
 }

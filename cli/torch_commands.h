@@ -19,13 +19,27 @@ struct PretrainArgs {
   const char* log_dir = "";
 };
 
+struct ExportArgs {
+  const char* config_path = nullptr;
+  int64_t step = -1;     // -1: the newest committed checkpoint
+  const char* out = "";  // "": job.work_dir/backbone.safetensors
+};
+
 }  // namespace saccade::cli
+
+namespace saccade::runtime {
+class ActorBody;
+}
 
 // Entry points resolved with dlsym; each returns the process exit code and
 // reports its own errors on stderr.
 extern "C" {
 int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args);
 int saccade_torch_bench_model(const saccade::model::ModelBenchOptions* options);
+int saccade_torch_export(const saccade::cli::ExportArgs* args);
+// A new body for `role` (a wire::Role) that needs LibTorch, or nullptr. The
+// caller owns it (deleting through the virtual destructor).
+saccade::runtime::ActorBody* saccade_torch_make_body(int role);
 }
 
 namespace saccade::cli {

@@ -9,6 +9,22 @@
 
 namespace saccade::data {
 
+uint64_t view_seed(uint64_t root, int64_t epoch, int64_t global_entry) {
+  return mix_seed(mix_seed(root, static_cast<uint64_t>(epoch)),
+                  static_cast<uint64_t>(global_entry));
+}
+
+uint64_t view_seed_at(uint64_t root, const ShardedSampler& sampler, DataPosition at) {
+  const int64_t world = sampler.options().world_size;
+  const int64_t rank = sampler.options().rank;
+  const int64_t epoch_entries = sampler.num_samples() * world;  // the padded (or cut) epoch
+  const bool at_end = at.offset == sampler.num_samples();
+  const int64_t epoch = at_end ? at.epoch + 1 : at.epoch;
+  const int64_t entry = at_end ? rank : at.offset * world + rank;
+  if (entry == 0 && epoch > 0) return view_seed(root, epoch - 1, epoch_entries);
+  return view_seed(root, epoch, entry);
+}
+
 struct SslLoader::Pending {
   LoadedBatch loaded;
   std::vector<int64_t> indices;  // dataset index per slot
@@ -88,8 +104,7 @@ void SslLoader::work() {
           for (int64_t i = 0; i < B; ++i) {
             const DataPosition at = sampler_.position();
             p->indices.push_back(sampler_.next());
-            p->seeds.push_back(mix_seed(mix_seed(options_.seed, static_cast<uint64_t>(at.epoch)),
-                                        static_cast<uint64_t>(at.offset)));
+            p->seeds.push_back(view_seed_at(options_.seed, sampler_, at));
           }
           p->loaded.position = sampler_.position();
           pending_.push_back(std::move(p));

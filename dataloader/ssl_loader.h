@@ -3,8 +3,8 @@
 // ahead (back-pressure), and hand them out in order.
 //
 // Deterministic: batch n holds the sampler's entries n*B .. n*B+B-1 and image
-// i's views are drawn from a seed derived from (seed, its data position), so
-// the same batches come out whatever the thread count and after a resume.
+// i's views are drawn from view_seed_at(seed, its data position), so the same
+// batches come out whatever the thread count and after a resume.
 #pragma once
 
 #include <condition_variable>
@@ -20,6 +20,20 @@
 #include "dataloader/views.h"
 
 namespace saccade::data {
+
+// The view seed of entry `global_entry` of epoch `epoch`'s padded permutation.
+// Depends on the entry's place in the whole epoch, not on a rank's shard, so
+// W learners with batch b cut the same views as 1 learner with batch W*b.
+uint64_t view_seed(uint64_t root, int64_t epoch, int64_t global_entry);
+
+// The view seed of the entry rank `sampler.options().rank` draws next from
+// sampler position `at`: global entry at.offset * world_size + rank of epoch
+// at.epoch (the first entries of the next epoch when `at` is an epoch's end).
+// The first entry of every epoch after the first keeps the seed (e - 1, end
+// of e - 1) that the single-rank loader has always given it, whether `at`
+// says (e - 1, num_samples) or (e, 0). The one seed function of SslLoader and
+// of remote batches (workers/data).
+uint64_t view_seed_at(uint64_t root, const ShardedSampler& sampler, DataPosition at);
 
 struct LoaderOptions {
   int64_t batch_size = 0;  // images per batch on this rank

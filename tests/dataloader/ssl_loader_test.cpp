@@ -4,6 +4,10 @@
 
 #include <opencv2/core.hpp>
 
+#include <algorithm>
+
+#include "dataloader/random.h"
+
 namespace saccade::data {
 namespace {
 
@@ -122,6 +126,54 @@ TEST(SslLoader, BadOptionsAreRefused) {
                std::invalid_argument);
   EXPECT_THROW(SslLoader(ds, {8, 1, 0, 0, true, false}, {0, 0}, options(), {0, 1, 1, 0}),
                std::invalid_argument);
+}
+
+TEST(ViewSeed, OneRankKeepsTheSeedsOfEarlierReleases) {
+  // Before view_seed_at, image seeds were mix_seed(mix_seed(seed, epoch), offset) of the
+  // position it was drawn at; checkpoints' resumed views depend on that.
+  ShardedSampler sampler({23, 1, 0, 5, true, false});
+  for (DataPosition at :
+       {DataPosition{0, 0}, DataPosition{0, 22}, DataPosition{0, 23}, DataPosition{3, 7}}) {
+    EXPECT_EQ(view_seed_at(42, sampler, at), mix_seed(mix_seed(42, static_cast<uint64_t>(at.epoch)),
+                                                      static_cast<uint64_t>(at.offset)));
+  }
+  // An epoch's end and the next epoch's start are one position.
+  EXPECT_EQ(view_seed_at(42, sampler, {1, 0}), view_seed_at(42, sampler, {0, 23}));
+  ShardedSampler rank1({23, 2, 1, 5, true, false});
+  EXPECT_EQ(view_seed_at(42, rank1, {1, 0}), view_seed_at(42, rank1, {0, 12}));
+}
+
+TEST(ViewSeed, TwoRanksOfBatchBCutTheViewsOfOneRankOfBatch2B) {
+  auto ds = std::make_shared<GeneratedDataset>(20);
+  // 20 images: one rank takes batches of 8, two ranks batches of 4; 4 batches cross an epoch.
+  SslLoader one(ds, {20, 1, 0, 5, true, false}, {0, 0}, options(), {8, 1, 1, 42});
+  SslLoader r0(ds, {20, 2, 0, 5, true, false}, {0, 0}, options(), {4, 1, 1, 42});
+  SslLoader r1(ds, {20, 2, 1, 5, true, false}, {0, 0}, options(), {4, 1, 1, 42});
+  const ViewOptions o = options();
+  for (int n = 0; n < 4; ++n) {
+    SCOPED_TRACE(n);
+    const LoadedBatch whole = one.next();
+    const LoadedBatch halves[2] = {r0.next(), r1.next()};
+    for (int64_t j = 0; j < 4; ++j) {
+      for (int r = 0; r < 2; ++r) {
+        // Rank r's slot j is entry 2j + r of the pair: slot 2j + r of the single rank.
+        const SslBatch& a = *whole.batch;
+        const SslBatch& b = *halves[r].batch;
+        const int64_t slot = 2 * j + r;
+        EXPECT_EQ(a.indices[slot], b.indices[j]);
+        const int64_t g = a.teacher_global.tokens * a.teacher_global.patch_floats();
+        EXPECT_TRUE(std::equal(a.teacher_global.patches.begin() + slot * g,
+                               a.teacher_global.patches.begin() + (slot + 1) * g,
+                               b.teacher_global.patches.begin() + j * g));
+        for (int k = 0; k < o.glimpses; ++k) {  // step-major: view k * B + image
+          const int64_t t = a.student_seq.tokens * 3;
+          EXPECT_TRUE(std::equal(a.student_seq.positions.begin() + (k * 8 + slot) * t,
+                                 a.student_seq.positions.begin() + (k * 8 + slot + 1) * t,
+                                 b.student_seq.positions.begin() + (k * 4 + j) * t));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+// The learner's side of the data plane: batches cut by remote data actors,
+// in the shape of data::SslLoader (strictly in order, each with the sampler
+// position after it, for exact resume). Torch-free.
+//
+// The learner owns the sampler: batch n holds its entries n*B .. n*B+B-1 with
+// the view seeds of data::view_seed_at, so a remote batch is bit for bit the
+// one SslLoader would cut locally. Requests go to the data actors with at most
+// queue_depth outstanding per actor (back-pressure); an actor that answers none
+// of its requests for request_timeout is re-dialed (a fresh socket) and its
+// requests go to another. Duplicate or stale answers are ignored; malformed
+// frames are dropped and logged, and a malformed Batch is requested again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/config.h"
+#include "coordinator/control.h"
+#include "coordinator/placement.h"
+#include "dataloader/sharded_sampler.h"
+#include "dataloader/ssl_loader.h"
+#include "dataloader/views.h"
+#include "schemas/wire.h"
+
+namespace saccade::workers {
+
+struct RemoteSourceOptions {
+  std::vector<std::string> endpoints;  // the learner's data actors (assignment().peers)
+  data::ShardOptions shard;            // this learner's shard of the epoch
+  data::ViewOptions views;
+  int64_t batch_size = 0;  // images per batch on this rank
+  uint64_t seed = 0;       // root of the views' random draws (view_seed_at)
+  int queue_depth = 2;     // requests outstanding per data actor (data.queue_depth)
+  std::chrono::milliseconds request_timeout{10000};  // data.request_timeout_ms
+  control::Security security;                        // CURVE client keys when on
+  wire::SenderInfo sender;                           // this learner in its envelopes
+  wire::Expect expect;                               // job id and frame size limit
+};
+
+// The options of learner `me` (rank, node, peers) of a job: batches of `batch`
+// images of `shard`, with the single-process loader's view seed root.
+RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
+                                         data::ShardOptions shard, int64_t batch);
+
+class RemoteBatchSource {
+ public:
+  // Starts at `start` (a checkpoint's data position, or {0, 0}); connects but
+  // sends nothing until next(). Throws std::invalid_argument naming a bad option.
+  RemoteBatchSource(RemoteSourceOptions options, data::DataPosition start);
+  ~RemoteBatchSource();
+  RemoteBatchSource(const RemoteBatchSource&) = delete;
+  RemoteBatchSource& operator=(const RemoteBatchSource&) = delete;
+
+  // The next batch, in order, with the sampler position after it (its
+  // prep_seconds stays 0: the views were cut elsewhere). Waits as long as it
+  // takes, calling `stopping` at least every 100 ms; nullopt once it returns
+  // true (a drain), and the source may be asked again later.
+  std::optional<data::LoadedBatch> next(const std::function<bool()>& stopping);
+
+  uint64_t resent() const { return resent_; }                    // requests sent again
+  uint64_t skipped_corrupt() const { return skipped_corrupt_; }  // corrupt images in batches taken
+  uint64_t dropped() const { return drops_.total(); }            // frames refused
+
+ private:
+  struct Request;  // a batch asked for, in batch order
+  struct Actor;    // one data actor's socket and load
+
+  void refill();
+  void dispatch(int64_t now);
+  void receive(size_t actor, int64_t now);
+  void expire(int64_t now);
+  void dial(Actor& actor);
+  void release(Request& request, int avoid);  // back to "to send", away from `avoid`
+  bool send(Actor& actor, const Request& request);
+
+  RemoteSourceOptions options_;
+  data::ShardedSampler sampler_;  // positioned after the last batch requested
+  uint64_t next_id_ = 1;          // batch id of the next request made
+  zmq::context_t context_;        // owns the sockets' I/O; outlives actors_
+  std::vector<std::unique_ptr<Actor>> actors_;
+  std::deque<std::unique_ptr<Request>> pending_;  // consecutive ids; front is next()'s
+  control::EnvelopeWriter writer_;
+  control::DropLog drops_;
+  uint64_t resent_ = 0;
+  uint64_t skipped_corrupt_ = 0;
+  int64_t unsendable_since_ms_ = -1;  // requests waiting and no actor reachable, since then
+};
+
+}  // namespace saccade::workers

@@ -1,0 +1,36 @@
+// A data::SslBatch as a wire::Batch message and back. The receiver trusts
+// nothing: every tensor's name, dtype, shape and byte size is checked against
+// the views it expects before a byte is copied, and a bad message is refused
+// with a reason naming the tensor (the caller drops it), never a crash.
+//
+// Tensors (little-endian, row-major): for each view set V of teacher_global,
+// student_global, student_local, teacher_seq, student_seq: "V.patches" float32
+// [N, T, C, P, P] and "V.positions" float32 [N, T, 3]; then "labels" and
+// "indices", int64 [B]. Torch-free: data actors run without LibTorch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dataloader/sharded_sampler.h"
+#include "dataloader/views.h"
+#include "schemas/messages.capnp.h"
+
+namespace saccade::workers {
+
+// Bytes of the frame carrying a batch of `images` images (tensor data plus a
+// bound on the envelope around it), to keep requests under the frame limit.
+size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images);
+
+// Fills `out` with `batch`, its id and the data position after it.
+void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosition position,
+                 wire::Batch::Builder out);
+
+// The batch in `in`, or nullopt with `why` set when it is not exactly a batch
+// of `expected_images` images cut with `views`.
+std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::ViewOptions& views,
+                                         int64_t expected_images, std::string& why);
+
+}  // namespace saccade::workers

@@ -1,0 +1,338 @@
+#include "workers/data/data_actor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "dataloader/dataset_factory.h"
+#include "workers/data/batch_codec.h"
+#include "workers/data/data_options.h"
+
+namespace saccade::workers {
+
+namespace {
+
+using Body = wire::Envelope::Body;
+
+constexpr int64_t kPollMs = 50;  // idle wait between calls of stopping()
+
+// Runs fn(0) .. fn(n-1) on `threads` threads, the caller's among them, and
+// waits for all; rethrows the first error. Workers sleep between rounds.
+class SlotPool {
+ public:
+  explicit SlotPool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~SlotPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  void run(int64_t n, const std::function<void(int64_t)>& fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fn_ = &fn;
+      n_ = n;
+      next_ = 0;
+      done_ = 0;
+      error_ = nullptr;
+      ++round_;
+    }
+    start_.notify_all();
+    take_slots();
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return done_ == n_; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || round_ != seen; });
+        if (stop_) return;
+        seen = round_;
+      }
+      take_slots();
+    }
+  }
+
+  // Cuts slots of the current round until none is left.
+  void take_slots() {
+    for (;;) {
+      int64_t slot = 0;
+      const std::function<void(int64_t)>* fn = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (fn_ == nullptr || next_ >= n_) return;
+        slot = next_++;
+        fn = fn_;
+      }
+      std::exception_ptr error;
+      try {
+        (*fn)(slot);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error && !error_) error_ = error;
+      if (++done_ == n_) finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_;                     // a round began, or stop
+  std::condition_variable finished_;                  // the round's last slot is done
+  const std::function<void(int64_t)>* fn_ = nullptr;  // the round's work, owned by run()'s caller
+  int64_t n_ = 0;
+  int64_t next_ = 0;  // first slot no thread has taken
+  int64_t done_ = 0;
+  uint64_t round_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::vector<std::thread> workers_;
+};
+
+// Binds `endpoint`; a TCP host that is no local interface (a node's name) is
+// bound on every interface instead, at the same port.
+std::string bind_router(zmq::socket_t& router, const std::string& endpoint) {
+  try {
+    router.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    const size_t colon = endpoint.rfind(':');
+    if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos) throw;
+    const std::string any = "tcp://*" + endpoint.substr(colon);
+    spdlog::warn("cannot bind {} ({}); binding {}", endpoint, e.what(), any);
+    router.bind(any);
+  }
+  return router.get(zmq::sockopt::last_endpoint);
+}
+
+// A ROUTER's routing id (binary bytes) as text for logs.
+std::string peer_name(const zmq::message_t& identity) {
+  std::string hex = "peer ";
+  const auto* bytes = identity.data<unsigned char>();
+  for (size_t i = 0; i < identity.size() && i < 16; ++i) hex += fmt::format("{:02x}", bytes[i]);
+  return hex;
+}
+
+}  // namespace
+
+struct BatchServer::Impl {
+  Impl(std::shared_ptr<const data::Dataset> ds, data::ViewOptions v, BatchServerOptions o)
+      : dataset(std::move(ds)),
+        views(std::move(v)),
+        options(std::move(o)),
+        router(context, zmq::socket_type::router),
+        writer(options.sender),
+        pool(std::max(1, options.threads)) {}
+
+  std::shared_ptr<const data::Dataset> dataset;  // shared with the caller
+  data::ViewOptions views;
+  BatchServerOptions options;
+  int64_t max_images = 0;  // the largest request whose answer fits a frame
+  zmq::context_t context;  // own context: its ZAP handler is this server's
+  std::optional<control::ZapHandler> zap;
+  zmq::socket_t router;
+  std::string bound;
+  control::EnvelopeWriter writer;
+  control::DropLog drops;
+  SlotPool pool;
+};
+
+BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::ViewOptions views,
+                         BatchServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(views), std::move(options))) {
+  Impl& s = *impl_;
+  s.views.validate();
+  if (s.dataset->channels() != s.views.channels) {
+    throw std::invalid_argument(
+        fmt::format("data.channels: the dataset has {} channel(s), the views expect {}",
+                    s.dataset->channels(), s.views.channels));
+  }
+  const size_t limit =
+      s.options.expect.max_frame_bytes > 0 ? s.options.expect.max_frame_bytes : size_t{1} << 31;
+  const size_t envelope = batch_frame_bytes(s.views, 0);
+  const size_t per_image = batch_frame_bytes(s.views, 1) - envelope;
+  s.max_images = limit > envelope ? static_cast<int64_t>((limit - envelope) / per_image) : 0;
+  if (s.max_images < 1) {
+    throw std::invalid_argument(fmt::format(
+        "cluster.max_message_bytes: {} bytes cannot carry the views of one image ({} bytes)", limit,
+        per_image + envelope));
+  }
+  if (s.options.security.curve) s.zap.emplace(s.context, s.options.security.client.public_key);
+  control::configure_server(s.router, s.options.security);
+  if (s.options.expect.max_frame_bytes > 0) {
+    s.router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(s.options.expect.max_frame_bytes));
+  }
+  s.bound = bind_router(s.router, s.options.endpoint);
+  spdlog::info(
+      "data actor serving {} images on {} (CURVE {}, {} thread(s), at most {} images "
+      "per request)",
+      s.dataset->size(), s.bound, s.options.security.curve ? "on" : "off", s.options.threads,
+      s.max_images);
+}
+
+BatchServer::~BatchServer() = default;
+
+std::string BatchServer::endpoint() const {
+  return impl_->bound;
+}
+
+void BatchServer::serve(const std::function<bool()>& stopping) {
+  Impl& s = *impl_;
+  auto refuse = [&](const std::string& from, const std::string& why) {
+    ++dropped_;
+    s.drops.refused(from, why);
+  };
+  while (!stopping()) {
+    std::vector<zmq::pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}};
+    if (s.zap) items.push_back({s.zap->socket().handle(), 0, ZMQ_POLLIN, 0});
+    control::poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+    if (s.zap && (items[1].revents & ZMQ_POLLIN)) s.zap->handle_one();
+    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+
+    // One message per turn, so stopping() is asked between requests.
+    zmq::message_t identity;
+    if (!s.router.recv(identity, zmq::recv_flags::dontwait)) continue;
+    const std::string from = peer_name(identity);
+    if (!identity.more()) {
+      refuse(from, "a frame without payload");
+      continue;
+    }
+    zmq::message_t frame;
+    if (!s.router.recv(frame, zmq::recv_flags::dontwait)) continue;
+    int extra = 0;
+    for (zmq::message_t rest; frame.more() && s.router.recv(rest, zmq::recv_flags::dontwait);) {
+      frame.swap(rest);  // drain and refuse multi-part senders
+      ++extra;
+    }
+    if (extra > 0) {
+      refuse(from, fmt::format("multi-part message with {} extra parts", extra));
+      continue;
+    }
+    wire::Received r = wire::open_frame(frame, s.options.expect);
+    if (r.status != wire::RecvStatus::kOk) {
+      refuse(from, r.why);
+      continue;
+    }
+    const auto env = r.message->envelope();
+    const std::string sender = fmt::format("{} {}", control::role_name(env.getSender().getRole()),
+                                           env.getSender().getRank());
+    if (r.message->kind() != Body::BATCH_REQUEST) {
+      refuse(sender, fmt::format("a {} message; data actors take only BatchRequest",
+                                 wire::kind_name(r.message->kind())));
+      continue;
+    }
+    const auto request = env.getBody().getBatchRequest();
+    const auto indices = request.getIndices();
+    const auto seeds = request.getSeeds();
+    const int64_t n = indices.size();
+    if (n < 1 || n > s.max_images || seeds.size() != indices.size()) {
+      refuse(sender, fmt::format("a request of {} images with {} seeds (batch {}; 1 .. {} "
+                                 "images, one seed each)",
+                                 n, seeds.size(), request.getBatchId(), s.max_images));
+      continue;
+    }
+    const int64_t size = s.dataset->size();
+    std::optional<int64_t> bad;
+    for (int64_t i : indices) {
+      if (i < 0 || i >= size) bad = i;
+    }
+    if (bad) {
+      refuse(sender, fmt::format("an index outside the dataset's [0, {}): {} (batch {})", size,
+                                 *bad, request.getBatchId()));
+      continue;
+    }
+
+    data::SslBatch batch;
+    batch.allocate(s.views, n);
+    std::atomic<int64_t> skipped{0};
+    s.pool.run(n, [&](int64_t slot) {
+      const int64_t index = indices[static_cast<unsigned>(slot)];
+      // get_or_next_good's substitution, counting the request's corrupt images.
+      std::optional<data::Sample> sample = s.dataset->get(index);
+      if (!sample) {
+        ++skipped;
+        sample = data::get_or_next_good(*s.dataset, (index + 1) % size);
+      }
+      data::make_ssl_views(s.views, sample->image, seeds[static_cast<unsigned>(slot)], slot, batch);
+      batch.labels[static_cast<size_t>(slot)] = sample->label;
+      batch.indices[static_cast<size_t>(slot)] = index;
+    });
+    batch.skipped_corrupt = skipped.load();
+    // The data position is the learner's: it is not known here.
+    zmq::message_t reply = s.writer.make(0, [&](wire::Envelope::Builder out) {
+      write_batch(batch, request.getBatchId(), {-1, -1}, out.getBody().initBatch());
+    });
+    const bool sent =
+        s.router.send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
+        s.router.send(reply, zmq::send_flags::dontwait).has_value();
+    if (!sent) spdlog::warn("could not answer request {} of {}", request.getBatchId(), sender);
+    ++batches_;
+    images_ += static_cast<uint64_t>(n);
+  }
+}
+
+namespace {
+
+class DataActor : public runtime::ActorBody {
+ public:
+  int run(runtime::ActorContext& ctx) override {
+    const JobConfig& config = ctx.config();
+    try {
+      const std::shared_ptr<const data::Dataset> dataset =
+          data::make_dataset(dataset_spec(config, /*validation=*/false));
+      BatchServerOptions options;
+      options.endpoint = ctx.assignment().endpoint;
+      options.security = control::load_security(config.security, /*as_server=*/true);
+      options.sender = {config.job.name, wire::Role::DATA, ctx.assignment().rank,
+                        ctx.assignment().node};
+      options.expect = control::expect_for(config);
+      options.threads = static_cast<int>(config.data.loader_threads);
+      BatchServer server(dataset, view_options(config), options);
+      int64_t window_ms = control::steady_ms();
+      uint64_t window_images = 0;
+      server.serve([&] {
+        const int64_t now = control::steady_ms();
+        if (now - window_ms >= 1000) {  // images/s over the last second or so
+          const uint64_t images = server.images_served();
+          ctx.report(static_cast<int64_t>(server.batches_served()),
+                     1000.0 * static_cast<double>(images - window_images) /
+                         static_cast<double>(now - window_ms));
+          window_ms = now;
+          window_images = images;
+        }
+        return ctx.stopping();
+      });
+      spdlog::info("data actor stops: {} batches served, {} frames dropped",
+                   server.batches_served(), server.dropped());
+      return 0;
+    } catch (const std::exception& e) {
+      spdlog::error("data actor failed: {}", e.what());
+      return 1;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::ActorBody> make_data_actor() {
+  return std::make_unique<DataActor>();
+}
+
+}  // namespace saccade::workers

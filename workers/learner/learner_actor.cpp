@@ -1,0 +1,202 @@
+#include "workers/learner/learner_actor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <optional>
+
+#include "coordinator/control.h"
+#include "workers/data/batch_client.h"
+#include "workers/learner/learner_group.h"
+#include "workers/pretrain/job_options.h"
+#include "workers/pretrain/ssl_trainer.h"
+
+namespace saccade::workers {
+namespace {
+
+using runtime::ActorContext;
+using runtime::RendezvousInfo;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The sampler position after `step` optimiser steps of `batch` images: every
+// rank draws the same number of entries per step, so the step is the position.
+data::DataPosition position_at(int64_t step, int64_t batch, int64_t samples_per_epoch) {
+  const int64_t drawn = step * batch;
+  return {drawn / samples_per_epoch, drawn % samples_per_epoch};
+}
+
+std::string node_host(const JobConfig& config, const std::string& node) {
+  for (const auto& n : config.cluster.nodes)
+    if (n.name == node) return n.host;
+  return "127.0.0.1";
+}
+
+class LearnerActor final : public runtime::ActorBody {
+ public:
+  int run(ActorContext& ctx) override {
+    try {
+      return train(ctx);
+    } catch (const std::exception& e) {
+      spdlog::error("learner {}: {}", ctx.assignment().rank, e.what());
+      return kLearnerFailed;
+    }
+  }
+
+  // Drain (SIGTERM, preemption): learner 0 commits where it stands.
+  void checkpoint(ActorContext& ctx) override {
+    if (ctx.assignment().rank != 0 || !trainer_ || trainer_->step() == saved_step_) return;
+    save(ctx);
+  }
+
+ private:
+  int train(ActorContext& ctx) {
+    const JobConfig& config = ctx.config();
+    const control::Assignment& me = ctx.assignment();
+    const int threads =
+        me.threads > 0 ? static_cast<int>(me.threads) : resolve_threads(config.ssl.threads);
+    at::set_num_threads(threads);
+    const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
+    int world = 0;
+    for (const auto& n : config.cluster.nodes) world += static_cast<int>(n.learners);
+    const int64_t per_epoch = steps_per_epoch(config, dataset->size());
+    const int64_t total = config.ssl.epochs * per_epoch;
+    batch_ = per_rank_batch(config, world);
+    spdlog::info("learner {} of {} on {} ({} threads): {} steps of {} images, {} data actor(s)",
+                 me.rank, world, me.device, threads, total, batch_, me.peers.size());
+
+    uint64_t generation = 0;
+    while (!ctx.stopping()) {
+      const auto r = ctx.wait_rendezvous(generation,
+                                         std::chrono::seconds(config.cluster.rendezvous_timeout_s));
+      if (!r) {
+        if (ctx.stopping()) return 0;
+        spdlog::error("no rendezvous within {} s (cluster.rendezvous_timeout_s)",
+                      config.cluster.rendezvous_timeout_s);
+        return kLearnerNoRendezvous;
+      }
+      generation = r->generation;
+      if (!join(ctx, *r, per_epoch)) return ctx.stopping() ? 0 : kLearnerNoCheckpoint;
+
+      data::ShardOptions shard{
+          dataset->size(), world, me.rank, static_cast<uint64_t>(config.job.seed), true, false};
+      const data::ShardedSampler sampler(shard);
+      RemoteBatchSource source(batch_source_options(config, me, shard, batch_),
+                               position_at(trainer_->step(), batch_, sampler.num_samples()));
+      const auto started = Clock::now();
+      int64_t images = 0;
+      while (trainer_->step() < total) {
+        if (ctx.stopping()) return 0;
+        if (const auto now = ctx.rendezvous(); now && now->generation != generation) break;
+        std::optional<data::LoadedBatch> loaded = source.next([&] { return ctx.stopping(); });
+        if (!loaded) continue;  // stopping
+        StepStats s;
+        try {
+          s = trainer_->train_step(*loaded->batch);
+        } catch (const std::exception& e) {
+          // A peer is gone or hung: the coordinator starts a new generation.
+          if (ctx.stopping()) return 0;
+          spdlog::warn("step {} failed in generation {}: {}; waiting for the next rendezvous",
+                       trainer_->step(), generation, e.what());
+          break;
+        }
+        images += batch_;
+        const double per_second = images / std::max(1e-9, seconds_since(started));
+        ctx.report(trainer_->step(), per_second,
+                   {{"loss", s.loss},
+                    {"lr", s.lr},
+                    {"dino", s.dino},
+                    {"koleo", s.koleo},
+                    {"target_entropy", s.target_entropy},
+                    {"prototypes_used", static_cast<double>(s.prototypes_used)},
+                    {"grad_norm", s.grad_norm},
+                    {"step_seconds", s.seconds}});
+        if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||
+                             trainer_->step() == total))
+          save(ctx);
+      }
+      if (trainer_->step() >= total) {
+        spdlog::info("learner {}: step budget {} reached", me.rank, total);
+        return 0;
+      }
+    }
+    return 0;
+  }
+
+  // Joins the generation of `r` and restores the trainer: from the committed
+  // checkpoint it names, or fresh (same seed on every rank: same weights).
+  bool join(ActorContext& ctx, const RendezvousInfo& r, int64_t per_epoch) {
+    const JobConfig& config = ctx.config();
+    const control::Assignment& me = ctx.assignment();
+    group_.reset();
+    trainer_.reset();
+    const std::chrono::milliseconds timeout(r.collective_timeout_ms);
+    if (me.rank == 0 && (!server_ || !server_->serves(r.store_host, r.store_port))) {
+      server_.reset();
+      server_ =
+          std::make_unique<StoreServer>(r.store_host, r.store_port, r.world_size,
+                                        std::chrono::seconds(config.cluster.rendezvous_timeout_s));
+    }
+    LearnerGroupOptions o;
+    o.store_host = r.store_host;
+    o.store_port = r.store_port;
+    o.rank = r.rank;
+    o.world_size = r.world_size;
+    o.generation = r.generation;
+    o.timeout = timeout;
+    o.device = me.device;
+    o.local_host = node_host(config, me.node);
+    ctx.touch();
+    group_ = LearnerGroup::join(o, me.rank == 0 ? server_.get() : nullptr);
+    spdlog::info("generation {}: joined {} learners over {}", r.generation, r.world_size,
+                 group_->backend());
+    LearnerGroup* group = group_.get();
+    trainer_ = std::make_unique<SslTrainer>(
+        trainer_options(config, per_epoch, me.device),
+        [group](at::Tensor& t) { group->all_reduce_sum(t); }, r.world_size);
+    saved_step_ = -1;
+    if (r.resume_from_step >= 0) {
+      auto blobs = ctx.load_checkpoint(r.resume_from_step,
+                                       std::chrono::seconds(config.cluster.checkpoint_timeout_s));
+      if (!blobs) {
+        spdlog::error("checkpoint {} did not arrive from the coordinator", r.resume_from_step);
+        return false;
+      }
+      trainer_->load(*blobs);
+      saved_step_ = trainer_->step();
+      spdlog::info("resumed from checkpoint {}", trainer_->step());
+    }
+    return true;
+  }
+
+  void save(ActorContext& ctx) {
+    const int64_t step = trainer_->step();
+    const auto t0 = Clock::now();
+    const bool ok = ctx.save_checkpoint(
+        step, trainer_->save(), std::chrono::seconds(ctx.config().cluster.checkpoint_timeout_s));
+    if (ok) {
+      saved_step_ = step;
+      spdlog::info("checkpoint {} committed by the coordinator in {:.2f} s", step,
+                   seconds_since(t0));
+    }
+  }
+
+  std::unique_ptr<StoreServer> server_;  // learner 0: the c10d store, across generations
+  std::unique_ptr<LearnerGroup> group_;  // this generation's process group
+  std::unique_ptr<SslTrainer> trainer_;  // student, teacher, optimiser of this generation
+  int64_t batch_ = 0;
+  int64_t saved_step_ = -1;  // last step committed (learner 0)
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::ActorBody> make_learner_actor() {
+  return std::make_unique<LearnerActor>();
+}
+
+}  // namespace saccade::workers
