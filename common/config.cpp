@@ -440,7 +440,7 @@ void check_consistency(const JobConfig& c, Problems& p) {
         fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.data.dataset));
   }
   std::set<std::string> names;
-  int64_t learners = 0, rollouts = 0;
+  int64_t learners = 0, rollouts = 0, data_actors = 0;
   for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
     const NodeSpec& n = c.cluster.nodes[i];
     const std::string at = fmt::format("cluster.nodes[{}]", i);
@@ -450,6 +450,7 @@ void check_consistency(const JobConfig& c, Problems& p) {
       p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
     learners += n.learners;
     rollouts += n.rollout_actors;
+    data_actors += n.data_actors;
   }
   const auto& stages = c.job.stages;
   auto has_stage = [&](const char* s) {
@@ -457,6 +458,13 @@ void check_consistency(const JobConfig& c, Problems& p) {
   };
   if ((has_stage("pretrain") || has_stage("probe")) && learners == 0) {
     p.add("cluster.nodes", "stages pretrain/probe need at least one learner over all nodes, got 0");
+  }
+  if (has_stage("pretrain") && data_actors < learners) {
+    // Data actor d feeds learner d % learners: with fewer, a learner has none.
+    p.add("cluster.nodes",
+          fmt::format("stage pretrain needs at least one data actor per learner, got {} data "
+                      "actor(s) for {} learner(s)",
+                      data_actors, learners));
   }
   if (has_stage("policy") && rollouts + learners == 0) {
     p.add("cluster.nodes", "stage policy needs rollout actors or learners, got none");

@@ -139,6 +139,9 @@ TEST(Config, CrossKeyChecks) {
             "job.toml:1:1: cluster.nodes: stages pretrain/probe need at least one learner over all "
             "nodes, got 0\n"
             "job.toml:1:1: cluster.nodes: stage policy needs rollout actors or learners, got none");
+  EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 2\n"),
+            "job.toml:1:1: cluster.nodes: stage pretrain needs at least one data actor per "
+            "learner, got 1 data actor(s) for 2 learner(s)");
   EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
             "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
             "got 0.5");
