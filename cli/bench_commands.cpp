@@ -1,6 +1,7 @@
-// saccade bench extract: the figures of the foveal extraction kernels.
+// saccade bench extract | model | runtime: benchmarks that print figures.
 #include "bench/kernels/extract_bench.h"
 #include "bench/model/model_bench.h"
+#include "bench/runtime/runtime_bench.h"
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
 
@@ -55,6 +56,33 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     auto* entry = reinterpret_cast<int (*)(const saccade::model::ModelBenchOptions*)>(
         torch_entry("saccade_torch_bench_model"));
     if (const int rc = entry(&model); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::bench::RuntimeBenchOptions runtime;
+  static bool skip_throughput = false, skip_recovery = false, skip_data = false;
+  CLI::App* r = bench->add_subcommand(
+      "runtime",
+      "The distributed runtime's cost: saccade run vs pretrain images/s, 2 learners x b vs 1 x 2b, "
+      "kill -9 to training again, data path batches/s and latency");
+  r->add_option("config", runtime.config_path, "Job config (variants are derived from it)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  r->add_option("--steps", runtime.steps, "Optimiser steps per throughput run")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 1000000));
+  r->add_option("--work-root", runtime.work_root, "Folder of the variants' work dirs and logs");
+  r->add_option("--data-batches", runtime.data_batches, "Batches per data path measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 100000));
+  r->add_option("--json", runtime.json_path, "Also write the figures as JSON here");
+  r->add_flag("--no-throughput", skip_throughput, "Skip the four throughput runs");
+  r->add_flag("--no-recovery", skip_recovery, "Skip the kill -9 run");
+  r->add_flag("--no-data-path", skip_data, "Skip the data path measurement");
+  r->callback([] {
+    runtime.throughput = !skip_throughput;
+    runtime.recovery = !skip_recovery;
+    runtime.data_path = !skip_data;
+    if (const int rc = saccade::bench::run_runtime_bench(runtime); rc != 0) throw Exit{rc};
   });
 }
 

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "common/config.h"
@@ -24,18 +25,30 @@ void request_stop(int) {
   g_stop.store(true);
 }
 
-}  // namespace
-
-extern "C" int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args) {
-  using namespace saccade;
-  JobConfig config;
+// Loads the config (exit 2 when it is refused, before anything starts), then
+// runs `body`; an exception is reported as "saccade COMMAND: ..." with exit 1.
+int with_config(const char* config_path, const char* command,
+                const std::function<int(const saccade::JobConfig&)>& body) {
+  saccade::JobConfig config;
   try {
-    config = load_config(args->config_path);
-  } catch (const ConfigError& e) {
+    config = saccade::load_config(config_path);
+  } catch (const saccade::ConfigError& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 2;
   }
   try {
+    return body(config);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "saccade {}: {}\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+extern "C" int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args) {
+  using namespace saccade;
+  return with_config(args->config_path, "pretrain", [&](const JobConfig& config) {
     init_logging({"pretrain", 0, *args->log_level ? args->log_level : config.logging.level,
                   *args->log_dir ? args->log_dir : config.logging.dir});
     // SIGINT/SIGTERM (preemption): finish the step, checkpoint, exit cleanly.
@@ -53,10 +66,7 @@ extern "C" int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args) {
     fmt::print("checkpoints: {}\n", r.checkpoint_db);
     if (!r.backbone_path.empty()) fmt::print("backbone: {}\n", r.backbone_path);
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "saccade pretrain: {}\n", e.what());
-    return 1;
-  }
+  });
 }
 
 extern "C" int saccade_torch_bench_model(const saccade::model::ModelBenchOptions* options) {
@@ -70,14 +80,7 @@ extern "C" int saccade_torch_bench_model(const saccade::model::ModelBenchOptions
 
 extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
   using namespace saccade;
-  JobConfig config;
-  try {
-    config = load_config(args->config_path);
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 2;
-  }
-  try {
+  return with_config(args->config_path, "export", [&](const JobConfig& config) {
     // The job's checkpoints: the coordinator's database (a distributed job),
     // else the single-process trainer's.
     const std::filesystem::path dir = config.job.work_dir;
@@ -107,10 +110,7 @@ extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
     }
     fmt::print("backbone of checkpoint {} ({}): {}\n", info->step, db.string(), out);
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "saccade export: {}\n", e.what());
-    return 1;
-  }
+  });
 }
 
 extern "C" saccade::runtime::ActorBody* saccade_torch_make_body(int role) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/metrics_log.h"
 #include "coordinator/checkpoint_transfer.h"
 #include "coordinator/control.h"
 #include "coordinator/job_state.h"
@@ -30,6 +31,8 @@ class Coordinator {
         security_(load_security(config.security, true)),
         store_(coordinator_db_path(config)),
         job_(config, store_, steady_ms()),
+        metrics_log_(
+            (std::filesystem::path(config.job.work_dir) / config.logging.metrics_file).string()),
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
         expect_(expect_for(config)),
@@ -193,9 +196,14 @@ class Coordinator {
         const auto metrics = body.getMetrics();
         const auto names = metrics.getNames();
         const auto values = metrics.getValues();
-        for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i)
+        std::vector<std::pair<std::string, double>> line;
+        for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i) {
           job_.metrics[names[i]] = values[i];
+          line.emplace_back(names[i], values[i]);
+        }
         job_.mark_metrics();
+        line.emplace_back("generation", static_cast<double>(job_.generation));
+        metrics_log_.append(job_.stage(), metrics.getStep(), line);
         return "";
       }
       case Body::CHECKPOINT_CHUNK:
@@ -661,6 +669,7 @@ class Coordinator {
   Security security_;
   StateStore store_;
   JobState job_;
+  MetricsLog metrics_log_;  // learner 0's figures, one JSON line per step (logging.metrics_file)
   zmq::context_t context_;
   std::optional<ZapHandler> zap_;
   zmq::socket_t router_;

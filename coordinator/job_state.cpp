@@ -162,7 +162,7 @@ JobStatus JobState::status(int64_t now_ms) {
   update_stragglers();
   JobStatus s;
   s.job_id = config_.job.name;
-  s.stage = config_.job.stages.empty() ? "" : config_.job.stages.front();
+  s.stage = stage();
   s.state = state;
   s.reason = reason;
   s.total_steps = config_.ssl.steps_per_epoch * config_.ssl.epochs;

@@ -74,6 +74,8 @@ class JobState {
   std::map<wire::Role, uint32_t> role_restarts;
   std::map<std::string, double> metrics;
 
+  // The stage running now (stages run in config order; only the first is implemented).
+  std::string stage() const { return config_.job.stages.empty() ? "" : config_.job.stages.front(); }
   bool ended() const { return state == "finished" || state == "drained" || state == "failed"; }
   void mark(const ActorRecord& a) {
     dirty_actors_.push_back({a.assignment.role, a.assignment.rank});

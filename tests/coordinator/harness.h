@@ -63,11 +63,15 @@ struct TestJob {
   std::string name = "rt-test";
   int port = 0;
   int metrics_port = 0;
-  int steps = 40;
+  int steps = 40;  // one epoch of `steps` steps
+  int checkpoint_every = 10;
   int max_restarts = 5;
   int status_linger_ms = 0;
+  int heartbeat_misses = 6;  // of 50 ms heartbeats
+  int stall_timeout_s = 1;
   std::vector<std::string> nodes;
   std::string cluster_extra;  // more [cluster] keys
+  std::string ssl_extra;      // more [ssl] keys
   std::string extra;          // more sections
 };
 std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);

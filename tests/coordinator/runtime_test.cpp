@@ -10,13 +10,11 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <list>
 #include <random>
 #include <thread>
 
 #include "storage/checkpoint_store.h"
-#include "tests/coordinator/harness.h"
-#include "tests/coordinator/json.h"
+#include "tests/coordinator/runtime_fixture.h"
 #include "tests/support/subprocess.h"
 
 namespace saccade::testing {
@@ -30,98 +28,10 @@ const std::string kActor = build_path("tests/coordinator/saccade_test_actor");
 const char* kTwoNodes[] = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1",
                            "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
 
-class Runtime : public ::testing::Test {
+// The runtime with the torch-free test bodies (tests/coordinator/test_actor.cpp).
+class Runtime : public RuntimeFixture {
  protected:
-  static void SetUpTestSuite() { adopt_orphans(); }
-
-  void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& [name, child] : children_)
-        std::cerr << "----- " << name << " -----\n" << tail(child->log()) << "\n";
-    }
-    children_.clear();  // kills and reaps whatever still runs
-    std::vector<pid_t> left;
-    const bool clean = wait_until(
-        [&] {
-          while (waitpid(-1, nullptr, WNOHANG) > 0) {  // orphans re-parented to us
-          }
-          left = descendants();
-          return left.empty();
-        },
-        5s);
-    EXPECT_TRUE(clean) << left.size() << " processes outlived the test, e.g. pid "
-                       << (left.empty() ? 0 : left[0]);
-    for (pid_t p : left) kill(p, SIGKILL);
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-  }
-
-  static std::string tail(const std::string& s) {
-    return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
-  }
-
-  fs::path write_config(const TestJob& job, const std::string& name = "job.toml") {
-    const fs::path file = dir_.path / name;
-    std::ofstream(file) << job_toml(job, dir_.path / "work");
-    return file;
-  }
-
-  Child& start(const std::string& name, std::vector<std::string> argv,
-               std::vector<std::string> env = {}) {
-    children_.emplace_back(
-        name, std::make_unique<Child>(std::move(argv), dir_.path / (name + ".log"), env));
-    return *children_.back().second;
-  }
-
-  Child& coordinator(const fs::path& config, const std::string& name = "coordinator") {
-    return start(name, {kSaccade, "coordinator", config.string(), "--bind", "127.0.0.1"});
-  }
-
-  Child& agent(const fs::path& config, int port, const std::string& node,
-               std::vector<std::string> env = {}) {
-    return start("agent-" + node,
-                 {kSaccade, "agent", "--coordinator", "127.0.0.1:" + std::to_string(port), "--node",
-                  node, "--config", config.string(), "--actor-binary", kActor},
-                 std::move(env));
-  }
-
-  std::optional<Json> status(const fs::path& config, int* exit_code = nullptr) {
-    ProcessResult r = run_process(
-        {kSaccade, "status", "--config", config.string(), "--json", "--timeout-ms", "1000"}, 10s);
-    if (exit_code) *exit_code = r.exit_code;
-    if (r.exit_code != 0) return std::nullopt;
-    return JsonReader::parse(r.out);
-  }
-
-  static const Json* actor(const Json& s, const std::string& role, int rank) {
-    for (const Json& a : s["actors"].array())
-      if (a["role"].str() == role && a["rank"].num() == rank) return &a;
-    return nullptr;
-  }
-
-  // Waits until `pred` holds for a status reply.
-  std::optional<Json> wait_status(const fs::path& config,
-                                  const std::function<bool(const Json&)>& pred,
-                                  std::chrono::milliseconds timeout) {
-    std::optional<Json> last;
-    wait_until(
-        [&] {
-          auto s = status(config);
-          if (s && pred(*s)) return last = s, true;
-          return false;
-        },
-        timeout);
-    return last;
-  }
-
-  static bool all_running(const Json& s) {
-    for (const Json& a : s["actors"].array())
-      if (a["state"].str() != "running") return false;
-    return !s["actors"].array().empty();
-  }
-
-  TempDir dir_;
-  std::list<std::pair<std::string, std::unique_ptr<Child>>> children_;
+  void SetUp() override { actor_binary_ = kActor; }
 };
 
 std::string http_get(int port) {
@@ -331,7 +241,7 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   job.steps = 100000;
   job.nodes = {"name = \"local\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   const fs::path config = write_config(job);
-  Child& run = start("run", {kSaccade, "run", config.string(), "--actor-binary", kActor});
+  Child& run = RuntimeFixture::run(config);
   auto s = wait_status(
       config,
       [](const Json& j) {

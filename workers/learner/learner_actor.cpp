@@ -115,7 +115,8 @@ class LearnerActor final : public runtime::ActorBody {
                     {"target_entropy", s.target_entropy},
                     {"prototypes_used", static_cast<double>(s.prototypes_used)},
                     {"grad_norm", s.grad_norm},
-                    {"step_seconds", s.seconds}});
+                    {"step_seconds", s.seconds},
+                    {"images_per_second", per_second}});
         if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||
                              trainer_->step() == total))
           save(ctx);

@@ -95,7 +95,7 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
   data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
                                      static_cast<int>(config.data.queue_depth),
-                                     static_cast<uint64_t>(config.job.seed) ^ 0x5eedu};
+                                     view_seed_root(config)};
   data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());

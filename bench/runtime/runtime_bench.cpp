@@ -1,0 +1,449 @@
+#include "bench/runtime/runtime_bench.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "coordinator/control.h"
+#include "coordinator/process.h"
+#include "coordinator/status.h"
+#include "dataloader/dataset_factory.h"
+#include "dataloader/ssl_loader.h"
+#include "workers/data/batch_client.h"
+#include "workers/data/batch_codec.h"
+#include "workers/data/data_actor.h"
+#include "workers/data/data_options.h"
+
+namespace saccade::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One line of a job's metrics.jsonl (common/metrics_log.h).
+struct MetricsLine {
+  double time = 0;
+  int64_t step = 0;
+  int64_t generation = 1;
+};
+
+std::optional<double> number_after(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nullopt;
+  try {
+    return std::stod(line.substr(at + key.size() + 4));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<MetricsLine> read_metrics(const fs::path& file) {
+  std::vector<MetricsLine> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto time = number_after(line, "time"), step = number_after(line, "step");
+    if (!time || !step) continue;
+    out.push_back({*time, static_cast<int64_t>(*step),
+                   static_cast<int64_t>(number_after(line, "generation").value_or(1))});
+  }
+  return out;
+}
+
+// Images/s between the first step past a quarter of the run and the last one.
+double steady_images_per_second(const std::vector<MetricsLine>& lines, int64_t global_batch) {
+  if (lines.size() < 2) return 0;
+  const int64_t warm = std::max<int64_t>(1, lines.back().step / 4);
+  auto first = std::find_if(lines.begin(), lines.end(),
+                            [&](const MetricsLine& l) { return l.step >= warm; });
+  const MetricsLine& last = lines.back();
+  if (first == lines.end() || last.time <= first->time) return 0;
+  return static_cast<double>((last.step - first->step) * global_batch) / (last.time - first->time);
+}
+
+// A child saccade process writing to its own log file.
+class Job {
+ public:
+  Job(const std::vector<std::string>& argv, const fs::path& log) {
+    // The child inherits stdout/stderr at fork time: point them at the log around the spawn.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int out = ::dup(STDOUT_FILENO), err = ::dup(STDERR_FILENO);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    const control::Spawned s = control::spawn_process(argv);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    for (int f : {fd, out, err}) ::close(f);
+    if (s.pid < 0) throw std::runtime_error(s.error);
+    pid_ = s.pid;
+  }
+  ~Job() {
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Exit code (128 + signal), or -1 after `timeout` (then the group is killed).
+  int wait(std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(-pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct Variant {
+  std::string name;
+  std::string command;  // "pretrain" or "run"
+  int64_t data_actors = 1;
+  int64_t learners = 1;
+  int64_t batch = 0;  // global
+  int64_t steps = 0;
+  int64_t checkpoint_every = 0;
+};
+
+class RuntimeBench {
+ public:
+  explicit RuntimeBench(const RuntimeBenchOptions& options)
+      : options_(options), base_(load_config(options.config_path)) {
+    root_ = options.work_root.empty()
+                ? fs::temp_directory_path() / fmt::format("saccade-bench-runtime-{}", ::getpid())
+                : fs::path(options.work_root);
+    fs::create_directories(root_);
+    threads_ = workers::resolve_threads(base_.ssl.threads);
+  }
+
+  int run() {
+    const int64_t b = base_.ssl.batch_size;
+    fmt::print("saccade bench runtime: {} (batch b = {}, {} steps per run, {} trainer threads)\n",
+               options_.config_path, b, options_.steps, threads_);
+    fmt::print("work dirs and logs: {}\n\n", root_.string());
+    if (options_.throughput) {
+      fmt::print("{:<34} {:>9} {:>7} {:>8} {:>10}\n", "run", "learners", "batch", "threads",
+                 "images/s");
+      const int64_t n = options_.steps;
+      throughput({"pretrain (one process)", "pretrain", 0, 1, b, n, n});
+      throughput({"run, 1 learner x b", "run", 1, 1, b, n, n});
+      throughput({"run, 1 learner x 2b", "run", 2, 1, 2 * b, n, n});
+      throughput({"run, 2 learners x b", "run", 2, 2, 2 * b, n, n});
+      report_ratios();
+    }
+    if (options_.recovery) recovery();
+    if (options_.data_path) data_path();
+    write_json();
+    return failures_ == 0 ? 0 : 1;
+  }
+
+ private:
+  fs::path write_variant(const Variant& v) {
+    JobConfig c = base_;
+    c.job.name = "bench-" + slug(v.name);
+    c.job.work_dir = (root_ / slug(v.name)).string();
+    c.job.stages = {"pretrain"};
+    fs::remove_all(c.job.work_dir);
+    if (v.command == "run") {
+      NodeSpec node;
+      node.name = "local";
+      node.host = "127.0.0.1";
+      node.data_actors = v.data_actors;
+      node.learners = v.learners;
+      c.cluster.nodes = {node};
+    }
+    c.ssl.batch_size = v.batch;
+    c.ssl.epochs = 1;
+    c.ssl.steps_per_epoch = v.steps;
+    c.ssl.checkpoint_every_steps = v.checkpoint_every;
+    c.ssl.threads = std::max(1, threads_ / static_cast<int>(v.learners));
+    c.logging.progress = false;
+    c.cluster.status_linger_ms = 0;
+    const fs::path file = root_ / (slug(v.name) + ".toml");
+    std::ofstream(file) << to_toml(c);
+    load_config(file);  // refuses a variant the runtime would refuse
+    return file;
+  }
+
+  static std::string slug(const std::string& name) {
+    std::string s;
+    for (char ch : name) s += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+    return s;
+  }
+
+  std::unique_ptr<Job> start(const Variant& v, const fs::path& config) {
+    std::vector<std::string> argv = {control::self_executable(), v.command, config.string()};
+    if (v.command == "pretrain") argv.push_back("--fresh");
+    return std::make_unique<Job>(argv, root_ / (slug(v.name) + ".log"));
+  }
+
+  void throughput(const Variant& v) {
+    const fs::path config = write_variant(v);
+    const auto t0 = Clock::now();
+    const int code = start(v, config)->wait(std::chrono::seconds(1800));
+    const double wall = seconds_since(t0);
+    const JobConfig c = load_config(config);
+    const double ips = steady_images_per_second(
+        read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file), v.batch);
+    if (code != 0) ++failures_;
+    fmt::print("{:<34} {:>9} {:>7} {:>8} {:>10}{}\n", v.name, v.learners,
+               v.learners > 1 ? fmt::format("{}x{}", v.learners, v.batch / v.learners)
+                              : std::to_string(v.batch),
+               c.ssl.threads, code == 0 ? fmt::format("{:.1f}", ips) : "-",
+               code == 0 ? fmt::format("   ({:.1f} s wall)", wall)
+                         : fmt::format("   exit {}: see {}", code, slug(v.name) + ".log"));
+    results_.push_back({v, ips, wall, code});
+  }
+
+  void report_ratios() {
+    auto ips = [&](size_t i) { return i < results_.size() ? results_[i].images_per_second : 0.0; };
+    if (ips(0) > 0 && ips(1) > 0)
+      fmt::print("orchestration overhead, run 1 learner vs pretrain: {:+.1f}%\n",
+                 100 * (1 - ips(1) / ips(0)));
+    if (ips(2) > 0 && ips(3) > 0)
+      fmt::print("2 learners x b vs 1 learner x 2b: {:.2f}x the images/s\n", ips(3) / ips(2));
+    fmt::print("\n");
+  }
+
+  // Kills learner 1 of a 2-learner job a third of the way in.
+  void recovery() {
+    const int64_t n = std::max<int64_t>(options_.steps, 24);
+    const Variant v{"recovery, 2 learners x b", "run", 2,    2,
+                    2 * base_.ssl.batch_size,   2 * n, n / 4};
+    const fs::path file = write_variant(v);
+    const JobConfig c = load_config(file);
+    auto job = start(v, file);
+    const std::string endpoint = control::tcp_endpoint(
+        fmt::format("127.0.0.1:{}", c.cluster.coordinator_port), "coordinator");
+    const control::Security security = control::load_security(c.security, false);
+    auto status = [&]() {
+      std::string why;
+      return control::query_status(endpoint, c, security, std::chrono::milliseconds(500), why);
+    };
+    auto learner = [](const control::JobStatus& s, int rank) -> const control::ActorRow* {
+      for (const auto& a : s.actors)
+        if (a.role == "learner" && a.rank == rank) return &a;
+      return nullptr;
+    };
+    std::optional<control::JobStatus> s;
+    const auto deadline = Clock::now() + std::chrono::seconds(900);
+    while (Clock::now() < deadline) {
+      s = status();
+      if (s && learner(*s, 0) && learner(*s, 1) && learner(*s, 0)->step >= n / 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const control::ActorRow* victim = s ? learner(*s, 1) : nullptr;
+    if (!victim || victim->pid == 0) {
+      fmt::print("recovery: the job never reached step {} (see {}.log)\n\n", n / 2, slug(v.name));
+      ++failures_;
+      return;
+    }
+    const int64_t killed_at = learner(*s, 0)->step;
+    const uint64_t generation = s->generation;
+    const double t_kill = unix_seconds();
+    const auto kill_time = Clock::now();
+    ::kill(static_cast<pid_t>(victim->pid), SIGKILL);
+    double to_generation = -1;
+    while (seconds_since(kill_time) < 120) {
+      s = status();
+      if (s && s->generation > generation) {
+        to_generation = seconds_since(kill_time);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const int code = job->wait(std::chrono::seconds(1800));
+    double to_training = -1;
+    int64_t resumed_from = -1;
+    for (const MetricsLine& l : read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file)) {
+      if (l.generation > static_cast<int64_t>(generation)) {
+        to_training = l.time - t_kill;
+        resumed_from = l.step - 1;
+        break;
+      }
+    }
+    if (code != 0 || to_training < 0) ++failures_;
+    recovery_ = {killed_at, resumed_from, to_generation, to_training, code};
+    fmt::print(
+        "recovery (kill -9 learner 1 at step {}): new generation after {:.2f} s, first step of it "
+        "after {:.2f} s (resumed from checkpoint {}, checkpoints every {} steps); job exit {}\n\n",
+        killed_at, to_generation, to_training, resumed_from, v.checkpoint_every, code);
+  }
+
+  // Remote data actors (threads serving on loopback) vs the local loader.
+  void data_path() {
+    const auto dataset = data::make_dataset(workers::dataset_spec(base_, false));
+    const data::ViewOptions views = workers::view_options(base_);
+    const int64_t batch = base_.ssl.batch_size;
+    const int threads = static_cast<int>(base_.data.loader_threads);
+    const int depth = static_cast<int>(base_.data.queue_depth);
+    const data::ShardOptions shard{dataset->size(), 1, 0, 1, true, false};
+    const uint64_t seed = workers::view_seed_root(base_);
+    const int n = options_.data_batches;
+    const size_t frame = workers::batch_frame_bytes(views, batch);
+
+    data::SslLoader local(dataset, shard, {0, 0}, views, {batch, threads, depth, seed});
+    local.next();  // warm-up
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) local.next();
+    const double local_rate = n / seconds_since(t0);
+
+    auto remote = [&](int servers, int in_flight, std::vector<double>* latencies) {
+      std::atomic<bool> stop{false};
+      std::vector<std::unique_ptr<workers::BatchServer>> running;
+      std::vector<std::thread> loops;
+      workers::RemoteSourceOptions o;
+      for (int i = 0; i < servers; ++i) {
+        workers::BatchServerOptions so;
+        so.endpoint = "tcp://127.0.0.1:*";
+        so.sender = {"bench", wire::Role::DATA, i, "local"};
+        so.expect = {"bench", static_cast<size_t>(base_.cluster.max_message_bytes)};
+        so.threads = threads;
+        running.push_back(std::make_unique<workers::BatchServer>(dataset, views, so));
+        o.endpoints.push_back(running.back()->endpoint());
+      }
+      for (auto& s : running)
+        loops.emplace_back([&stop, &s] { s->serve([&] { return stop.load(); }); });
+      o.shard = shard;
+      o.views = views;
+      o.batch_size = batch;
+      o.seed = seed;
+      o.queue_depth = in_flight;
+      o.sender = {"bench", wire::Role::LEARNER, 0, "local"};
+      o.expect = {"bench", static_cast<size_t>(base_.cluster.max_message_bytes)};
+      auto never = [] { return false; };
+      double rate = 0;
+      {
+        workers::RemoteBatchSource source(o, {0, 0});
+        source.next(never);  // connect + warm-up
+        const auto start = Clock::now();
+        for (int i = 0; i < n; ++i) {
+          const auto t = Clock::now();
+          source.next(never);
+          if (latencies) latencies->push_back(seconds_since(t) * 1e3);
+        }
+        rate = n / seconds_since(start);
+      }
+      stop = true;
+      for (auto& t : loops) t.join();
+      return rate;
+    };
+    std::vector<double> latencies;
+    const double one = remote(1, depth, nullptr);
+    const double two = remote(2, depth, nullptr);
+    const double serial = remote(1, 1, &latencies);
+    std::sort(latencies.begin(), latencies.end());
+    const double p50 = latencies[latencies.size() / 2];
+    const double p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+    data_ = {local_rate, one, two, serial, p50, p99, static_cast<double>(frame)};
+    fmt::print(
+        "data path ({} images/batch, {:.2f} MB/frame, {} cutting thread(s) per actor, "
+        "queue depth {}):\n",
+        batch, frame / 1e6, threads, depth);
+    fmt::print("  local loader (in process)       {:8.1f} batches/s  {:8.1f} images/s\n",
+               local_rate, local_rate * batch);
+    fmt::print(
+        "  1 data actor over tcp loopback  {:8.1f} batches/s  {:8.1f} images/s  {:6.1f} MB/s\n",
+        one, one * batch, one * frame / 1e6);
+    fmt::print(
+        "  2 data actors over tcp loopback {:8.1f} batches/s  {:8.1f} images/s  {:6.1f} MB/s\n",
+        two, two * batch, two * frame / 1e6);
+    fmt::print(
+        "  one request in flight: {:.1f} batches/s, latency p50 {:.2f} ms, p99 {:.2f} ms "
+        "(local cut: {:.2f} ms/batch)\n\n",
+        serial, p50, p99, 1e3 / local_rate);
+  }
+
+  void write_json() const {
+    if (options_.json_path.empty()) return;
+    std::string runs;
+    for (const Result& r : results_) {
+      runs += fmt::format(
+          "{}    {{\"run\": \"{}\", \"command\": \"{}\", \"learners\": {}, \"data_actors\": {}, "
+          "\"global_batch\": {}, \"steps\": {}, \"images_per_second\": {:.3f}, \"wall_s\": {:.3f}, "
+          "\"exit\": {}}}",
+          runs.empty() ? "" : ",\n", r.variant.name, r.variant.command, r.variant.learners,
+          r.variant.data_actors, r.variant.batch, r.variant.steps, r.images_per_second, r.wall_s,
+          r.exit_code);
+    }
+    std::ofstream out(options_.json_path);
+    out << fmt::format(
+        "{{\n  \"config\": \"{}\",\n  \"throughput\": [\n{}\n  ],\n"
+        "  \"recovery\": {{\"killed_at_step\": {}, \"resumed_from_step\": {}, "
+        "\"new_generation_s\": {:.3f}, \"training_again_s\": {:.3f}, \"exit\": {}}},\n"
+        "  \"data_path\": {{\"local_batches_per_s\": {:.3f}, \"one_actor_batches_per_s\": {:.3f}, "
+        "\"two_actors_batches_per_s\": {:.3f}, \"serial_batches_per_s\": {:.3f}, "
+        "\"latency_p50_ms\": {:.3f}, \"latency_p99_ms\": {:.3f}, \"frame_bytes\": {:.0f}}}\n}}\n",
+        options_.config_path, runs, recovery_.killed_at, recovery_.resumed_from,
+        recovery_.to_generation, recovery_.to_training, recovery_.exit_code, data_.local, data_.one,
+        data_.two, data_.serial, data_.p50, data_.p99, data_.frame_bytes);
+    fmt::print("figures written to {}\n", options_.json_path);
+  }
+
+  struct Result {
+    Variant variant;
+    double images_per_second = 0;
+    double wall_s = 0;
+    int exit_code = 0;
+  };
+  struct Recovery {
+    int64_t killed_at = -1, resumed_from = -1;
+    double to_generation = -1, to_training = -1;
+    int exit_code = -1;
+  };
+  struct DataPath {
+    double local = 0, one = 0, two = 0, serial = 0, p50 = 0, p99 = 0, frame_bytes = 0;
+  };
+
+  RuntimeBenchOptions options_;
+  JobConfig base_;
+  fs::path root_;
+  int threads_ = 1;
+  int failures_ = 0;
+  std::vector<Result> results_;
+  Recovery recovery_;
+  DataPath data_;
+};
+
+}  // namespace
+
+int run_runtime_bench(const RuntimeBenchOptions& options) {
+  return RuntimeBench(options).run();
+}
+
+}  // namespace saccade::bench

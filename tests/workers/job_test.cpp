@@ -1,0 +1,274 @@
+// Whole pretraining jobs with the real actor bodies: coordinator, agents as
+// simulated nodes, data actors and learner actors (LibTorch, Gloo) as real
+// processes on 127.0.0.1, checkpoints streamed into the coordinator's RocksDB.
+// The model is tiny (depth 1, width 32) so a step takes milliseconds; what is
+// under test is the runtime around it.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "dataloader/idx_dataset.h"
+#include "model/safetensors.h"
+#include "storage/checkpoint_store.h"
+#include "tests/coordinator/runtime_fixture.h"
+#include "tests/support/subprocess.h"
+
+namespace saccade::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string node(const std::string& name, int data_actors, int learners) {
+  return fmt::format("name = \"{}\"\nhost = \"127.0.0.1\"\ndata_actors = {}\nlearners = {}", name,
+                     data_actors, learners);
+}
+
+// Student weights of checkpoint `step` as one flat vector (tensors in name order).
+std::vector<float> student_weights(const storage::CheckpointStore& db, int64_t step) {
+  const std::string blob = db.read(step, "student");
+  std::vector<float> flat;
+  for (const auto& [name, t] : model::parse_safetensors(blob)) {
+    EXPECT_EQ(t.dtype, model::DType::kF32) << name;
+    const size_t n = t.data.size() / sizeof(float);
+    const size_t at = flat.size();
+    flat.resize(at + n);
+    std::memcpy(flat.data() + at, t.data.data(), n * sizeof(float));
+  }
+  return flat;
+}
+
+double distance(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double sum = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) sum += std::pow(double(a[i]) - b[i], 2);
+  return std::sqrt(sum);
+}
+
+class Job : public RuntimeFixture {
+ protected:
+  void SetUp() override {
+    // 64 random 28 x 28 images as gzipped IDX files, readable from every "node".
+    std::vector<uint8_t> pixels(64 * 28 * 28), labels(64);
+    std::mt19937 rng(3);
+    for (auto& p : pixels) p = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
+    data::write_idx_images((dir_.path / "images.idx.gz").string(), 64, 28, 28, pixels, true);
+    data::write_idx_labels((dir_.path / "labels.idx.gz").string(), labels, true);
+  }
+
+  // A real pretraining job of `steps` steps with a global batch of `batch`.
+  TestJob tiny_job(std::vector<std::string> nodes, int steps, int batch) {
+    TestJob job;
+    job.name = "job-test";
+    job.port = free_port();
+    job.steps = steps;
+    job.nodes = std::move(nodes);
+    job.status_linger_ms = 3000;
+    job.heartbeat_misses = 40;  // 2 s: LibTorch processes on a loaded 2-core machine
+    job.stall_timeout_s = 20;
+    job.cluster_extra =
+        "collective_timeout_s = 20\nrendezvous_timeout_s = 60\ncheckpoint_timeout_s = 20\n"
+        "keep_checkpoints = 1000\n";
+    job.ssl_extra = fmt::format(
+        "batch_size = {}\nhead_prototypes = 32\nhead_hidden = 32\nhead_bottleneck = 8\n"
+        "threads = 1\n",
+        batch);
+    job.extra = fmt::format(
+        "[data]\ndataset = \"idx\"\nchannels = 1\npixel_mean = [0.5]\npixel_std = [0.25]\n"
+        "idx_images = \"{}\"\nidx_labels = \"{}\"\nloader_threads = 1\n"
+        "[model]\npatch_size = 4\ndepth = 1\nwidth = 32\nheads = 2\nn_state = 2\n"
+        "pos_mlp_hidden = 16\n"
+        "[views]\nmultizoom_patches = 2\nfovea_grid = 2\nglimpses = 2\nglobal_grid = 3\n"
+        "local_grid = 2\nlocal_views = 1\n",
+        (dir_.path / "images.idx.gz").string(), (dir_.path / "labels.idx.gz").string());
+    return job;
+  }
+
+  std::unique_ptr<storage::CheckpointStore> open_db(const fs::path& work) const {
+    return storage::CheckpointStore::open((work / "coordinator.db").string());
+  }
+
+  // Every committed checkpoint reads back whole (CRC-checked) with all the
+  // parts a resume needs; returns their steps.
+  static std::set<int64_t> verify_checkpoints(const storage::CheckpointStore& db) {
+    std::set<int64_t> steps;
+    for (const storage::CheckpointInfo& c : db.list()) {
+      std::map<std::string, std::string> blobs;
+      EXPECT_NO_THROW(blobs = db.read_all(c.step)) << "checkpoint " << c.step;
+      for (const char* part : {"student", "teacher", "optimizer", "trainer"})
+        EXPECT_TRUE(blobs.count(part)) << "checkpoint " << c.step << " lacks " << part;
+      for (float w : student_weights(db, c.step)) {
+        if (!std::isfinite(w)) {
+          ADD_FAILURE() << "checkpoint " << c.step << " holds a non-finite weight";
+          break;
+        }
+      }
+      steps.insert(c.step);
+    }
+    return steps;
+  }
+};
+
+TEST_F(Job, TwoNodesTrainToTheBudgetAndExportTheBackbone) {
+  TestJob job = tiny_job({node("n0", 1, 1), node("n1", 1, 1)}, 6, 8);
+  job.checkpoint_every = 3;
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto done = wait_status(config, finished, 180s);
+  ASSERT_TRUE(done) << "the job did not finish";
+  for (int rank : {0, 1}) {
+    const Json& l = *actor(*done, "learner", rank);
+    EXPECT_EQ(l["step"].num(), 6);
+    EXPECT_EQ(l["restarts"].num(), 0);
+    EXPECT_EQ(l["node"].str(), rank == 0 ? "n0" : "n1");
+  }
+  EXPECT_EQ((*done)["generation"].num(), 1);
+  EXPECT_EQ((*done)["last_checkpoint_step"].num(), 6);
+  EXPECT_TRUE(std::isfinite((*done)["loss"].num()));
+  EXPECT_GT((*done)["loss"].num(), 0);
+  EXPECT_EQ(coord.wait(30s), 0);
+  EXPECT_EQ(a0.wait(20s), 0);
+  EXPECT_EQ(a1.wait(20s), 0);
+
+  auto db = open_db(work_dir());
+  EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{3, 6}));
+  EXPECT_GT(distance(student_weights(*db, 3), student_weights(*db, 6)), 0) << "nothing trained";
+  db.reset();  // the export opens it
+
+  const fs::path out = dir_.path / "backbone.safetensors";
+  const ProcessResult exported =
+      run_process({build_path("saccade"), "export", config.string(), "--out", out.string()}, 120s);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream in(out, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_GT(model::parse_safetensors(bytes).size(), 4u);
+}
+
+// Sinkhorn-Knopp and the gradient average are global, so splitting a batch
+// over two learners changes only the order of floating-point sums (KoLeo is
+// per rank, hence off).
+TEST_F(Job, TwoLearnersWithBatchBMatchOneLearnerWithBatch2B) {
+  auto train = [&](const std::string& name, int data_actors, int learners) {
+    TestJob job = tiny_job({node("local", data_actors, learners)}, 4, 8);
+    job.checkpoint_every = 2;
+    job.status_linger_ms = 0;
+    job.ssl_extra += "koleo_weight = 0\nwarmup_epochs = 0\n";
+    const fs::path config = dir_.path / (name + ".toml");
+    std::ofstream(config) << job_toml(job, dir_.path / name);
+    Child& r = start(name, {build_path("saccade"), "run", config.string()});
+    EXPECT_EQ(r.wait(180s), 0) << name;
+    auto db = open_db(dir_.path / name);
+    EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{2, 4})) << name;
+    return std::pair{student_weights(*db, 2), student_weights(*db, 4)};
+  };
+  const auto [one2, one4] = train("one-learner", 1, 1);
+  const auto [two2, two4] = train("two-learners", 2, 2);
+  ASSERT_FALSE(one4.empty());
+  const double moved = distance(one2, one4);  // what two steps of training change
+  ASSERT_GT(moved, 0);
+  std::cerr << "two steps moved the student by " << moved << "; 2 x b vs 1 x 2b differ by "
+            << distance(one2, two2) << " at step 2, " << distance(one4, two4) << " at step 4\n";
+  EXPECT_LT(distance(one2, two2), 1e-3 * moved);
+  EXPECT_LT(distance(one4, two4), 1e-3 * moved);
+}
+
+TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
+  TestJob job = tiny_job({node("n0", 1, 1), node("n1", 1, 1)}, 300, 8);
+  job.checkpoint_every = 10;
+  const fs::path config = write_config(job);
+  Child* coord = &coordinator(config);
+  agent(config, job.port, "n0");
+  agent(config, job.port, "n1");
+  std::set<int64_t> seen;  // checkpoint steps the coordinator reported committed
+  auto watch = [&](const std::function<bool(const Json&)>& pred, std::chrono::seconds timeout) {
+    return wait_status(
+        config,
+        [&](const Json& s) {
+          if (s["last_checkpoint_step"].num() > 0)
+            seen.insert(static_cast<int64_t>(s["last_checkpoint_step"].num()));
+          return pred(s);
+        },
+        timeout);
+  };
+  auto learner_step = [](const Json& s) { return (*actor(s, "learner", 0))["step"].num(); };
+  std::mt19937 rng(std::random_device{}());
+
+  for (auto [role, rank] : {std::pair{"learner", 1}, std::pair{"data", 0}}) {
+    auto s = watch([&](const Json& j) { return all_running(j) && learner_step(j) >= 2; }, 120s);
+    ASSERT_TRUE(s) << "not training before killing " << role << " " << rank;
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 800));
+    s = status(config);
+    ASSERT_TRUE(s);
+    const double step = learner_step(*s);
+    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank))["pid"].num());
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    const auto killed = std::chrono::steady_clock::now();
+    auto again = watch(
+        [&](const Json& j) {
+          const Json& a = *actor(j, role, rank);
+          return a["restarts"].num() == 1 && a["pid"].num() != pid && all_running(j) &&
+                 learner_step(j) > step;
+        },
+        120s);
+    ASSERT_TRUE(again) << role << " " << rank << " killed at step " << step
+                       << ": training did not resume";
+    std::cerr << role << " " << rank << " killed at step " << step << ": training again after "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
+              << " s\n";
+  }
+  EXPECT_EQ((*status(config))["generation"].num(), 2);  // the lost learner: one re-rendezvous
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 800));
+  coord->signal(SIGKILL);
+  EXPECT_EQ(coord->wait(10s), 128 + SIGKILL);
+  std::this_thread::sleep_for(500ms);
+  coord = &coordinator(config, "coordinator-restarted");
+  auto done = watch(finished, 240s);
+  ASSERT_TRUE(done) << "the job did not finish after the coordinator restart";
+  for (int rank : {0, 1}) EXPECT_EQ((*actor(*done, "learner", rank))["step"].num(), 300);
+  EXPECT_EQ(coord->wait(30s), 0);
+
+  auto db = open_db(work_dir());
+  const std::set<int64_t> committed = verify_checkpoints(*db);
+  for (int64_t step : seen) EXPECT_TRUE(committed.count(step)) << "checkpoint " << step << " lost";
+  EXPECT_TRUE(committed.count(300)) << "no final checkpoint";
+  EXPECT_GE(seen.size(), 2u) << "the test saw too few commits to mean anything";
+}
+
+TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
+  TestJob job = tiny_job({node("local", 1, 1)}, 100000, 8);
+  job.checkpoint_every = 100000;  // only the drain commits
+  const fs::path config = write_config(job);
+  Child& r = run(config);
+  auto s = wait_status(
+      config,
+      [](const Json& j) {
+        const Json* l = actor(j, "learner", 0);
+        return l && (*l)["step"].num() >= 3;
+      },
+      120s);
+  ASSERT_TRUE(s) << "never trained 3 steps";
+  const int64_t reported = static_cast<int64_t>((*actor(*s, "learner", 0))["step"].num());
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.wait(60s), 0);
+  EXPECT_NE(r.log().find("job drained"), std::string::npos);
+  auto db = open_db(work_dir());
+  const std::set<int64_t> committed = verify_checkpoints(*db);
+  ASSERT_EQ(committed.size(), 1u) << "exactly the drain's checkpoint";
+  EXPECT_GE(*committed.begin(), reported);
+}
+
+}  // namespace
+}  // namespace saccade::testing
