@@ -211,7 +211,8 @@ void describe(V& v, SslConfig& c) {
             "Sinkhorn-Knopp iterations of teacher centring.");
   v.integer("checkpoint_every_steps", c.checkpoint_every_steps, 500, 1, kMaxInt,
             "Steps between checkpoints.");
-  v.choice("precision", c.precision, "fp32", {"fp32", "bf16"}, "Compute precision (bf16 on GPU).");
+  v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
+           "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
   v.integer("threads", c.threads, 0, 0, 4096, "Torch intra-op threads; 0 = all cores.");
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "storage/checkpoint_store.h"
 
@@ -39,6 +40,22 @@ void write_chunk(int64_t step, const ChunkView& chunk, wire::CheckpointChunk::Bu
   out.setData(
       kj::arrayPtr(reinterpret_cast<const kj::byte*>(chunk.data.data()), chunk.data.size()));
   out.setChecksum(chunk.checksum);
+}
+
+CheckpointDownload::CheckpointDownload(int64_t step, std::shared_ptr<const Blobs> blobs,
+                                       size_t chunk_bytes)
+    : step_(step), blobs_(std::move(blobs)) {
+  for_each_chunk(*blobs_, chunk_bytes, [&](const ChunkView& c) {
+    bytes_ += c.data.size();
+    chunks_.push_back(c);
+  });
+}
+
+void CheckpointDownload::next(wire::Envelope::Body::Builder out) const {
+  if (next_ < chunks_.size()) return write_chunk(step_, chunks_[next_], out.initCheckpointChunk());
+  auto c = out.initCheckpointCommitted();
+  c.setStep(step_);
+  c.setBytes(bytes_);
 }
 
 std::string CheckpointAssembler::add(wire::CheckpointChunk::Reader chunk,

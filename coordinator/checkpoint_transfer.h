@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "schemas/wire.h"
 
@@ -37,6 +39,31 @@ void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
 
 // Fills a CheckpointChunk message body.
 void write_chunk(int64_t step, const ChunkView& chunk, wire::CheckpointChunk::Builder out);
+
+// A committed checkpoint on its way to one learner, sent as fast as that
+// learner's socket takes it: the sender calls next() for the message to send
+// and advance() once the socket took it. The blobs are shared by every
+// learner loading the same step (one copy in memory however many resume).
+class CheckpointDownload {
+ public:
+  CheckpointDownload(int64_t step, std::shared_ptr<const Blobs> blobs, size_t chunk_bytes);
+
+  int64_t step() const { return step_; }
+  const std::shared_ptr<const Blobs>& blobs() const { return blobs_; }
+  uint64_t bytes() const { return bytes_; }
+  size_t chunks() const { return chunks_.size(); }
+  // Chunks first, then CheckpointCommitted{step, bytes}.
+  bool done() const { return next_ > chunks_.size(); }
+  void next(wire::Envelope::Body::Builder out) const;
+  void advance() { ++next_; }
+
+ private:
+  int64_t step_;
+  std::shared_ptr<const Blobs> blobs_;  // shared; chunks_ point into it
+  std::vector<ChunkView> chunks_;
+  uint64_t bytes_ = 0;
+  size_t next_ = 0;
+};
 
 // Puts one checkpoint's chunks back together, refusing anything out of order
 // or corrupt. Chunks of another step reset it (a newer checkpoint replaced

@@ -5,7 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "common/metrics_log.h"
 #include "coordinator/checkpoint_transfer.h"
@@ -41,6 +44,9 @@ class Coordinator {
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
     configure_server(router_, security_);
     router_.set(zmq::sockopt::maxmsgsize, config.cluster.max_message_bytes);
+    // A peer's full send queue answers EAGAIN instead of silently dropping the message:
+    // checkpoint downloads wait for room (pump_downloads), everything else is dropped as before.
+    router_.set(zmq::sockopt::router_mandatory, 1);
     const std::string bind =
         fmt::format("tcp://{}:{}", options.bind_host, config.cluster.coordinator_port);
     router_.bind(bind);
@@ -66,12 +72,15 @@ class Coordinator {
                                             {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
       if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
       if (metrics_) items.push_back({metrics_->handle(), 0, ZMQ_POLLIN, 0});
-      const int64_t wait = std::clamp<int64_t>(next_tick - steady_ms(), 0, 50);
+      // While a download waits for room in a learner's queue, come back within 1 ms.
+      const int64_t wait =
+          std::clamp<int64_t>(next_tick - steady_ms(), 0, downloads_.empty() ? 50 : 1);
       poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
       if (items[0].revents & ZMQ_POLLIN) receive_all();
       if (items[1].revents & ZMQ_POLLIN) on_signal(signals_.take());
       if (zap_ && (items[2].revents & ZMQ_POLLIN)) zap_->handle_one();
       if (metrics_ && (items.back().revents & ZMQ_POLLIN)) serve_metrics();
+      pump_downloads(steady_ms());
       if (steady_ms() >= next_tick) {
         tick(steady_ms());
         next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
@@ -325,21 +334,25 @@ class Coordinator {
     return "";
   }
 
-  // Streams committed checkpoint `step` (-1: the newest) to a learner.
+  // Starts streaming committed checkpoint `step` (-1: the newest) to a learner;
+  // pump_downloads sends it. A new request from the same learner replaces its old one.
   void send_checkpoint(const std::string& id, int64_t step) {
     auto& store = store_.checkpoints();
     std::optional<storage::CheckpointInfo> info = step < 0 ? store.latest() : store.info(step);
-    control::Blobs blobs;
+    std::shared_ptr<const Blobs> blobs;
     std::string error;
     if (!info) {
       error = fmt::format("no committed checkpoint {}", step);
     } else {
+      for (const auto& [other, d] : downloads_)
+        if (d.transfer.step() == info->step) blobs = d.transfer.blobs();
       try {
-        blobs = store.read_all(info->step);
+        if (!blobs) blobs = std::make_shared<const Blobs>(store.read_all(info->step));
       } catch (const std::exception& e) {
         error = e.what();
       }
     }
+    downloads_.erase(id);
     if (!error.empty()) {
       spdlog::error("checkpoint request from {}: {}", id, error);
       reply(id, [&](wire::Envelope::Builder e) {
@@ -349,20 +362,42 @@ class Coordinator {
       });
       return;
     }
-    uint64_t bytes = 0;
-    for_each_chunk(blobs, checkpoint_chunk_bytes(config_.cluster.max_message_bytes),
-                   [&](const ChunkView& c) {
-                     bytes += c.data.size();
-                     send_to(id, [&](wire::Envelope::Builder e) {
-                       write_chunk(info->step, c, e.getBody().initCheckpointChunk());
-                     });
-                   });
-    send_to(id, [&](wire::Envelope::Builder e) {
-      auto c = e.getBody().initCheckpointCommitted();
-      c.setStep(info->step);
-      c.setBytes(bytes);
-    });
-    spdlog::info("checkpoint {} sent to {} ({} bytes)", info->step, id, bytes);
+    const int64_t now = steady_ms();
+    downloads_.emplace(
+        id, Download{CheckpointDownload(info->step, std::move(blobs),
+                                        checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
+                     now, now + config_.cluster.checkpoint_timeout_s * 1000});
+  }
+
+  // Sends what the learners' queues take of every download in progress, at
+  // most ~64 MiB per call so the loop stays responsive.
+  void pump_downloads(int64_t now) {
+    constexpr uint64_t kBytesPerCall = uint64_t{64} << 20;
+    uint64_t sent = 0;
+    for (auto it = downloads_.begin(); it != downloads_.end();) {
+      const std::string& id = it->first;
+      CheckpointDownload& d = it->second.transfer;
+      Sent s = Sent::kOk;
+      while (!d.done() && sent < kBytesPerCall) {
+        s = try_send_to(id, [&](wire::Envelope::Builder e) { d.next(e.getBody()); });
+        if (s != Sent::kOk) break;
+        sent += checkpoint_chunk_bytes(config_.cluster.max_message_bytes);
+        d.advance();
+      }
+      if (d.done()) {
+        spdlog::info("checkpoint {} sent to {} ({} bytes in {} chunks, {:.2f} s)", d.step(), id,
+                     d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
+      } else if (s == Sent::kGone) {
+        spdlog::warn("checkpoint {} to {}: the learner is gone; transfer dropped", d.step(), id);
+      } else if (now > it->second.deadline_ms) {
+        spdlog::warn("checkpoint {} to {}: not taken within cluster.checkpoint_timeout_s; dropped",
+                     d.step(), id);
+      } else {
+        ++it;
+        continue;
+      }
+      it = downloads_.erase(it);
+    }
   }
 
   // --- decisions -------------------------------------------------------------
@@ -422,6 +457,7 @@ class Coordinator {
                                         a.assignment.rank, a.assignment.node);
     a.pid = 0;
     job_.mark(a);
+    downloads_.erase(actor_identity(a.assignment.role, a.assignment.rank));  // nobody to take it
     if (exit_code == 0 && signal == 0) {
       a.phase = Phase::kExited;
       spdlog::info("{} exited cleanly{}", who, a.announced_drain ? " (drained)" : "");
@@ -621,14 +657,26 @@ class Coordinator {
 
   // --- sending ---------------------------------------------------------------
 
-  void send_to(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
-    zmq::message_t msg = writer_.make(job_.generation, fill);
+  enum class Sent { kOk, kFull, kGone };
+  // Sends one message to peer `id` unless its queue is full (kFull: nothing was
+  // built or sent) or it is not connected (kGone).
+  Sent try_send_to(const std::string& id,
+                   const std::function<void(wire::Envelope::Builder)>& fill) {
     try {
-      if (router_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-        router_.send(msg, zmq::send_flags::dontwait);
+      // With ROUTER_MANDATORY the routing frame is where a full queue says EAGAIN.
+      if (!router_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        return Sent::kFull;
+      zmq::message_t msg = writer_.make(job_.generation, fill);
+      router_.send(msg, zmq::send_flags::dontwait);
+      return Sent::kOk;
     } catch (const zmq::error_t& e) {
       spdlog::debug("send to {} failed: {}", id, e.what());
+      return Sent::kGone;
     }
+  }
+  // Fire and forget: a message to a full or unknown peer is dropped.
+  void send_to(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
+    try_send_to(id, fill);
   }
   void reply(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
     send_to(id, fill);
@@ -678,6 +726,12 @@ class Coordinator {
   wire::Expect expect_;
   DropLog drops_;
   CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
+  struct Download {
+    CheckpointDownload transfer;
+    int64_t started_ms;
+    int64_t deadline_ms;
+  };
+  std::map<std::string, Download> downloads_;  // checkpoints going out, by learner identity
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t ended_ms_ = -1;

@@ -1,8 +1,11 @@
-// The one place where LibTorch versions differ for the model: fused attention.
-// LibTorch >= 2.0 has torch::scaled_dot_product_attention (flash / memory-
-// efficient kernels where available); Debian's 1.13 does not, so it gets the
-// plain softmax(Q K^T / sqrt(d)) V, which is what 2.x's math backend computes.
+// The one place where LibTorch versions differ for the model.
+// Fused attention: LibTorch >= 2.0 has torch::scaled_dot_product_attention
+// (flash / memory-efficient kernels where available); Debian's 1.13 does not,
+// so it gets the plain softmax(Q K^T / sqrt(d)) V, which is what 2.x's math
+// backend computes. Autocast: 2.4 made its switches per device type.
 #pragma once
+
+#include <ATen/autocast_mode.h>
 
 #include <cmath>
 
@@ -21,5 +24,64 @@ inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const 
   return torch::matmul(torch::softmax(scores, -1), v);
 #endif
 }
+
+// bf16 mixed precision for a scope on one device type (what Python's
+// torch.autocast does): ops on autocast's lower-precision list (matmul, linear,
+// conv) run in bf16, the rest in fp32; parameters and their gradients stay fp32.
+// Disabled: nothing changes. Restores the previous state when it goes.
+class AutocastGuard {
+ public:
+  AutocastGuard(c10::DeviceType device, bool enabled) : device_(device), enabled_(enabled) {
+    if (!enabled_) return;
+    was_enabled_ = is_enabled();
+    previous_dtype_ = dtype();
+    set(true, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set(was_enabled_, previous_dtype_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  bool is_enabled() const {
+    return at::autocast::is_autocast_enabled(device_);
+  }
+  at::ScalarType dtype() const {
+    return at::autocast::get_autocast_dtype(device_);
+  }
+  void set(bool on, at::ScalarType type) const {
+    at::autocast::set_autocast_enabled(device_, on);
+    at::autocast::set_autocast_dtype(device_, type);
+  }
+#else
+  bool cpu() const {
+    return device_ == c10::DeviceType::CPU;
+  }
+  bool is_enabled() const {
+    return cpu() ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+  }
+  at::ScalarType dtype() const {
+    return cpu() ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+  }
+  void set(bool on, at::ScalarType type) const {
+    if (cpu()) {
+      at::autocast::set_cpu_enabled(on);
+      at::autocast::set_autocast_cpu_dtype(type);
+    } else {
+      at::autocast::set_enabled(on);
+      at::autocast::set_autocast_gpu_dtype(type);
+    }
+  }
+#endif
+  c10::DeviceType device_;
+  bool enabled_;
+  bool was_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
 
 }  // namespace saccade::model

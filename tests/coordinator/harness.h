@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -79,5 +80,14 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);
 // Bodies of the test actor (tests/coordinator/test_actor.cpp) take faults from
 // this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop.
 inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
+
+// The test learner checkpoints {"state": "step N", "weights": test_weights(N, bytes)}
+// with `bytes` from this variable (default 3000); a learner that resumes checks both.
+inline constexpr const char* kCheckpointBytesVariable = "SACCADE_TEST_CHECKPOINT_BYTES";
+inline std::string test_weights(int64_t step, size_t bytes) {
+  std::string w(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<char>('a' + (i / 509 + step) % 26);
+  return w;
+}
 
 }  // namespace saccade::testing

@@ -258,8 +258,35 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   ASSERT_TRUE(latest) << "no final checkpoint";
   EXPECT_GE(latest->step, 15);
   EXPECT_EQ(store->read(latest->step, "state"), fmt::format("step {}", latest->step));
-  EXPECT_EQ(store->read(latest->step, "weights"), std::string(3000, 'w'));
+  EXPECT_EQ(store->read(latest->step, "weights"), test_weights(latest->step, 3000));
   EXPECT_NE(run.log().find("job drained"), std::string::npos);
+}
+
+TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHolds) {
+  // 2,000 chunks of 16 KiB: twice ZeroMQ's send queue of 1,000 messages. The coordinator must
+  // stream them as the learner's socket takes them; sent all at once, the excess is dropped.
+  constexpr size_t kBytes = 2000 * 16384;
+  TestJob job;
+  job.port = free_port();
+  job.steps = 200;
+  job.checkpoint_every = 50;
+  job.cluster_extra = "max_message_bytes = 32768";
+  job.status_linger_ms = 3000;
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  const std::vector<std::string> env = {fmt::format("{}={}", kCheckpointBytesVariable, kBytes),
+                                        std::string(kFaultVariable) + "=learner:1:80:crash:once"};
+  Child& coord = coordinator(config);
+  agent(config, job.port, "n0", env);
+  Child& a1 = agent(config, job.port, "n1", env);
+  auto done = wait_status(config, finished, 60s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ((*done)["generation"].num(), 2);
+  EXPECT_EQ((*actor(*done, "learner", 1))["restarts"].num(), 1);  // resumed once, did not fail
+  EXPECT_EQ((*actor(*done, "learner", 1))["step"].num(), 200);
+  EXPECT_EQ(coord.wait(15s), 0);
+  const std::string log = a1.log();
+  EXPECT_NE(log.find(fmt::format("({} bytes of weights)", kBytes)), std::string::npos) << log;
 }
 
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {

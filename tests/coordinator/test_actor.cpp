@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "coordinator/control.h"
+#include "tests/coordinator/harness.h"
 #include "workers/runtime/actor_runtime.h"
 
 namespace saccade::testing {
@@ -25,6 +26,11 @@ using runtime::ActorContext;
 int step_ms() {
   const char* v = std::getenv("SACCADE_TEST_STEP_MS");
   return v ? std::atoi(v) : 10;
+}
+
+size_t checkpoint_bytes() {
+  const char* v = std::getenv(kCheckpointBytesVariable);
+  return v ? std::stoull(v) : 3000;
 }
 
 // Applies the fault planned for this actor at this step, if any.
@@ -59,10 +65,14 @@ class Learner : public ActorBody {
     if (r->resume_from_step >= 0) {  // the checkpoint streamed back must be the one committed
       auto blobs = ctx.load_checkpoint(r->resume_from_step, std::chrono::seconds(30));
       if (!blobs) return ctx.stopping() ? 0 : 6;
-      if (blobs->at("state") != fmt::format("step {}", r->resume_from_step)) {
-        fmt::print(stderr, "checkpoint {} holds '{}'\n", r->resume_from_step, blobs->at("state"));
+      if (blobs->at("state") != fmt::format("step {}", r->resume_from_step) ||
+          blobs->at("weights") != test_weights(r->resume_from_step, checkpoint_bytes())) {
+        fmt::print(stderr, "checkpoint {} holds '{}' and {} bytes of weights\n",
+                   r->resume_from_step, blobs->at("state"), blobs->at("weights").size());
         return 8;
       }
+      fmt::print(stderr, "resumed from checkpoint {} ({} bytes of weights)\n", r->resume_from_step,
+                 blobs->at("weights").size());
       step_ = r->resume_from_step;
     }
     const JobConfig& c = ctx.config();
@@ -93,11 +103,12 @@ class Learner : public ActorBody {
   }
 
  private:
-  // A small real checkpoint: its state, plus a blob of several chunks.
+  // A real checkpoint: its state, plus a blob of several chunks.
   void commit(ActorContext& ctx, const char* why) {
-    const bool ok = ctx.save_checkpoint(
-        step_, {{"state", fmt::format("step {}", step_)}, {"weights", std::string(3000, 'w')}},
-        std::chrono::seconds(30));
+    const bool ok = ctx.save_checkpoint(step_,
+                                        {{"state", fmt::format("step {}", step_)},
+                                         {"weights", test_weights(step_, checkpoint_bytes())}},
+                                        std::chrono::seconds(30));
     fmt::print(stderr, "{} {} {}\n", why, step_, ok ? "committed" : "NOT committed");
   }
   int64_t step_ = 0;

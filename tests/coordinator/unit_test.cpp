@@ -212,5 +212,33 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
   EXPECT_NE(why.find("exceeds"), std::string::npos) << why;
 }
 
+TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs) {
+  std::string big(5000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13 + 1);
+  auto blobs = std::make_shared<const Blobs>(Blobs{{"student", big}, {"trainer", "7"}});
+  CheckpointDownload download(12, blobs, 1000);
+  EXPECT_EQ(download.blobs().get(), blobs.get());  // no copy of the checkpoint per learner
+  EXPECT_EQ(download.chunks(), 5u + 1u);
+  EXPECT_EQ(download.bytes(), big.size() + 1);
+  CheckpointAssembler assembler;
+  int messages = 0;
+  while (!download.done()) {
+    capnp::MallocMessageBuilder m;
+    auto body = m.initRoot<wire::Envelope>().initBody();
+    download.next(body);
+    if (body.isCheckpointChunk()) {
+      ASSERT_EQ(assembler.add(body.getCheckpointChunk().asReader(), 1 << 20), "");
+    } else {
+      ASSERT_TRUE(body.isCheckpointCommitted()) << "chunks, then the commit marker";
+      EXPECT_EQ(body.getCheckpointCommitted().getStep(), 12);
+      EXPECT_TRUE(assembler.complete(body.getCheckpointCommitted().getBytes()));
+    }
+    download.advance();  // the socket took it
+    ++messages;
+  }
+  EXPECT_EQ(messages, 7);
+  EXPECT_EQ(assembler.take(), *blobs);
+}
+
 }  // namespace
 }  // namespace saccade::control

@@ -59,11 +59,12 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   at::set_num_threads(resolve_threads(config.ssl.threads));
   check_blas_speed();
 
-  if (config.ssl.precision == "bf16") {
+  // One process uses the first GPU when LibTorch sees one (a CUDA build on a GPU node).
+  const std::string device = torch::cuda::is_available() ? "cuda:0" : "cpu";
+  if (config.ssl.precision == "bf16" && device == "cpu")
     spdlog::warn(
-        "ssl.precision = \"bf16\" applies to CUDA learners; this single-process run is on the CPU "
-        "in fp32");
-  }
+        "ssl.precision = \"bf16\" on the CPU: autocast runs matmuls in bf16, usually "
+        "slower than fp32 on CPUs without bf16 instructions");
   const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const int64_t per_epoch = steps_per_epoch(config, dataset->size());
   const int64_t total_steps = run.max_steps >= 0
@@ -79,7 +80,8 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   result.checkpoint_db = (work_dir / "checkpoints.db").string();
   auto store = storage::CheckpointStore::open(result.checkpoint_db);
 
-  SslTrainer trainer(trainer_options(config, per_epoch));
+  SslTrainer trainer(trainer_options(config, per_epoch, device));
+  spdlog::info("pretrain: on {} in {}", device, config.ssl.precision);
   data::DataPosition position;
   if (run.resume) {
     if (auto latest = store->latest()) {

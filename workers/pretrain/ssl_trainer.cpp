@@ -8,6 +8,7 @@
 
 #include "model/backbone.h"
 #include "model/heads.h"
+#include "model/torch_compat.h"
 #include "model/weights.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/ssl/objective.h"
@@ -144,6 +145,7 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
   o.clip_grad = c.ssl.clip_grad;
   o.device = device;
+  o.bf16 = c.ssl.precision == "bf16";
   o.seed = static_cast<uint64_t>(c.job.seed);
   return o;
 }
@@ -177,28 +179,40 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   objective.sinkhorn.all_reduce_sum = m.all_reduce;
 
   // 1. Teacher targets: its global view and the final step of its sequential view.
+  // 2. Student: global, local views (one batched step), every step of its sequential view.
+  // Forward passes run under autocast (bf16 when configured); logits leave it as fp32,
+  // so Sinkhorn-Knopp, the softmaxes and the loss are always computed in fp32.
+  torch::Tensor teacher_global, teacher_final;
+  ssl::StudentOutputs student;
+  {
+    model::AutocastGuard autocast(m.device.type(), m.options.bf16);
+    {
+      torch::NoGradGuard no_grad;
+      teacher_global = m.teacher->head->forward(
+          m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
+      teacher_final = m.run_sequence(m.teacher, tseq, B, /*all_steps=*/false).back();
+    }
+    const model::StepOutput sg_out = m.student->backbone->step(sg.patches, sg.positions);
+    student.global = m.student->head->forward(sg_out.state.select(1, 0));
+    student.global_token = sg_out.state.select(1, 0);
+    if (sl.patches.size(0) > 0) {
+      const model::StepOutput sl_out = m.student->backbone->step(sl.patches, sl.positions);
+      student.local = m.student->head->forward(sl_out.state.select(1, 0))
+                          .view({-1, B, m.options.head.n_prototypes});
+    } else {
+      student.local = torch::empty({0, B, m.options.head.n_prototypes}, sg.patches.options());
+    }
+    student.sequential = torch::stack(m.run_sequence(m.student, sseq, B, /*all_steps=*/true));
+  }
   torch::Tensor targets;
   {
     torch::NoGradGuard no_grad;
-    const torch::Tensor global = m.teacher->head->forward(
-        m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
-    const torch::Tensor final_step = m.run_sequence(m.teacher, tseq, B, /*all_steps=*/false).back();
-    targets = ssl::teacher_targets(global, final_step, objective);
+    targets = ssl::teacher_targets(teacher_global.to(torch::kFloat),
+                                   teacher_final.to(torch::kFloat), objective);
   }
-
-  // 2. Student: global, local views (one batched step), every step of its sequential view.
-  ssl::StudentOutputs student;
-  const model::StepOutput sg_out = m.student->backbone->step(sg.patches, sg.positions);
-  student.global = m.student->head->forward(sg_out.state.select(1, 0));
-  student.global_token = sg_out.state.select(1, 0);
-  if (sl.patches.size(0) > 0) {
-    const model::StepOutput sl_out = m.student->backbone->step(sl.patches, sl.positions);
-    student.local = m.student->head->forward(sl_out.state.select(1, 0))
-                        .view({-1, B, m.options.head.n_prototypes});
-  } else {
-    student.local = torch::empty({0, B, m.options.head.n_prototypes}, targets.options());
-  }
-  student.sequential = torch::stack(m.run_sequence(m.student, sseq, B, /*all_steps=*/true));
+  for (torch::Tensor* t :
+       {&student.global, &student.global_token, &student.local, &student.sequential})
+    *t = t->to(torch::kFloat);  // no-op in fp32
   const ssl::LossParts parts = ssl::sequential_to_global_loss(targets, student, objective);
 
   // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.

@@ -31,7 +31,8 @@ struct TrainerOptions {
   double koleo_weight = 0;
   int64_t sinkhorn_iterations = 0;
   double clip_grad = 0;  // 0 = no clipping
-  std::string device;    // "cpu" or "cuda:N"; fp32 (bf16 autocast on CUDA is not built yet)
+  std::string device;    // "cpu" or "cuda:N"
+  bool bf16 = false;     // forward passes under bf16 autocast; weights, loss and update in fp32
   uint64_t seed = 0;     // initial weights
 };
 
