@@ -39,9 +39,15 @@ struct PatchPlan {
   int p = 0;
   bool regular_x = true;  // every cell >= 1 pixel wide: cell k's right = cell k+1's left
   bool fast = true;       // every clipped cell <= kMaxFastCellPixels
-  std::int32_t cx[kMaxPatchSize + 1];                   // regular: offset of border j
-  std::int32_t cxl[kMaxPatchSize], cxr[kMaxPatchSize];  // irregular: per-cell offsets
-  std::int32_t ryl[kMaxPatchSize], ryr[kMaxPatchSize];  // clamped table rows per cell row
+  // Corner columns read per table row, as entry offsets (IntegralImage::column):
+  // regular, nc = P + 1 borders; irregular, nc = 2P (cell k's left at 2k, right at 2k + 1).
+  int nc = 0;
+  std::int32_t col[2 * kMaxPatchSize];
+  // Distinct table rows read, in order (consecutive duplicates removed), and for cell
+  // row r the positions in that list of its top and bottom rows (non-decreasing).
+  int ny = 0;
+  std::int32_t rows[2 * kMaxPatchSize];
+  std::int16_t top[kMaxPatchSize], bot[kMaxPatchSize];
   std::int64_t bx[kMaxPatchSize + 1], by[kMaxPatchSize + 1];
   alignas(16) float inv_w[kMaxPatchSize];
   float inv_h[kMaxPatchSize];
@@ -52,7 +58,6 @@ inline std::int64_t cell_end(const std::int64_t* b, int k) {
 }
 
 void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* plan) {
-  const int C = img.channels();
   const std::int64_t W = img.width(), H = img.height();
   plan->p = p;
   borders(box.x0, box.x1, p, plan->bx);
@@ -60,140 +65,154 @@ void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* 
   const std::int64_t* bx = plan->bx;
   const std::int64_t* by = plan->by;
   bool regular = true;
+  for (int k = 0; k < p; ++k) regular &= bx[k + 1] > bx[k];
   std::int64_t max_w = 0, max_h = 0;
-  for (int k = 0; k <= p; ++k)
-    plan->cx[k] = static_cast<std::int32_t>(std::clamp<std::int64_t>(bx[k], 0, W) * C);
+  if (regular) {
+    for (int k = 0; k <= p; ++k)
+      plan->col[k] = static_cast<std::int32_t>(img.column(std::clamp<std::int64_t>(bx[k], 0, W)));
+    plan->nc = p + 1;
+  } else {
+    plan->nc = 2 * p;
+  }
+  int ny = 0;
+  auto add_row = [&](std::int64_t y) {
+    const auto row = static_cast<std::int32_t>(std::clamp<std::int64_t>(y, 0, H));
+    if (ny == 0 || plan->rows[ny - 1] != row) plan->rows[ny++] = row;
+    return static_cast<std::int16_t>(ny - 1);
+  };
   for (int k = 0; k < p; ++k) {
     const std::int64_t xr = cell_end(bx, k), yr = cell_end(by, k);
-    regular &= bx[k + 1] > bx[k];
     const std::int64_t cl = std::clamp<std::int64_t>(bx[k], 0, W),
                        cr = std::clamp<std::int64_t>(xr, 0, W);
-    plan->cxl[k] = static_cast<std::int32_t>(cl * C);
-    plan->cxr[k] = static_cast<std::int32_t>(cr * C);
-    plan->ryl[k] = static_cast<std::int32_t>(std::clamp<std::int64_t>(by[k], 0, H));
-    plan->ryr[k] = static_cast<std::int32_t>(std::clamp<std::int64_t>(yr, 0, H));
+    if (!regular) {
+      plan->col[2 * k] = static_cast<std::int32_t>(img.column(cl));
+      plan->col[2 * k + 1] = static_cast<std::int32_t>(img.column(cr));
+    }
+    plan->top[k] = add_row(by[k]);
+    plan->bot[k] = add_row(yr);
     max_w = std::max(max_w, cr - cl);
-    max_h = std::max<std::int64_t>(max_h, plan->ryr[k] - plan->ryl[k]);
+    max_h = std::max<std::int64_t>(
+        max_h, plan->rows[plan->bot[k]] - static_cast<std::int64_t>(plan->rows[plan->top[k]]));
     plan->inv_w[k] = 1.0f / static_cast<float>(xr - bx[k]);
     plan->inv_h[k] = 1.0f / static_cast<float>(yr - by[k]);
   }
+  plan->ny = ny;
   plan->regular_x = regular;
   plan->fast = max_w * max_h <= kMaxFastCellPixels;
 }
 
-// Horizontal differences of one table row: h[c][k] = S(xr_k, y, c) - S(xl_k, y, c)
-// (mod 2^32). Channels are interleaved in the table, planar here.
+// Corners gathered per block: the buffer a patch's corner loads land in (32 KiB of
+// __m128i). A P = 16 patch (17 x 17 corners) is one block; bigger patches take
+// several blocks of whole cell rows.
+constexpr int kGatherCorners = 2048;
+
+// The cell rows [r0, r1) whose table rows fit in the gather buffer, from r0.
+inline int block_end(const PatchPlan& plan, int r0) {
+  const int max_rows = kGatherCorners / plan.nc;  // >= 8: nc <= 256
+  int r1 = r0 + 1;
+  while (r1 < plan.p && plan.bot[r1] - plan.top[r0] + 1 <= max_rows) ++r1;
+  return r1;
+}
+
+// Portable path: any C, any P. Per block of cell rows, first every corner of the block
+// is loaded back to back into `g` (many independent cache misses in flight: a large
+// patch touches ~150-290 distinct lines the hardware prefetchers cannot predict), then
+// each gathered row is turned into per-cell horizontal differences in place, and cell
+// (r, k) = bottom row's difference - top row's (mod 2^32).
 template <int C, bool kRegular>
-inline void row_diffs(const std::uint32_t* row, const PatchPlan& plan,
-                      std::uint32_t (*h)[kMaxPatchSize]) {
-  const int p = plan.p;
-  if constexpr (kRegular) {
-    std::uint32_t prev[C];
-    for (int c = 0; c < C; ++c) prev[c] = row[plan.cx[0] + c];
-    for (int k = 0; k < p; ++k) {
-      const std::uint32_t* q = row + plan.cx[k + 1];
-      for (int c = 0; c < C; ++c) {
-        const std::uint32_t v = q[c];
-        h[c][k] = v - prev[c];
-        prev[c] = v;
+void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out) {
+  const int p = plan.p, nc = plan.nc;
+  alignas(64) std::uint32_t g[kGatherCorners][C];
+  for (int r0 = 0; r0 < p;) {
+    const int r1 = block_end(plan, r0);
+    const int ia = plan.top[r0], ib = plan.bot[r1 - 1];
+    for (int i = ia; i <= ib; ++i) {  // gather
+      const std::uint32_t* row = img.row(plan.rows[i]);
+      std::uint32_t(*d)[C] = g + (i - ia) * nc;
+      for (int j = 0; j < nc; ++j)
+        for (int c = 0; c < C; ++c) d[j][c] = row[plan.col[j] + c];
+    }
+    for (int i = 0; i <= ib - ia; ++i) {  // horizontal differences, at 1 + step * k
+      std::uint32_t(*d)[C] = g + i * nc;
+      if constexpr (kRegular) {
+        for (int j = nc - 1; j >= 1; --j)
+          for (int c = 0; c < C; ++c) d[j][c] -= d[j - 1][c];
+      } else {
+        for (int k = 0; k < p; ++k)
+          for (int c = 0; c < C; ++c) d[2 * k + 1][c] -= d[2 * k][c];
       }
     }
-  } else {
-    for (int k = 0; k < p; ++k)
-      for (int c = 0; c < C; ++c) h[c][k] = row[plan.cxr[k] + c] - row[plan.cxl[k] + c];
-  }
-}
-
-// Software prefetch of corner row r (r in [0, P]) of the next patch, issued while the
-// current patch computes: a large patch's corners are ~289 distinct cache lines, and
-// the hardware prefetchers cannot guess them; this keeps many misses in flight.
-inline void prefetch_row(const IntegralImage* img, const PatchPlan* plan, int r) {
-  if (img == nullptr) return;
-  const int y = r < plan->p ? plan->ryl[r] : plan->ryr[plan->p - 1];
-  const std::uint32_t* row = img->row(y);
-  if (plan->regular_x) {
-    for (int j = 0; j <= plan->p; ++j) __builtin_prefetch(row + plan->cx[j]);
-  } else {
-    for (int k = 0; k < plan->p; ++k) {
-      __builtin_prefetch(row + plan->cxl[k]);
-      __builtin_prefetch(row + plan->cxr[k]);
+    constexpr int kStep = kRegular ? 1 : 2;
+    for (int r = r0; r < r1; ++r) {
+      const std::uint32_t(*t)[C] = g + (plan.top[r] - ia) * nc + 1;
+      const std::uint32_t(*b)[C] = g + (plan.bot[r] - ia) * nc + 1;
+      const float inv_h = plan.inv_h[r];
+      for (int c = 0; c < C; ++c) {
+        float* o = out + (c * p + r) * p;
+        // Cell sums are < 2^31 on the fast path: the signed conversion is exact-rounded.
+        for (int k = 0; k < p; ++k)
+          o[k] = static_cast<float>(static_cast<std::int32_t>(b[kStep * k][c] - t[kStep * k][c])) *
+                 (inv_h * plan.inv_w[k]);
+      }
     }
+    r0 = r1;
   }
-}
-
-// Portable path: any C, any P, irregular crops.
-template <int C, bool kRegular>
-void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out,
-                     const IntegralImage* next_img, const PatchPlan* next) {
-  const int p = plan.p;
-  alignas(64) std::uint32_t buf_a[C][kMaxPatchSize], buf_b[C][kMaxPatchSize];
-  std::uint32_t(*top)[kMaxPatchSize] = buf_a;
-  std::uint32_t(*bottom)[kMaxPatchSize] = buf_b;
-  int top_row = -1;
-  for (int r = 0; r < p; ++r) {
-    if (plan.ryl[r] != top_row) row_diffs<C, kRegular>(img.row(plan.ryl[r]), plan, top);
-    row_diffs<C, kRegular>(img.row(plan.ryr[r]), plan, bottom);
-    const float inv_h = plan.inv_h[r];
-    for (int c = 0; c < C; ++c) {
-      float* o = out + (c * p + r) * p;
-      // Cell sums are < 2^31 on the fast path: the signed conversion is exact-rounded.
-      for (int k = 0; k < p; ++k)
-        o[k] = static_cast<float>(static_cast<std::int32_t>(bottom[c][k] - top[c][k])) *
-               (inv_h * plan.inv_w[k]);
-    }
-    std::swap(top, bottom);  // this cell row's bottom is the next one's top
-    top_row = plan.ryr[r];
-    prefetch_row(next_img, next, r);
-  }
-  prefetch_row(next_img, next, p);
 }
 
 #if defined(__SSE2__)
-// RGB, regular crop, P % 4 == 0: one 16-byte load fetches a corner's three channels
-// (plus one ignored lane), so a row of corners is P + 1 loads and P subtractions;
-// four cells at a time are converted, scaled and transposed to the planar output.
-void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out,
-                     const IntegralImage* next_img, const PatchPlan* next) {
-  const int p = plan.p;
-  alignas(16) __m128i buf_a[kMaxPatchSize], buf_b[kMaxPatchSize];
-  __m128i* top = buf_a;
-  __m128i* bottom = buf_b;
-  auto diffs = [&](int y, __m128i* h) {
-    const std::uint32_t* row = img.row(y);
-    __m128i prev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + plan.cx[0]));
-    for (int k = 0; k < p; ++k) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + plan.cx[k + 1]));
-      h[k] = _mm_sub_epi32(v, prev);
-      prev = v;
-    }
-  };
-  int top_row = -1;
+// RGB, P % 4 == 0: one 16-byte load fetches a corner's three channels (plus one
+// ignored lane; the packed layout keeps it within the corner's line). Same gather /
+// differences / cells structure as extract_generic; four cells at a time are
+// converted, scaled and transposed to the planar output.
+template <bool kRegular>
+void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out) {
+  const int p = plan.p, nc = plan.nc;
+  alignas(64) __m128i g[kGatherCorners];
   const std::size_t plane = static_cast<std::size_t>(p) * p;
-  for (int r = 0; r < p; ++r) {
-    if (plan.ryl[r] != top_row) diffs(plan.ryl[r], top);
-    diffs(plan.ryr[r], bottom);
-    const __m128 inv_h = _mm_set1_ps(plan.inv_h[r]);
-    float* o = out + static_cast<std::size_t>(r) * p;
-    for (int k = 0; k < p; k += 4) {
-      const __m128 scale = _mm_mul_ps(inv_h, _mm_load_ps(plan.inv_w + k));
-      __m128 f0 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(bottom[k], top[k])),
-                             _mm_shuffle_ps(scale, scale, 0x00));
-      __m128 f1 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(bottom[k + 1], top[k + 1])),
-                             _mm_shuffle_ps(scale, scale, 0x55));
-      __m128 f2 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(bottom[k + 2], top[k + 2])),
-                             _mm_shuffle_ps(scale, scale, 0xAA));
-      __m128 f3 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(bottom[k + 3], top[k + 3])),
-                             _mm_shuffle_ps(scale, scale, 0xFF));
-      _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f_c = channel c of cells k..k+3
-      _mm_storeu_ps(o + k, f0);
-      _mm_storeu_ps(o + plane + k, f1);
-      _mm_storeu_ps(o + 2 * plane + k, f2);
+  constexpr int kStep = kRegular ? 1 : 2;
+  for (int r0 = 0; r0 < p;) {
+    const int r1 = block_end(plan, r0);
+    const int ia = plan.top[r0], ib = plan.bot[r1 - 1];
+    for (int i = ia; i <= ib; ++i) {  // gather: nothing but loads and stores
+      const std::uint32_t* row = img.row(plan.rows[i]);
+      __m128i* d = g + (i - ia) * nc;
+      for (int j = 0; j < nc; ++j)
+        d[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + plan.col[j]));
     }
-    std::swap(top, bottom);
-    top_row = plan.ryr[r];
-    prefetch_row(next_img, next, r);
+    for (int i = 0; i <= ib - ia; ++i) {
+      __m128i* d = g + i * nc;
+      if constexpr (kRegular) {
+        for (int j = nc - 1; j >= 1; --j) d[j] = _mm_sub_epi32(d[j], d[j - 1]);
+      } else {
+        for (int k = 0; k < p; ++k) d[2 * k + 1] = _mm_sub_epi32(d[2 * k + 1], d[2 * k]);
+      }
+    }
+    for (int r = r0; r < r1; ++r) {
+      const __m128i* t = g + (plan.top[r] - ia) * nc + 1;
+      const __m128i* b = g + (plan.bot[r] - ia) * nc + 1;
+      const __m128 inv_h = _mm_set1_ps(plan.inv_h[r]);
+      float* o = out + static_cast<std::size_t>(r) * p;
+      for (int k = 0; k < p; k += 4) {
+        const __m128 scale = _mm_mul_ps(inv_h, _mm_load_ps(plan.inv_w + k));
+        __m128 f0 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * k], t[kStep * k])),
+                               _mm_shuffle_ps(scale, scale, 0x00));
+        __m128 f1 =
+            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 1)], t[kStep * (k + 1)])),
+                       _mm_shuffle_ps(scale, scale, 0x55));
+        __m128 f2 =
+            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 2)], t[kStep * (k + 2)])),
+                       _mm_shuffle_ps(scale, scale, 0xAA));
+        __m128 f3 =
+            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 3)], t[kStep * (k + 3)])),
+                       _mm_shuffle_ps(scale, scale, 0xFF));
+        _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f_c = channel c of cells k..k+3
+        _mm_storeu_ps(o + k, f0);
+        _mm_storeu_ps(o + plane + k, f1);
+        _mm_storeu_ps(o + 2 * plane + k, f2);
+      }
+    }
+    r0 = r1;
   }
-  prefetch_row(next_img, next, p);
 }
 #endif
 
@@ -211,20 +230,21 @@ void extract_exact(const IntegralImage& img, const PatchPlan& plan, float* out) 
       }
 }
 
-// Extracts the patch planned in `plan`, prefetching the corners of `next` (may be null).
-void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out,
-                     const IntegralImage* next_img, const PatchPlan* next) {
-  if (next_img != nullptr && !next->fast) next_img = nullptr;
+// Extracts the patch planned in `plan`.
+void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out) {
   if (!plan.fast) return extract_exact(img, plan, out);
   if (img.channels() == 3) {
 #if defined(__SSE2__)
-    if (plan.regular_x && plan.p % 4 == 0) return extract_rgb_sse(img, plan, out, next_img, next);
+    if (plan.p % 4 == 0) {
+      if (plan.regular_x) return extract_rgb_sse<true>(img, plan, out);
+      return extract_rgb_sse<false>(img, plan, out);
+    }
 #endif
-    if (plan.regular_x) return extract_generic<3, true>(img, plan, out, next_img, next);
-    return extract_generic<3, false>(img, plan, out, next_img, next);
+    if (plan.regular_x) return extract_generic<3, true>(img, plan, out);
+    return extract_generic<3, false>(img, plan, out);
   }
-  if (plan.regular_x) return extract_generic<1, true>(img, plan, out, next_img, next);
-  return extract_generic<1, false>(img, plan, out, next_img, next);
+  if (plan.regular_x) return extract_generic<1, true>(img, plan, out);
+  return extract_generic<1, false>(img, plan, out);
 }
 
 }  // namespace
@@ -273,19 +293,13 @@ void extract_patches(std::span<const IntegralImage> images, std::span<const Crop
   constexpr int kChunk = 32;
   const int num_chunks = static_cast<int>((boxes.size() + kChunk - 1) / kChunk);
   parallel_for(num_threads, num_chunks, [&](int chunk) {
-    PatchPlan plans[2];  // current and next (being prefetched)
+    PatchPlan plan;
     const std::size_t begin = static_cast<std::size_t>(chunk) * kChunk;
     const std::size_t end = std::min(boxes.size(), begin + kChunk);
-    plan_patch(boxes[begin], images[boxes[begin].image], p, &plans[0]);
     for (std::size_t i = begin; i < end; ++i) {
-      PatchPlan& cur = plans[(i - begin) & 1];
-      PatchPlan& next = plans[(i - begin + 1) & 1];
-      const IntegralImage* next_img = nullptr;
-      if (i + 1 < end) {
-        next_img = &images[boxes[i + 1].image];
-        plan_patch(boxes[i + 1], *next_img, p, &next);
-      }
-      extract_planned(images[boxes[i].image], cur, out + i * patch_floats, next_img, &next);
+      const IntegralImage& img = images[boxes[i].image];
+      plan_patch(boxes[i], img, p, &plan);
+      extract_planned(img, plan, out + i * patch_floats);
     }
   });
 }

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -62,11 +63,14 @@ void channel_sums(const std::uint8_t* p, int count, std::uint32_t* sums) {
 
 // Fills table columns (xa, xb] of every row from pixel columns [xa, xb). The
 // running row sum at xa is recomputed per row (a vectorised byte sum), so column
-// strips are independent and the table is written in a single pass.
+// strips are independent and the table is written in a single pass. RGB corners are
+// packed kRgbCornersPerLine per line (column_of); the padding entries are not written
+// except in row 0 (the extractor's 4th SSE lane reads them and ignores them).
 template <int C>
 void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stride, int xa,
                  int xb) {
-  std::fill(table + (xa + 1) * C, table + (xb + 1) * C, 0u);
+  const std::ptrdiff_t first = column_of(xa + 1, C);
+  std::fill(table + first, table + column_of(xb, C) + C, 0u);
   for (int y = 0; y < img.height; ++y) {
     const std::uint8_t* src = img.data + y * img.row_stride;
     const std::uint32_t* above = table + y * stride;
@@ -75,10 +79,19 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
     channel_sums<C>(src, xa, s);
     if (xa == 0)
       for (int c = 0; c < C; ++c) out[c] = 0;
+    std::ptrdiff_t o = first;                  // entry offset of column x + 1
+    int slot = (xa + 1) % kRgbCornersPerLine;  // its place in its line (RGB)
     for (int x = xa; x < xb; ++x) {
       for (int c = 0; c < C; ++c) {
         s[c] += src[x * C + c];
-        out[(x + 1) * C + c] = above[(x + 1) * C + c] + s[c];  // wraps mod 2^32 by design
+        out[o + c] = above[o + c] + s[c];  // wraps mod 2^32 by design
+      }
+      o += C;
+      if constexpr (C == 3) {
+        if (++slot == kRgbCornersPerLine) {
+          slot = 0;
+          o += kEntriesPerLine - kRgbCornersPerLine * C;  // skip the line's padding
+        }
       }
     }
   }
@@ -122,9 +135,10 @@ void IntegralImage::rebuild(const ImageView& image_in, int num_threads) {
     image.row_stride = static_cast<std::ptrdiff_t>(image.width) * image.channels;
   const int C = image.channels;
   // Rows padded to whole 64-byte lines so every row starts line-aligned, with at least
-  // one spare entry: the SSE extractor reads a corner's 3 channels as 4 lanes.
+  // one spare entry after the last corner: the SSE extractor reads a corner's 3 channels
+  // as 4 lanes (for RGB the spare entry is in the same line, see column_of).
   const std::ptrdiff_t stride =
-      ((static_cast<std::ptrdiff_t>(image.width) + 1) * C + 1 + 15) / 16 * 16;
+      (column_of(image.width, C) + C + 1 + kEntriesPerLine - 1) / kEntriesPerLine * kEntriesPerLine;
   const std::size_t need =
       static_cast<std::size_t>(image.height + 1) * stride * sizeof(std::uint32_t);
   if (!storage_ || storage_->capacity < need) {
@@ -137,7 +151,8 @@ void IntegralImage::rebuild(const ImageView& image_in, int num_threads) {
   channels_ = C;
   row_stride_ = stride;
 
-  // Strips of >= 256 columns, aligned to 16 pixels so threads never share a cache line.
+  // Strips of >= 256 columns, aligned to 16 pixels: neighbouring strips share at most
+  // one table line per row.
   int threads = num_threads <= 0 ? hardware_threads() : num_threads;
   threads = std::max(1, std::min(threads, (image.width + 255) / 256));
   auto bound = [&](int t) {
@@ -174,11 +189,35 @@ std::uint64_t IntegralImage::box_sum(std::int64_t x0, std::int64_t y0, std::int6
     const std::int64_t yb = std::min(y1, ya + rows);
     const std::uint32_t* top = row(static_cast<int>(ya));
     const std::uint32_t* bottom = row(static_cast<int>(yb));
-    const std::uint32_t strip = bottom[x1 * channels_ + c] - bottom[x0 * channels_ + c] -
-                                top[x1 * channels_ + c] + top[x0 * channels_ + c];
+    const std::ptrdiff_t l = column(x0) + c, r = column(x1) + c;
+    const std::uint32_t strip = bottom[r] - bottom[l] - top[r] + top[l];
     total += strip;
   }
   return total;
+}
+
+std::size_t IntegralImage::huge_page_bytes() const {
+  if (empty()) return 0;
+  // /proc/self/smaps: a header line "start-end perms ..." per mapping, then "Key: value kB"
+  // lines. The table may span several mappings (madvise splits the one it came from).
+  const auto lo = reinterpret_cast<std::uintptr_t>(data_);
+  const std::uintptr_t hi = lo + bytes();
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return 0;
+  char line[512];
+  bool inside = false;
+  std::size_t total = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long a = 0, b = 0, kb = 0;
+    char dash = 0;
+    if (std::sscanf(line, "%llx%c%llx", &a, &dash, &b) == 3 && dash == '-') {
+      inside = a < hi && b > lo;
+    } else if (inside && std::sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) {
+      total += static_cast<std::size_t>(kb) * 1024;
+    }
+  }
+  std::fclose(f);
+  return std::min(total, bytes());
 }
 
 }  // namespace saccade::kernels

@@ -25,9 +25,25 @@ inline constexpr int kMaxImageSide = 65535;
 // Throws std::invalid_argument naming the offending field (`what` prefixes it).
 void validate_image(const ImageView& image, const char* what = "image");
 
+// Corners (x, y) of an RGB table packed per 64-byte line: 5 corners x 3 channels x 4
+// bytes = 60 bytes, then 4 bytes of padding, so that no corner ever straddles two cache
+// lines (12-byte corners packed back to back straddle one time in six) and the 16-byte
+// load of a corner's 3 channels (plus one ignored lane) stays within its line: the 5th
+// corner starts at byte 48. Costs 1/15 more memory.
+inline constexpr int kRgbCornersPerLine = 5;
+inline constexpr int kEntriesPerLine = 16;  // uint32 entries per 64-byte line
+
+// Entry offset of table column x (x in [0, width]) within a table row, for a table of
+// `channels` channels: channel c of corner x is at row(y)[column_of(x, channels) + c].
+constexpr std::ptrdiff_t column_of(std::ptrdiff_t x, int channels) {
+  return channels == 3 ? x / kRgbCornersPerLine * kEntriesPerLine + x % kRgbCornersPerLine * 3
+                       : x * channels;
+}
+
 // The table S of an image: S(x, y, c) = sum of pixels [0, x) x [0, y) of channel c,
-// stored as (height + 1) rows of (width + 1) * channels entries, channels interleaved
-// so that one corner read fetches all channels from one cache line.
+// stored as (height + 1) rows of (width + 1) corners, channels interleaved so that one
+// corner read fetches all channels from one cache line (see kRgbCornersPerLine; a row
+// starts on a line and corner x sits at entry column(x) of its row).
 //
 // Representation: uint32 with wrapping (mod 2^32) arithmetic. The table itself
 // overflows on images above ~16.8 MP per channel, but a box sum
@@ -59,11 +75,18 @@ class IntegralImage {
   int width() const { return width_; }
   int channels() const { return channels_; }
   bool empty() const { return height_ == 0; }
-  // Entries between consecutive table rows (>= (width + 1) * channels).
+  // Entries between consecutive table rows (>= column(width) + channels, whole lines).
   std::ptrdiff_t row_stride() const { return row_stride_; }
   // Table row y in [0, height]; row 0 and column 0 are zero.
   const std::uint32_t* row(int y) const { return data_ + y * row_stride_; }
+  // Entry offset of corner column x in [0, width] within a row (column_of above).
+  std::ptrdiff_t column(std::ptrdiff_t x) const { return column_of(x, channels_); }
+  // S(x, y, c), wrapped mod 2^32.
+  std::uint32_t at(int x, int y, int c) const { return row(y)[column(x) + c]; }
   std::size_t bytes() const { return static_cast<std::size_t>(height_ + 1) * row_stride_ * 4; }
+  // Bytes of the table currently backed by transparent huge pages (AnonHugePages of the
+  // mappings holding it, from /proc/self/smaps; at most bytes()). 0 when unknown.
+  std::size_t huge_page_bytes() const;
 
   // Exact sum of channel c over pixels [x0, x1) x [y0, y1); the box is clipped to the
   // image (outside pixels are zero). Any box size: big boxes are split into strips.

@@ -1,8 +1,11 @@
 // bench_extract: Google Benchmark cases for table build, integral extraction and the
-// crop-resize baseline; `bench_extract --table [--json PATH] [--quick]` runs the full
-// workload table instead (run_extract_bench, what `saccade bench extract` calls).
+// crop-resize baseline; `bench_extract --table [--json PATH] [--quick] [--no-photos]
+// [--no-baseline] [--sizes 256,1024,...] [--threads 1,0] [--repetitions N] [--fresh-gazes]`
+// runs the full workload table instead (run_extract_bench, what `saccade bench extract`
+// calls).
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -76,6 +79,19 @@ void BM_CropResize(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
 }
 
+// "256,1024" -> {256, 1024}.
+std::vector<int> int_list(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p != '\0';) {
+    char* end = nullptr;
+    const long n = std::strtol(p, &end, 10);
+    if (end == p) break;  // not a number
+    v.push_back(static_cast<int>(n));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
 BENCHMARK(BM_TableBuild)
     ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
     ->Unit(benchmark::kMillisecond);
@@ -104,6 +120,14 @@ int main(int argc, char** argv) {
       options.default_photos = false;
     } else if (std::strcmp(argv[i], "--no-baseline") == 0) {
       options.baseline = false;
+    } else if (std::strcmp(argv[i], "--fresh-gazes") == 0) {
+      options.fresh_gazes = true;
+    } else if (std::strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+      options.sizes = int_list(argv[++i]);
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      options.threads = int_list(argv[++i]);
+    } else if (std::strcmp(argv[i], "--repetitions") == 0 && i + 1 < argc) {
+      options.repetitions = std::atoi(argv[++i]);
     } else {
       rest.push_back(argv[i]);
     }

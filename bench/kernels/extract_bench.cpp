@@ -104,7 +104,7 @@ double lines_per_patch(const IntegralImage& t, const std::vector<std::vector<Cro
         for (int j = 0; j <= p; ++j) {
           const double xx = std::floor(b.x0 + (static_cast<double>(b.x1) - b.x0) * j / p + 0.5);
           const int x = static_cast<int>(std::clamp<double>(xx, 0, t.width()));
-          const auto a = reinterpret_cast<std::uintptr_t>(t.row(y) + x * t.channels());
+          const auto a = reinterpret_cast<std::uintptr_t>(t.row(y) + t.column(x));
           ids.push_back(a >> 6);
           ids.push_back((a + 4 * t.channels() - 1) >> 6);
         }
@@ -172,10 +172,11 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       "%d patches per image (%d steps of %d multi-zoom + %dx%d grid), P = %d, RGB; %d hardware "
       "threads\n",
       patches_per_run, o.steps, o.multizoom, o.grid, o.grid, o.patch_size, hw);
-  std::printf("load average at start: %.2f\n", load_average());
-  std::printf("%-34s %11s %4s %10s %10s %9s %9s %11s %8s %7s %8s\n", "image", "HxW", "thr",
+  std::printf("load average at start: %.2f; %s gazes per repetition (%d repetitions)\n",
+              load_average(), o.fresh_gazes ? "fresh" : "the same", std::max(1, o.repetitions));
+  std::printf("%-34s %11s %4s %10s %10s %9s %9s %11s %8s %7s %8s %5s\n", "image", "HxW", "thr",
               "build_ms", "cold_ms", "int_us/p", "int_cpu", "crop_us/p", "speedup", "lines/p",
-              "limit_us");
+              "limit_us", "thp%");
   bool first = true;
   double line_ns = 0;
   {
@@ -187,7 +188,11 @@ int run_extract_bench(const ExtractBenchOptions& o) {
     const ImageView view{e.image.data, e.image.rows, e.image.cols, 3,
                          static_cast<std::ptrdiff_t>(e.image.step)};
     const ImageSize size{e.image.rows, e.image.cols};
-    const auto steps = make_steps(o, size, o.seed);
+    const int reps = std::max(1, o.repetitions);
+    std::vector<std::vector<std::vector<CropBox>>> rep_steps;  // per repetition
+    for (int r = 0; r < (o.fresh_gazes ? reps : 1); ++r)
+      rep_steps.push_back(make_steps(o, size, o.seed + static_cast<unsigned long long>(r)));
+    const auto& steps = rep_steps[0];
     for (int threads_opt : o.threads) {
       const int threads = threads_opt <= 0 ? hw : threads_opt;
       if (threads_opt > 0 && threads_opt > hw) continue;
@@ -204,10 +209,10 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       std::vector<float> out(static_cast<std::size_t>(o.multizoom + o.grid * o.grid) * 3 *
                              o.patch_size * o.patch_size);
       std::vector<double> runs, cpu_runs;
-      for (int r = 0; r < std::max(1, o.repetitions); ++r) {
+      for (int r = 0; r < reps; ++r) {
         t0 = Clock::now();
         const double c0 = thread_cpu_seconds();
-        for (const auto& step : steps)
+        for (const auto& step : rep_steps[o.fresh_gazes ? r : 0])
           extract_patches(std::span<const IntegralImage>(&table, 1), step, o.patch_size, out.data(),
                           threads);
         runs.push_back(seconds_since(t0));
@@ -231,10 +236,13 @@ int run_extract_bench(const ExtractBenchOptions& o) {
         crop_us = median(base_runs) * 1e6 / patches_per_run;
       }
       const double limit_us = line_ns > 0 ? lines * line_ns / 1000 : 0;
-      std::printf("%-34s %5dx%-5d %4d %10.2f %10.2f %9.3f %9.3f %11.2f %8.1f %7.0f %8.3f\n",
+      // Share of the table backed by transparent huge pages (TLB reach), after the runs.
+      const double thp =
+          100.0 * static_cast<double>(table.huge_page_bytes()) / static_cast<double>(table.bytes());
+      std::printf("%-34s %5dx%-5d %4d %10.2f %10.2f %9.3f %9.3f %11.2f %8.1f %7.0f %8.3f %5.0f\n",
                   e.name.c_str(), size.height, size.width, threads, median(builds) * 1e3,
                   cold * 1e3, integral_us, integral_cpu_us, crop_us,
-                  crop_us > 0 ? crop_us / integral_us : 0.0, lines, limit_us);
+                  crop_us > 0 ? crop_us / integral_us : 0.0, lines, limit_us, thp);
       std::fflush(stdout);
       json << (first ? "" : ",") << "\n    {\"image\": \"" << json_escape(e.name)
            << "\", \"height\": " << size.height << ", \"width\": " << size.width
@@ -244,7 +252,9 @@ int run_extract_bench(const ExtractBenchOptions& o) {
            << ", \"integral_cpu_us_per_patch\": " << integral_cpu_us
            << ", \"crop_resize_us_per_patch\": " << crop_us
            << ", \"load_average\": " << load_average() << ", \"lines_per_patch\": " << lines
-           << ", \"random_line_ns\": " << line_ns
+           << ", \"random_line_ns\": " << line_ns << ", \"thp_percent\": " << thp
+           << ", \"fresh_gazes\": " << (o.fresh_gazes ? "true" : "false")
+           << ", \"repetitions\": " << reps
            << ", \"synthetic\": " << (e.name.rfind("synthetic", 0) == 0 ? "true" : "false") << "}";
       first = false;
     }

@@ -22,6 +22,9 @@ struct ExtractBenchOptions {
   int repetitions = 5;           // integral method; the median is reported
   int baseline_repetitions = 1;  // crop-resize (slow on big images)
   bool baseline = true;
+  // Each repetition of the integral method uses new random gazes (seed + repetition), so
+  // it does not re-read table lines cached by the previous one: the honest figure.
+  bool fresh_gazes = false;
   std::vector<int> threads = {1, 0};  // 0 = all hardware threads
   std::string json_path;              // empty = no JSON
   unsigned long long seed = 1234;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,7 +32,7 @@ TEST(IntegralImage, MatchesBruteForcePrefixSums) {
         for (int y = 0; y <= s[0]; ++y)
           for (int x = 0; x <= s[1]; ++x)
             for (int ch = 0; ch < c; ++ch)
-              ASSERT_EQ(t.row(y)[x * c + ch], brute_sum(img, 0, 0, x, y, ch))
+              ASSERT_EQ(t.at(x, y, ch), brute_sum(img, 0, 0, x, y, ch))
                   << s[0] << "x" << s[1] << " c=" << c << " at " << x << "," << y;
       }
 }
@@ -42,8 +44,10 @@ TEST(IntegralImage, MultithreadedBuildEqualsSingleThreaded) {
   for (int threads : {2, 3, 7}) {
     const IntegralImage many = IntegralImage::build(img.view(), threads);
     for (int y = 0; y <= img.height; ++y)
-      for (int i = 0; i < (img.width + 1) * 3; ++i)
-        ASSERT_EQ(one.row(y)[i], many.row(y)[i]) << "threads=" << threads << " y=" << y;
+      for (int x = 0; x <= img.width; ++x)
+        for (int c = 0; c < 3; ++c)
+          ASSERT_EQ(one.at(x, y, c), many.at(x, y, c))
+              << "threads=" << threads << " y=" << y << " x=" << x;
   }
 }
 
@@ -53,8 +57,55 @@ TEST(IntegralImage, RebuildReusesStorageCorrectly) {
   const TestImage small = make_image(10, 17, 1, 2, 1);
   t.rebuild(small.view());
   EXPECT_EQ(t.channels(), 1);
-  EXPECT_EQ(t.row(10)[17], brute_sum(small, 0, 0, 17, 10, 0));
+  EXPECT_EQ(t.at(17, 10, 0), brute_sum(small, 0, 0, 17, 10, 0));
   EXPECT_EQ(t.box_sum(3, 2, 9, 8, 0), brute_sum(small, 3, 2, 9, 8, 0));
+}
+
+// RGB corners are packed 5 per 64-byte line: no corner straddles two lines, and the
+// 16-byte SSE load of a corner (3 channels + 1 ignored lane) stays within its line.
+TEST(IntegralImage, PackedRgbCornersNeverStraddleALine) {
+  EXPECT_EQ(column_of(0, 3), 0);
+  EXPECT_EQ(column_of(4, 3), 12);
+  EXPECT_EQ(column_of(5, 3), 16);
+  EXPECT_EQ(column_of(7, 1), 7);
+  for (int w : {1, 4, 5, 9, 17, 333}) {
+    const TestImage img = make_image(3, w, 3, w, 1);
+    const IntegralImage t = IntegralImage::build(img.view());
+    EXPECT_EQ(t.row_stride() % kEntriesPerLine, 0);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.row(0)) % 64, 0u);
+    EXPECT_LE(t.column(w) + 4, t.row_stride()) << "the last corner's 4th lane is in the row";
+    for (int y = 0; y <= t.height(); ++y)
+      for (int x = 0; x <= w; ++x) {
+        const auto byte = reinterpret_cast<std::uintptr_t>(t.row(y) + t.column(x));
+        ASSERT_LE(byte % 64, 48u) << "w=" << w << " x=" << x << " y=" << y;
+        if (x > 0) {
+          ASSERT_GE(t.column(x) - t.column(x - 1), 3);  // corners do not overlap
+        }
+      }
+    // 16 lines of 5 corners per 15 lines of the unpacked layout: +1/15 memory.
+    EXPECT_LE(t.row_stride(), ((w + 1) * 3 + 1 + 15) / 16 * 16 * 16 / 15 + 16);
+  }
+}
+
+// Box sums over random boxes match brute force on odd-width RGB images (widths 1..17
+// cover every position of a corner in its line and partial last lines), gray too.
+TEST(IntegralImage, RandomBoxSumsMatchBruteForceAcrossLineBoundaries) {
+  std::mt19937_64 rng(17);
+  for (int w = 1; w <= 17; ++w)
+    for (int c : {3, 1}) {
+      const int h = 1 + static_cast<int>(rng() % 13);
+      const TestImage img = make_image(h, w, c, 100 + w, 1, w % 3);
+      const IntegralImage t = IntegralImage::build(img.view(), 1 + w % 2);
+      for (int i = 0; i < 200; ++i) {
+        const int x0 = static_cast<int>(rng() % (w + 3)) - 1,
+                  x1 = static_cast<int>(rng() % (w + 3)) - 1;
+        const int y0 = static_cast<int>(rng() % (h + 3)) - 1,
+                  y1 = static_cast<int>(rng() % (h + 3)) - 1;
+        const int ch = static_cast<int>(rng() % c);
+        ASSERT_EQ(t.box_sum(x0, y0, x1, y1, ch), brute_sum(img, x0, y0, x1, y1, ch))
+            << "w=" << w << " c=" << c << " box " << x0 << "," << y0 << " " << x1 << "," << y1;
+      }
+    }
 }
 
 TEST(IntegralImage, BoxSumClipsToImage) {
