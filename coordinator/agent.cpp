@@ -257,6 +257,7 @@ class Agent {
                                      "--device",      a.device,
                                      "--restarts",    std::to_string(cmd.getRestarts())};
     if (!a.endpoint.empty()) argv.insert(argv.end(), {"--endpoint", a.endpoint});
+    if (!a.local_endpoint.empty()) argv.insert(argv.end(), {"--local-endpoint", a.local_endpoint});
     for (const std::string& p : a.peers) argv.insert(argv.end(), {"--peer", p});
     Spawned s = spawn_process(argv);
     if (s.pid > 0 && s.error.empty()) {

@@ -2,9 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
+#include <sys/un.h>
 #include <map>
 
 namespace saccade::control {
+
+std::string data_ipc_endpoint(const JobConfig& config, int32_t rank) {
+  if (config.cluster.ipc_dir.empty()) return "";
+  std::string job = config.job.name;
+  for (char& ch : job)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
+  const std::string path = fmt::format("{}/{}-{}/data-{}", config.cluster.ipc_dir, job,
+                                       config.cluster.coordinator_port, rank);
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) return "";
+  return "ipc://" + path;
+}
 
 std::vector<Assignment> place_actors(const JobConfig& config) {
   int64_t total_learners = 0;
@@ -29,6 +43,7 @@ std::vector<Assignment> place_actors(const JobConfig& config) {
         if (role == wire::Role::DATA) {
           a.endpoint =
               fmt::format("tcp://{}:{}", node.host, config.cluster.data_port_base + a.rank);
+          a.local_endpoint = data_ipc_endpoint(config, a.rank);
         }
         out.push_back(std::move(a));
       }
@@ -38,8 +53,9 @@ std::vector<Assignment> place_actors(const JobConfig& config) {
     for (Assignment& learner : out) {
       if (learner.role != wire::Role::LEARNER) continue;
       for (const Assignment& data : out) {
-        if (data.role == wire::Role::DATA && data.rank % total_learners == learner.rank)
-          learner.peers.push_back(data.endpoint);
+        if (data.role != wire::Role::DATA || data.rank % total_learners != learner.rank) continue;
+        const bool same_node = data.node == learner.node && !data.local_endpoint.empty();
+        learner.peers.push_back(same_node ? data.local_endpoint : data.endpoint);
       }
     }
   }
@@ -51,6 +67,7 @@ void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out) {
   out.setRank(a.rank);
   out.setLocalRank(a.local_rank);
   out.setEndpoint(a.endpoint);
+  out.setLocalEndpoint(a.local_endpoint);
   auto peers = out.initPeers(static_cast<unsigned>(a.peers.size()));
   for (size_t i = 0; i < a.peers.size(); ++i) peers.set(static_cast<unsigned>(i), a.peers[i]);
   out.setThreads(a.threads);
@@ -64,6 +81,7 @@ Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& 
   a.local_rank = in.getLocalRank();
   a.node = node;
   a.endpoint = in.getEndpoint();
+  a.local_endpoint = in.getLocalEndpoint();
   for (auto p : in.getPeers()) a.peers.emplace_back(p);
   a.threads = in.getThreads();
   a.device = in.getDevice();

@@ -17,14 +17,21 @@ struct Assignment {
   int32_t local_rank = 0;  // rank within the role on its node
   std::string node;
   std::string endpoint;            // where the actor binds (data actors: batch socket)
+  std::string local_endpoint;      // ipc:// endpoint it also binds, for peers on its node
   std::vector<std::string> peers;  // endpoints it connects to (a learner: its data actors)
   uint32_t threads = 0;            // 0: the agent divides the node's cores
   std::string device;              // "cpu" or "cuda:N"
 };
 
 // Every actor of the job, in node order then role order (data, learner,
-// rollout, eval). Data actor d feeds learner d % learners.
+// rollout, eval). Data actor d feeds learner d % learners: over ipc:// when
+// both are on one node (cluster.ipc_dir), else over tcp://.
 std::vector<Assignment> place_actors(const JobConfig& config);
+
+// The ipc:// endpoint of data actor `rank` under cluster.ipc_dir, unique per job
+// and coordinator port; "" when ipc_dir is empty or the path would not fit a
+// Unix socket address (then peers on the node use TCP).
+std::string data_ipc_endpoint(const JobConfig& config, int32_t rank);
 
 void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out);
 Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& node);

@@ -80,6 +80,7 @@ struct ActorAssignment {
   peers @4 :List(Text);        # endpoints it connects to (e.g. a learner's data actors)
   threads @5 :UInt32;
   device @6 :Text;             # "cpu" or "cuda:N"
+  localEndpoint @7 :Text;      # ipc:// endpoint it also binds for peers on its node ("" = none)
 }
 
 struct AssignRoles {

@@ -323,7 +323,11 @@ class RuntimeBench {
     for (int i = 0; i < n; ++i) local.next();
     const double local_rate = n / seconds_since(t0);
 
-    auto remote = [&](int servers, int in_flight, std::vector<double>* latencies) {
+    // ipc: learners on the data actors' node (what placement picks there).
+    const std::string ipc_dir =
+        (std::filesystem::temp_directory_path() / fmt::format("saccade-bench-{}", ::getpid()))
+            .string();
+    auto remote = [&](int servers, int in_flight, std::vector<double>* latencies, bool ipc) {
       std::atomic<bool> stop{false};
       std::vector<std::unique_ptr<workers::BatchServer>> running;
       std::vector<std::thread> loops;
@@ -331,11 +335,12 @@ class RuntimeBench {
       for (int i = 0; i < servers; ++i) {
         workers::BatchServerOptions so;
         so.endpoint = "tcp://127.0.0.1:*";
+        if (ipc) so.local_endpoint = fmt::format("ipc://{}/data-{}", ipc_dir, i);
         so.sender = {"bench", wire::Role::DATA, i, "local"};
         so.expect = {"bench", static_cast<size_t>(base_.cluster.max_message_bytes)};
         so.threads = threads;
         running.push_back(std::make_unique<workers::BatchServer>(dataset, views, so));
-        o.endpoints.push_back(running.back()->endpoint());
+        o.endpoints.push_back(ipc ? running.back()->local_endpoint() : running.back()->endpoint());
       }
       for (auto& s : running)
         loops.emplace_back([&stop, &s] { s->serve([&] { return stop.load(); }); });
@@ -363,14 +368,21 @@ class RuntimeBench {
       for (auto& t : loops) t.join();
       return rate;
     };
-    std::vector<double> latencies;
-    const double one = remote(1, depth, nullptr);
-    const double two = remote(2, depth, nullptr);
-    const double serial = remote(1, 1, &latencies);
-    std::sort(latencies.begin(), latencies.end());
-    const double p50 = latencies[latencies.size() / 2];
-    const double p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
-    data_ = {local_rate, one, two, serial, p50, p99, static_cast<double>(frame)};
+    auto percentile = [](std::vector<double> v, int pct) {
+      std::sort(v.begin(), v.end());
+      return v[std::min(v.size() - 1, v.size() * static_cast<size_t>(pct) / 100)];
+    };
+    std::vector<double> latencies, ipc_latencies;
+    const double one = remote(1, depth, nullptr, false);
+    const double one_ipc = remote(1, depth, nullptr, true);
+    const double two = remote(2, depth, nullptr, false);
+    const double serial = remote(1, 1, &latencies, false);
+    remote(1, 1, &ipc_latencies, true);
+    std::filesystem::remove_all(ipc_dir);
+    const double p50 = percentile(latencies, 50), p99 = percentile(latencies, 99);
+    const double ipc_p50 = percentile(ipc_latencies, 50), ipc_p99 = percentile(ipc_latencies, 99);
+    data_ = {local_rate, one, one_ipc, two,     serial,
+             p50,        p99, ipc_p50, ipc_p99, static_cast<double>(frame)};
     fmt::print(
         "data path ({} images/batch, {:.2f} MB/frame, {} cutting thread(s) per actor, "
         "queue depth {}):\n",
@@ -381,12 +393,15 @@ class RuntimeBench {
         "  1 data actor over tcp loopback  {:8.1f} batches/s  {:8.1f} images/s  {:6.1f} MB/s\n",
         one, one * batch, one * frame / 1e6);
     fmt::print(
+        "  1 data actor over ipc (same node){:7.1f} batches/s  {:8.1f} images/s  {:6.1f} MB/s\n",
+        one_ipc, one_ipc * batch, one_ipc * frame / 1e6);
+    fmt::print(
         "  2 data actors over tcp loopback {:8.1f} batches/s  {:8.1f} images/s  {:6.1f} MB/s\n",
         two, two * batch, two * frame / 1e6);
     fmt::print(
-        "  one request in flight: {:.1f} batches/s, latency p50 {:.2f} ms, p99 {:.2f} ms "
-        "(local cut: {:.2f} ms/batch)\n\n",
-        serial, p50, p99, 1e3 / local_rate);
+        "  one request in flight: {:.1f} batches/s, latency p50 {:.2f} ms, p99 {:.2f} ms over tcp, "
+        "p50 {:.2f} ms, p99 {:.2f} ms over ipc (local cut: {:.2f} ms/batch)\n\n",
+        serial, p50, p99, ipc_p50, ipc_p99, 1e3 / local_rate);
   }
 
   void write_json() const {
@@ -407,11 +422,14 @@ class RuntimeBench {
         "  \"recovery\": {{\"killed_at_step\": {}, \"resumed_from_step\": {}, "
         "\"new_generation_s\": {:.3f}, \"training_again_s\": {:.3f}, \"exit\": {}}},\n"
         "  \"data_path\": {{\"local_batches_per_s\": {:.3f}, \"one_actor_batches_per_s\": {:.3f}, "
+        "\"one_actor_ipc_batches_per_s\": {:.3f}, "
         "\"two_actors_batches_per_s\": {:.3f}, \"serial_batches_per_s\": {:.3f}, "
-        "\"latency_p50_ms\": {:.3f}, \"latency_p99_ms\": {:.3f}, \"frame_bytes\": {:.0f}}}\n}}\n",
+        "\"latency_p50_ms\": {:.3f}, \"latency_p99_ms\": {:.3f}, \"ipc_latency_p50_ms\": {:.3f}, "
+        "\"ipc_latency_p99_ms\": {:.3f}, \"frame_bytes\": {:.0f}}}\n}}\n",
         options_.config_path, runs, recovery_.killed_at, recovery_.resumed_from,
         recovery_.to_generation, recovery_.to_training, recovery_.exit_code, data_.local, data_.one,
-        data_.two, data_.serial, data_.p50, data_.p99, data_.frame_bytes);
+        data_.one_ipc, data_.two, data_.serial, data_.p50, data_.p99, data_.ipc_p50, data_.ipc_p99,
+        data_.frame_bytes);
     fmt::print("figures written to {}\n", options_.json_path);
   }
 
@@ -427,7 +445,8 @@ class RuntimeBench {
     int exit_code = -1;
   };
   struct DataPath {
-    double local = 0, one = 0, two = 0, serial = 0, p50 = 0, p99 = 0, frame_bytes = 0;
+    double local = 0, one = 0, one_ipc = 0, two = 0, serial = 0;
+    double p50 = 0, p99 = 0, ipc_p50 = 0, ipc_p99 = 0, frame_bytes = 0;
   };
 
   RuntimeBenchOptions options_;

@@ -45,11 +45,21 @@ TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
   EXPECT_EQ(by.at({wire::Role::DATA, 3}).endpoint, "tcp://hb:9003");
   EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).device, "cuda:0");
   EXPECT_EQ(by.at({wire::Role::LEARNER, 1}).device, "cpu");
-  // Data d feeds learner d % 2: learner 0 gets data 0 and 2, learner 1 gets 1 and 3.
+  // Data d feeds learner d % 2: learner 0 gets data 0 and 2, learner 1 gets 1 and 3; over
+  // ipc when both are on one node, over tcp across nodes.
+  const JobConfig config = two_nodes();
+  EXPECT_EQ(data_ipc_endpoint(config, 3), "ipc:///tmp/saccade/saccade-7100/data-3");
+  EXPECT_EQ(by.at({wire::Role::DATA, 3}).local_endpoint, data_ipc_endpoint(config, 3));
   EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).peers,
-            (std::vector<std::string>{"tcp://ha:9000", "tcp://ha:9002"}));
+            (std::vector<std::string>{data_ipc_endpoint(config, 0), data_ipc_endpoint(config, 2)}));
   EXPECT_EQ(by.at({wire::Role::LEARNER, 1}).peers,
-            (std::vector<std::string>{"tcp://ha:9001", "tcp://hb:9003"}));
+            (std::vector<std::string>{"tcp://ha:9001", data_ipc_endpoint(config, 3)}));
+  JobConfig no_ipc = two_nodes();
+  no_ipc.cluster.ipc_dir = "";
+  for (const Assignment& a : place_actors(no_ipc))
+    for (const std::string& p : a.peers) EXPECT_EQ(p.rfind("tcp://", 0), 0u) << p;
+  no_ipc.cluster.ipc_dir = "/" + std::string(200, 'x');  // longer than a Unix socket path
+  EXPECT_EQ(data_ipc_endpoint(no_ipc, 0), "");
   EXPECT_TRUE(completes_job(two_nodes(), wire::Role::LEARNER));
   EXPECT_FALSE(completes_job(two_nodes(), wire::Role::DATA));
 }

@@ -1,9 +1,12 @@
 // A BatchServer and a RemoteBatchSource over real loopback sockets and threads.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -18,6 +21,7 @@ namespace saccade::workers {
 namespace {
 
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 using testing::GeneratedDataset;
 using testing::small_views;
 
@@ -33,9 +37,11 @@ wire::Expect expect(size_t max_bytes = 8 << 20) {
 class ServerThread {
  public:
   explicit ServerThread(std::shared_ptr<const data::Dataset> dataset,
-                        control::Security security = {}, size_t max_bytes = 8 << 20) {
+                        control::Security security = {}, size_t max_bytes = 8 << 20,
+                        std::string local_endpoint = "") {
     BatchServerOptions o;
     o.endpoint = "tcp://127.0.0.1:*";
+    o.local_endpoint = std::move(local_endpoint);
     o.security = std::move(security);
     o.sender = {kJob, wire::Role::DATA, 0, "n0"};
     o.expect = expect(max_bytes);
@@ -135,6 +141,30 @@ TEST(DataPlane, RemoteBatchesEqualTheLocalLoadersBitForBit) {
   EXPECT_GE(source.skipped_corrupt(), 6u);  // 3 corrupt images, seen in two epochs
   EXPECT_EQ(source.resent(), 0u);
   EXPECT_EQ(source.dropped(), 0u);
+}
+
+TEST(DataPlane, LearnersOnTheServersNodeGetTheSameBatchesOverIpc) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("saccade-dp-{}", ::getpid());
+  fs::remove_all(dir);
+  const std::string ipc = "ipc://" + (dir / "job-7100" / "data-0").string();  // folder made by it
+  auto ds = std::make_shared<GeneratedDataset>(23, std::vector<int64_t>{});
+  {
+    ServerThread server(ds, {}, 8 << 20, ipc);
+    EXPECT_EQ(server.server().local_endpoint(), ipc);
+    RemoteBatchSource near(client_options(shard_of(23), {ipc}), {0, 0});
+    RemoteBatchSource far(client_options(shard_of(23), {server.endpoint()}), {0, 0});
+    const auto over_ipc = take(near, 7), over_tcp = take(far, 7);
+    const auto local = local_batches(ds, {0, 0}, 7);
+    ASSERT_EQ(over_ipc.size(), 7u);
+    ASSERT_EQ(over_tcp.size(), 7u);
+    for (size_t i = 0; i < local.size(); ++i) {
+      SCOPED_TRACE(i);
+      expect_same(local[i], over_ipc[i]);
+      expect_same(local[i], over_tcp[i]);
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir / "job-7100" / "data-0")) << "the socket file outlived its server";
+  fs::remove_all(dir);
 }
 
 TEST(DataPlane, ResumesFromADataPositionExactly) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -140,6 +141,15 @@ struct BatchServer::Impl {
         router(context, zmq::socket_type::router),
         writer(options.sender),
         pool(std::max(1, options.threads)) {}
+  // Closes the socket first, then removes its ipc socket file (libzmq may leave it).
+  ~Impl() {
+    router.close();
+    if (bound_local.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(bound_local.substr(bound_local.find("://") + 3), ignored);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   std::shared_ptr<const data::Dataset> dataset;  // shared with the caller
   data::ViewOptions views;
@@ -149,6 +159,7 @@ struct BatchServer::Impl {
   std::optional<control::ZapHandler> zap;
   zmq::socket_t router;
   std::string bound;
+  std::string bound_local;  // ipc:// endpoint, "" when none
   control::EnvelopeWriter writer;
   control::DropLog drops;
   SlotPool pool;
@@ -180,17 +191,29 @@ BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::Vie
     s.router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(s.options.expect.max_frame_bytes));
   }
   s.bound = bind_router(s.router, s.options.endpoint);
+  if (!s.options.local_endpoint.empty()) {
+    // libzmq replaces a socket file left by a dead predecessor; the folder must exist.
+    const std::string path =
+        s.options.local_endpoint.substr(s.options.local_endpoint.find("://") + 3);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    s.router.bind(s.options.local_endpoint);
+    s.bound_local = s.options.local_endpoint;
+  }
   spdlog::info(
-      "data actor serving {} images on {} (CURVE {}, {} thread(s), at most {} images "
+      "data actor serving {} images on {}{}{} (CURVE {}, {} thread(s), at most {} images "
       "per request)",
-      s.dataset->size(), s.bound, s.options.security.curve ? "on" : "off", s.options.threads,
-      s.max_images);
+      s.dataset->size(), s.bound, s.bound_local.empty() ? "" : " and ", s.bound_local,
+      s.options.security.curve ? "on" : "off", s.options.threads, s.max_images);
 }
 
 BatchServer::~BatchServer() = default;
 
 std::string BatchServer::endpoint() const {
   return impl_->bound;
+}
+
+std::string BatchServer::local_endpoint() const {
+  return impl_->bound_local;
 }
 
 void BatchServer::serve(const std::function<bool()>& stopping) {
@@ -299,6 +322,7 @@ class DataActor : public runtime::ActorBody {
           data::make_dataset(dataset_spec(config, /*validation=*/false));
       BatchServerOptions options;
       options.endpoint = ctx.assignment().endpoint;
+      options.local_endpoint = ctx.assignment().local_endpoint;
       options.security = control::load_security(config.security, /*as_server=*/true);
       options.sender = {config.job.name, wire::Role::DATA, ctx.assignment().rank,
                         ctx.assignment().node};

@@ -25,6 +25,7 @@ namespace saccade::workers {
 
 struct BatchServerOptions {
   std::string endpoint;        // where the ROUTER binds (tcp://HOST:PORT; port * picks one)
+  std::string local_endpoint;  // also bound when set: ipc://PATH for learners on this node
   control::Security security;  // CURVE server (the job's server key pair) when on
   wire::SenderInfo sender;     // this actor in the envelopes it sends (role DATA)
   wire::Expect expect;         // job id and frame size limit of what it accepts
@@ -47,7 +48,8 @@ class BatchServer {
   // every image is corrupt, a throwing dataset): like SslLoader, not skippable.
   void serve(const std::function<bool()>& stopping);
 
-  std::string endpoint() const;  // the bound endpoint, wildcard port resolved
+  std::string endpoint() const;        // the bound endpoint, wildcard port resolved
+  std::string local_endpoint() const;  // the bound ipc:// endpoint, "" when none
   uint64_t batches_served() const { return batches_.load(); }
   uint64_t images_served() const { return images_.load(); }
   uint64_t dropped() const { return dropped_.load(); }  // frames and requests refused

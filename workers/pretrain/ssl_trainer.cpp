@@ -244,6 +244,21 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   return stats;
 }
 
+std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views) const {
+  Impl& m = *impl_;
+  if (views.tokens < 1) throw std::invalid_argument("teacher_features: views without tokens");
+  torch::NoGradGuard no_grad;
+  torch::Tensor features;
+  {
+    model::AutocastGuard autocast(m.device.type(), m.options.bf16);
+    const ViewTensors v = to_tensors(views, m.device);
+    features = m.teacher->backbone->step(v.patches, v.positions).state.select(1, 0);
+  }
+  features = features.to(torch::kCPU, torch::kFloat).contiguous();
+  const float* p = features.data_ptr<float>();
+  return std::vector<float>(p, p + features.numel());
+}
+
 std::map<std::string, std::string> SslTrainer::save() const {
   return {{"student", model::save_modules({{"", impl_->student.get()}})},
           {"teacher", model::save_modules({{"", impl_->teacher.get()}})},

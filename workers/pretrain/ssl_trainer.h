@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "dataloader/views.h"
@@ -77,6 +78,11 @@ class SslTrainer {
   // not fit this trainer's shapes, naming the tensor.
   std::map<std::string, std::string> save() const;
   void load(const std::map<std::string, std::string>& blobs);
+
+  // The teacher's features of single-step views (one row per view of `views`):
+  // its first state token, [views.views x width] row-major, in fp32. What kNN
+  // checks and probes read (DINO evaluates the teacher).
+  std::vector<float> teacher_features(const data::PatchBatch& views) const;
 
   // The teacher's backbone as safetensors (DINO evaluates the teacher).
   std::string export_backbone() const;

@@ -475,6 +475,7 @@ int run_actor(const ActorOptions& o) {
   a.local_rank = o.local_rank;
   a.node = o.node;
   a.endpoint = o.endpoint;
+  a.local_endpoint = o.local_endpoint;
   a.peers = o.peers;
   a.threads = static_cast<uint32_t>(std::max(o.threads, 0));
   a.device = o.device;
@@ -506,6 +507,8 @@ void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
   cmd->add_option("--coordinator", options->coordinator, "HOST:PORT")->required();
   cmd->add_option("--config", options->config_file, "The job's resolved config")->required();
   cmd->add_option("--endpoint", options->endpoint, "Where this actor binds");
+  cmd->add_option("--local-endpoint", options->local_endpoint,
+                  "ipc:// endpoint it also binds, for peers on its node");
   cmd->add_option("--peer", options->peers, "Endpoints it connects to");
   cmd->add_option("--threads", options->threads, "Compute threads");
   cmd->add_option("--device", options->device, "cpu or cuda:N");

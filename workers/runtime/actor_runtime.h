@@ -39,6 +39,7 @@ struct ActorOptions {
   std::string coordinator;  // HOST:PORT
   std::string config_file;  // the job's resolved config
   std::string endpoint;
+  std::string local_endpoint;  // ipc:// endpoint it also binds (data actors, for their node)
   std::vector<std::string> peers;
   int threads = 0;
   std::string device = "cpu";
