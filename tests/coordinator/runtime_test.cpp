@@ -59,9 +59,12 @@ TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
   job.status_linger_ms = 3000;
   job.nodes = {kTwoNodes[0], kTwoNodes[1]};
   const fs::path config = write_config(job);
+  // 100 ms steps: the job lasts ~4 s, long enough for status polls to see it running on a
+  // loaded machine (at the default 10 ms it can finish between two polls).
+  const std::vector<std::string> slow = {"SACCADE_TEST_STEP_MS=100"};
   Child& coord = coordinator(config);
-  Child& a0 = agent(config, job.port, "n0");
-  Child& a1 = agent(config, job.port, "n1");
+  Child& a0 = agent(config, job.port, "n0", slow);
+  Child& a1 = agent(config, job.port, "n1", slow);
 
   auto running = wait_status(config, all_running, 20s);
   ASSERT_TRUE(running) << "the actors never all ran";
