@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,13 +75,14 @@ class Coordinator {
       if (metrics_) items.push_back({metrics_->handle(), 0, ZMQ_POLLIN, 0});
       // While a download waits for room in a learner's queue, come back within 1 ms.
       const int64_t wait =
-          std::clamp<int64_t>(next_tick - steady_ms(), 0, downloads_.empty() ? 50 : 1);
+          std::clamp<int64_t>(next_tick - steady_ms(), 0, downloads_.empty() && !commit_ ? 50 : 1);
       poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
       if (items[0].revents & ZMQ_POLLIN) receive_all();
       if (items[1].revents & ZMQ_POLLIN) on_signal(signals_.take());
       if (zap_ && (items[2].revents & ZMQ_POLLIN)) zap_->handle_one();
       if (metrics_ && (items.back().revents & ZMQ_POLLIN)) serve_metrics();
       pump_downloads(steady_ms());
+      finish_commit();
       if (steady_ms() >= next_tick) {
         tick(steady_ms());
         next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
@@ -307,31 +309,60 @@ class Coordinator {
     if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
         upload_.step() != step)
       return refuse(fmt::format("checkpoint {} is incomplete", step));
-    const uint64_t bytes = upload_.bytes();
+    if (commit_)
+      return refuse(fmt::format("checkpoint {} is still being committed", commit_->step));
+    // The synced write (seconds for a multi-GB checkpoint) runs on its own thread so that
+    // heartbeats, status and downloads keep flowing; finish_commit() answers when it is done.
     const int64_t now_ns = wire::now_ns();
-    try {
-      auto& store = store_.checkpoints();
-      store.commit(step, upload_.take(),
-                   {{"job", config_.job.name},
-                    {"generation", std::to_string(job_.generation)},
-                    {"time_ns", std::to_string(now_ns)}});
-      store.prune(config_.cluster.keep_checkpoints);
-    } catch (const std::exception& e) {
-      spdlog::error("checkpoint {}: commit failed: {}", step, e.what());
-      return refuse(e.what());
+    const std::map<std::string, std::string> meta = {
+        {"job", config_.job.name},
+        {"generation", std::to_string(job_.generation)},
+        {"time_ns", std::to_string(now_ns)}};
+    commit_.emplace(
+        PendingCommit{id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
+                      std::async(std::launch::async,
+                                 [&store = store_.checkpoints(), blobs = upload_.take(), meta, step,
+                                  keep = config_.cluster.keep_checkpoints]() -> std::string {
+                                   try {
+                                     store.commit(step, blobs, meta);  // thread-safe store
+                                     store.prune(keep);
+                                     return "";
+                                   } catch (const std::exception& e) {
+                                     return e.what();
+                                   }
+                                 })});
+    return "";
+  }
+
+  // Answers learner 0 once its checkpoint's commit has finished.
+  void finish_commit() {
+    if (!commit_ || commit_->error.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      return;
+    PendingCommit c = std::move(*commit_);
+    commit_.reset();
+    const std::string error = c.error.get();
+    if (!error.empty()) {
+      spdlog::error("checkpoint {}: commit failed: {}", c.step, error);
+      reply(c.id, [&](wire::Envelope::Builder e) {
+        auto ack = e.getBody().initAck();
+        ack.setSeq(c.seq);
+        ack.setOk(false);
+        ack.setError("checkpoint refused: " + error);
+      });
+      return;
     }
-    job_.checkpoint_step = step;
-    job_.checkpoint_bytes = bytes;
-    job_.checkpoint_time_ns = now_ns;
+    job_.checkpoint_step = c.step;
+    job_.checkpoint_bytes = c.bytes;
+    job_.checkpoint_time_ns = c.time_ns;
     job_.mark_job();
     job_.flush(true);
-    spdlog::info("checkpoint {} committed ({} bytes)", step, bytes);
-    reply(id, [&](wire::Envelope::Builder e) {
-      auto c = e.getBody().initCheckpointCommitted();
-      c.setStep(step);
-      c.setBytes(bytes);
+    spdlog::info("checkpoint {} committed ({} bytes, {:.2f} s)", c.step, c.bytes,
+                 (steady_ms() - c.started_ms) / 1000.0);
+    reply(c.id, [&](wire::Envelope::Builder e) {
+      auto m = e.getBody().initCheckpointCommitted();
+      m.setStep(c.step);
+      m.setBytes(c.bytes);
     });
-    return "";
   }
 
   // Starts streaming committed checkpoint `step` (-1: the newest) to a learner;
@@ -732,6 +763,16 @@ class Coordinator {
     int64_t deadline_ms;
   };
   std::map<std::string, Download> downloads_;  // checkpoints going out, by learner identity
+  struct PendingCommit {
+    std::string id;  // learner 0, answered when done
+    uint64_t seq;    // of its CheckpointCommitted
+    int64_t step;
+    uint64_t bytes;
+    int64_t time_ns;
+    int64_t started_ms;
+    std::future<std::string> error;  // "" once committed
+  };
+  std::optional<PendingCommit> commit_;  // at most one checkpoint being written
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t ended_ms_ = -1;

@@ -273,12 +273,15 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
   job.port = free_port();
   job.steps = 200;
   job.checkpoint_every = 50;
+  job.heartbeat_misses = 40;  // 2 s: moving 32 MB checkpoints on a loaded 2-core machine
   job.cluster_extra = "max_message_bytes = 32768";
   job.status_linger_ms = 3000;
   job.nodes = {kTwoNodes[0], kTwoNodes[1]};
   const fs::path config = write_config(job);
+  // 30 ms steps: checkpoint 50 is committed long before learner 1 crashes at step 120.
   const std::vector<std::string> env = {fmt::format("{}={}", kCheckpointBytesVariable, kBytes),
-                                        std::string(kFaultVariable) + "=learner:1:80:crash:once"};
+                                        "SACCADE_TEST_STEP_MS=30",
+                                        std::string(kFaultVariable) + "=learner:1:120:crash:once"};
   Child& coord = coordinator(config);
   agent(config, job.port, "n0", env);
   Child& a1 = agent(config, job.port, "n1", env);
