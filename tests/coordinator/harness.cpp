@@ -78,18 +78,38 @@ std::string Child::log() const {
   return s.str();
 }
 
-int free_port() {
+namespace {
+
+bool port_is_free(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    throw std::runtime_error("bind failed");
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return free;
+}
+
+int ephemeral_low() {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  return low;
+}
+
+}  // namespace
+
+int free_ports(int count) {
+  static std::mt19937 rng(std::random_device{}());
+  const int low = 10000, high = ephemeral_low() - count;
+  if (high <= low) throw std::runtime_error("no port range below the ephemeral ports");
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int base = std::uniform_int_distribution<int>(low, high)(rng);
+    bool all = true;
+    for (int p = base; p < base + count && all; ++p) all = port_is_free(p);
+    if (all) return base;
+  }
+  throw std::runtime_error(fmt::format("no {} consecutive free ports", count));
 }
 
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
@@ -159,7 +179,7 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
       "stall_timeout_s = {}\ndrain_timeout_s = 5\nstatus_linger_ms = {}\n{}\n{}\n"
       "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
-      job.name, work_dir.string(), job.port, job.metrics_port, free_port(), free_port(),
+      job.name, work_dir.string(), job.port, job.metrics_port, free_port(), free_ports(16),
       job.heartbeat_misses, job.max_restarts, job.stall_timeout_s, job.status_linger_ms,
       job.cluster_extra, nodes, job.steps, job.checkpoint_every, job.ssl_extra, job.extra);
 }

@@ -39,8 +39,14 @@ class Child {
   std::filesystem::path log_;
 };
 
-// A TCP port on 127.0.0.1 free at the time of the call.
-int free_port();
+// The first of `count` consecutive TCP ports on 127.0.0.1, all free at the time of the
+// call, drawn below the kernel's ephemeral range: outgoing connections (of this test or
+// of tests running beside it) take their source ports from that range, so a port drawn
+// there could be taken again before the job binds it.
+int free_ports(int count);
+inline int free_port() {
+  return free_ports(1);
+}
 
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
