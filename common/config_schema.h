@@ -193,9 +193,10 @@ void describe(V& v, SslConfig& c) {
   v.number("momentum_start", c.momentum_start, 0.992, 0.0, 1.0,
            "Teacher EMA momentum, cosine from this to momentum_end.");
   v.number("momentum_end", c.momentum_end, 1.0, 0.0, 1.0, "Final teacher EMA momentum.");
-  v.number("teacher_temp_start", c.teacher_temp_start, 0.04, 1e-4, 10.0,
+  // Sinkhorn-Knopp takes exp(logit / temp) in fp32 with |logit| <= 1: below 1/88 it overflows.
+  v.number("teacher_temp_start", c.teacher_temp_start, 0.04, 0.012, 10.0,
            "Teacher temperature, linear from this...");
-  v.number("teacher_temp_end", c.teacher_temp_end, 0.07, 1e-4, 10.0,
+  v.number("teacher_temp_end", c.teacher_temp_end, 0.07, 0.012, 10.0,
            "...to this over teacher_temp_warmup_epochs.");
   v.integer("teacher_temp_warmup_epochs", c.teacher_temp_warmup_epochs, 30, 0, 100000,
             "Teacher temperature warmup.");

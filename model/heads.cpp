@@ -1,5 +1,6 @@
 #include "model/heads.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -25,7 +26,13 @@ DinoHeadImpl::DinoHeadImpl(const DinoHeadOptions& options) : options_(options) {
   last_layer_ = register_module("last_layer", std::make_shared<torch::nn::Module>());
   weight_v_ =
       last_layer_->register_parameter("weight_v", torch::empty({o.n_prototypes, o.bottleneck_dim}));
-  trunc_normal_(weight_v_, 0.02);
+  // PyTorch's nn.Linear init, as DINOv2's head has (weight_norm wraps a default Linear): only
+  // the rows' directions matter, but the rows' norm sets how far one AdamW step turns them.
+  {
+    torch::NoGradGuard no_grad;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(o.bottleneck_dim));
+    weight_v_.uniform_(-bound, bound);
+  }
   weight_g_ = last_layer_->register_parameter("weight_g", torch::ones({o.n_prototypes, 1}),
                                               /*requires_grad=*/o.train_prototype_scale);
 }

@@ -91,6 +91,9 @@ TEST(Config, OutOfRangeValueIsRefused) {
             "job.toml:2:9: model.depth: expected an integer in [1, 128], got 0");
   EXPECT_EQ(refusal("[ssl]\nmomentum_end = 1.5\n"),
             "job.toml:2:16: ssl.momentum_end: expected a number in [0, 1], got 1.5");
+  // exp(1 / 0.01) overflows fp32 in Sinkhorn-Knopp (every target NaN from step 0).
+  EXPECT_EQ(refusal("[ssl]\nteacher_temp_start = 0.01\n"),
+            "job.toml:2:22: ssl.teacher_temp_start: expected a number in [0.012, 10], got 0.01");
 }
 
 TEST(Config, IntegersAreAcceptedAsNumbers) {

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include <string>
+#include <utility>
 
 #include "dataloader/idx_dataset.h"
 #include "dataloader/ssl_loader.h"
@@ -18,34 +21,59 @@
 namespace saccade::workers {
 namespace {
 
-// Images with structure the model can learn: a bright disc or square at a
-// random place on a dark textured background, various sizes.
-class ShapesDataset : public data::Dataset {
+// n generated grey images of two classes (i % 2), at various sizes; draw(i, rng, image)
+// paints image i into a 24..56 x 24..48 canvas, from a per-image seed.
+class GeneratedDataset : public data::Dataset {
  public:
-  explicit ShapesDataset(int64_t n) : n_(n) {}
+  using Draw = void (*)(int64_t i, cv::RNG& rng, cv::Mat& image);
+  GeneratedDataset(int64_t n, std::string name, Draw draw)
+      : n_(n), name_(std::move(name)), draw_(draw) {}
   int64_t size() const override { return n_; }
   int64_t num_classes() const override { return 2; }
   int channels() const override { return 1; }
   std::optional<data::Sample> get(int64_t i) const override {
-    cv::RNG rng(static_cast<uint64_t>(i) * 7919 + 1);
-    const int h = 24 + static_cast<int>(i % 5) * 8, w = 24 + static_cast<int>(i % 3) * 12;
-    cv::Mat m(h, w, CV_8UC1);
-    rng.fill(m, cv::RNG::UNIFORM, 0, 60);
-    const cv::Point c(rng.uniform(6, w - 6), rng.uniform(6, h - 6));
-    if (i % 2 == 0) {
-      cv::circle(m, c, 5, cv::Scalar(230), cv::FILLED);
-    } else {
-      cv::rectangle(m, c - cv::Point(5, 5), c + cv::Point(5, 5), cv::Scalar(230), cv::FILLED);
-    }
+    cv::RNG rng(static_cast<uint64_t>(i) * 104729 + 7);
+    cv::Mat m(24 + static_cast<int>(i % 5) * 8, 24 + static_cast<int>(i % 3) * 12, CV_8UC1);
+    draw_(i, rng, m);
     stats_.record_decoded();
-    return data::Sample{m, i % 2, "shapes#" + std::to_string(i)};
+    return data::Sample{m, i % 2, name_ + "#" + std::to_string(i)};
   }
   const data::DatasetStats& stats() const override { return stats_; }
 
  private:
   int64_t n_;
+  std::string name_;
+  Draw draw_;
   mutable data::DatasetStats stats_;
 };
+
+// A bright disc (class 0) or square (class 1) at a random place on a dark textured background.
+std::shared_ptr<GeneratedDataset> shapes(int64_t n) {
+  return std::make_shared<GeneratedDataset>(n, "shapes", [](int64_t i, cv::RNG& rng, cv::Mat& m) {
+    rng.fill(m, cv::RNG::UNIFORM, 0, 60);
+    const cv::Point c(rng.uniform(6, m.cols - 6), rng.uniform(6, m.rows - 6));
+    if (i % 2 == 0) {
+      cv::circle(m, c, 5, cv::Scalar(230), cv::FILLED);
+    } else {
+      cv::rectangle(m, c - cv::Point(5, 5), c + cv::Point(5, 5), cv::Scalar(230), cv::FILLED);
+    }
+  });
+}
+
+// Images whose every crop shows what they are: stripes, horizontal (class 0) or vertical
+// (class 1), with a per-image period, phase, contrast and noise.
+std::shared_ptr<GeneratedDataset> stripes(int64_t n) {
+  return std::make_shared<GeneratedDataset>(n, "stripes", [](int64_t i, cv::RNG& rng, cv::Mat& m) {
+    const double period = rng.uniform(3.0, 9.0), phase = rng.uniform(0.0, 6.283);
+    const double mean = rng.uniform(70.0, 180.0), amplitude = rng.uniform(30.0, 70.0);
+    for (int y = 0; y < m.rows; ++y)
+      for (int x = 0; x < m.cols; ++x) {
+        const double t = (i % 2 == 0 ? y : x) * 6.283 / period + phase;
+        m.at<uint8_t>(y, x) =
+            cv::saturate_cast<uint8_t>(mean + amplitude * std::sin(t) + rng.gaussian(12.0));
+      }
+  });
+}
 
 data::ViewOptions views() {
   data::ViewOptions o;
@@ -156,7 +184,7 @@ double knn_accuracy(const Features& f, int k = 5) {
 }
 
 TEST(SslTrainer, ResumeIsBitExact) {
-  auto ds = std::make_shared<ShapesDataset>(40);
+  auto ds = shapes(40);
   // Straight: 6 steps.
   SslTrainer straight(trainer_options(5));
   auto l1 = loader(ds, {0, 0});
@@ -193,7 +221,7 @@ TEST(SslTrainer, ResumeIsBitExact) {
 }
 
 TEST(SslTrainer, Bf16AutocastKeepsTheLossCloseAndTheWeightsFp32) {
-  auto ds = std::make_shared<ShapesDataset>(40);
+  auto ds = shapes(40);
   TrainerOptions bf16 = trainer_options(5);
   bf16.bf16 = true;
   SslTrainer full(trainer_options(5)), mixed(bf16);
@@ -218,7 +246,7 @@ TEST(SslTrainer, Bf16AutocastKeepsTheLossCloseAndTheWeightsFp32) {
 }
 
 TEST(SslTrainer, LearnsWithoutCollapse) {
-  auto ds = std::make_shared<ShapesDataset>(256);
+  auto ds = shapes(256);
   SslTrainer trainer(trainer_options(10));
   auto l = loader(ds, {0, 0});
   std::vector<StepStats> stats;
@@ -297,7 +325,7 @@ namespace saccade::workers {
 namespace {
 
 TEST(SslTrainer, TeacherFeaturesAreOneDeterministicRowPerView) {
-  auto ds = std::make_shared<ShapesDataset>(64);
+  auto ds = shapes(64);
   SslTrainer trainer(trainer_options(5));
   const Features a = whole_image_features(trainer, ds, 64),
                  b = whole_image_features(trainer, ds, 64);
@@ -313,54 +341,67 @@ TEST(SslTrainer, TeacherFeaturesAreOneDeterministicRowPerView) {
   for (float v : a.rows) ASSERT_TRUE(std::isfinite(v));
 }
 
-// The issue's "2-minute CPU run" (45 s here): 900 steps on generated images of two classes
-// (discs, squares) that the objective never sees. The DINO loss must fall, the teacher must
-// not collapse (uniform targets, entropy = ln K, are a collapse too: Sinkhorn-Knopp turns a
-// constant teacher into uniform targets), and its features must come to tell the classes
-// apart better than at initialisation (leave-one-out 5-NN on whole images).
-// DISABLED: it fails today, the known open problem of issue 5. The targets are uniform from
-// step 0 with layerscale_init 1e-5 (whole-image teacher features have pairwise cosine ~0.98)
-// and drift to uniform within the first (frozen-prototype) epoch with 1.0; the DINO term then
-// sits at ln 64 = 4.159 while KoLeo falls; 5-NN 0.49 -> 0.58. Run it with
-// --gtest_also_run_disabled_tests --gtest_filter='*TwoMinute*' while tuning the objective.
-TEST(SslTrainer, DISABLED_TwoMinuteRunLearnsFeaturesWithoutCollapse) {
-  auto ds = std::make_shared<ShapesDataset>(4096);
-  constexpr int64_t kSteps = 900, kPerEpoch = 100;
-  TrainerOptions o = trainer_options(kPerEpoch);
-  o.schedule.schedule_epochs = kSteps / kPerEpoch;
-  SslTrainer trainer(o);
-  const double knn_before = knn_accuracy(whole_image_features(trainer, ds, 512));
-  auto l = loader(ds, {0, 0}, 32);
+// The issue's "2-minute CPU run" (45 s here): 900 steps of batch 32 on generated stripes of
+// two orientations (classes the objective never sees), with the whole-image 5-NN accuracy of
+// the teacher's features before and after.
+struct LongRun {
   std::vector<StepStats> stats;
-  for (int64_t i = 0; i < kSteps; ++i) {
-    stats.push_back(trainer.train_step(*l->next().batch));
-    if (i % 50 == 0)
-      std::printf("step %ld: dino %.4f koleo %.4f target entropy %.4f prototypes %ld lr %.5f\n",
-                  static_cast<long>(i), stats.back().dino, stats.back().koleo,
-                  stats.back().target_entropy, static_cast<long>(stats.back().prototypes_used),
-                  stats.back().lr);
-  }
-  const double knn_after = knn_accuracy(whole_image_features(trainer, ds, 512));
-  auto mean = [&](int64_t from, int64_t to, auto field) {
+  double knn_before = 0, knn_after = 0;
+  static constexpr int64_t kSteps = 900, kPerEpoch = 100;
+  double mean(int64_t from, int64_t to, double StepStats::*field) const {
     double sum = 0;
-    for (int64_t i = from; i < to; ++i) sum += static_cast<double>(stats[i].*field);
+    for (int64_t i = from; i < to; ++i) sum += stats[i].*field;
     return sum / static_cast<double>(to - from);
-  };
-  const double early = mean(kPerEpoch, 2 * kPerEpoch, &StepStats::dino);  // prototypes unfrozen
-  const double late = mean(kSteps - kPerEpoch, kSteps, &StepStats::dino);
-  std::printf(
-      "dino loss %.4f -> %.4f, target entropy %.3f (ln K = %.3f), prototypes %.1f, "
-      "5-NN accuracy %.3f -> %.3f\n",
-      early, late, mean(kSteps - kPerEpoch, kSteps, &StepStats::target_entropy), std::log(64.0),
-      mean(kSteps - kPerEpoch, kSteps, &StepStats::prototypes_used), knn_before, knn_after);
-  EXPECT_LT(late, 0.97 * early) << "the DINO loss did not fall";
-  for (int64_t i = kSteps - kPerEpoch; i < kSteps; ++i) {
-    ASSERT_TRUE(std::isfinite(stats[i].loss)) << "step " << i;
-    EXPECT_GT(stats[i].target_entropy, 0.3 * std::log(64.0)) << "step " << i;
-    EXPECT_LT(stats[i].target_entropy, 0.98 * std::log(64.0)) << "step " << i << ": uniform";
-    EXPECT_GE(stats[i].prototypes_used, 8) << "step " << i;  // of 64, over 64 target rows
   }
-  EXPECT_GT(knn_after, knn_before + 0.03) << "features did not get better at the classes";
+};
+LongRun long_run() {
+  auto ds = stripes(4096);
+  TrainerOptions o = trainer_options(LongRun::kPerEpoch);
+  o.schedule.schedule_epochs = LongRun::kSteps / LongRun::kPerEpoch;
+  SslTrainer trainer(o);
+  LongRun run;
+  run.knn_before = knn_accuracy(whole_image_features(trainer, ds, 512));
+  auto l = loader(ds, {0, 0}, 32);
+  for (int64_t i = 0; i < LongRun::kSteps; ++i) {
+    run.stats.push_back(trainer.train_step(*l->next().batch));
+    const StepStats& s = run.stats.back();
+    if (i % 100 == 0)
+      std::printf(
+          "step %ld: dino %.4f (global %.3f local %.3f sequential %.3f) koleo %.4f "
+          "target entropy %.4f prototypes %ld\n",
+          static_cast<long>(i), s.dino, s.global, s.local, s.sequential, s.koleo, s.target_entropy,
+          static_cast<long>(s.prototypes_used));
+  }
+  run.knn_after = knn_accuracy(whole_image_features(trainer, ds, 512));
+  std::printf("5-NN accuracy %.3f -> %.3f\n", run.knn_before, run.knn_after);
+  return run;
+}
+
+// What works today: the backbone learns the classes (measured: 5-NN 0.50 -> 0.97) and
+// nothing diverges. A trainer that does not update, or updates wrongly, stays near 0.5.
+// Measured too (docs/ssl.md): this comes from KoLeo; with koleo_weight 0 the same run ends
+// at 0.48, so this test guards the update path, not the DINO term.
+TEST(SslTrainer, LongRunTeachesTheBackboneTheClasses) {
+  const LongRun run = long_run();
+  EXPECT_GT(run.knn_after, 0.85);
+  EXPECT_GT(run.knn_after, run.knn_before + 0.2);
+  for (const StepStats& s : run.stats) ASSERT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
+}
+
+// What must also hold and does not yet (issue 5's open problem, docs/ssl.md): the DINO term
+// falls and the targets do not become uniform (entropy ln K: Sinkhorn-Knopp turns a teacher
+// whose head says the same for every image into uniform targets). Today the DINO term sits at
+// ln 64 = 4.159 from the first unfrozen epoch on (layerscale 1: ~4.12, KL to the targets
+// ~0.02). Run it with --gtest_also_run_disabled_tests --gtest_filter='*DinoHead*' while tuning
+// the objective.
+TEST(SslTrainer, DISABLED_LongRunDinoHeadLearnsWithoutUniformCollapse) {
+  const LongRun run = long_run();
+  const int64_t n = LongRun::kSteps, e = LongRun::kPerEpoch;
+  EXPECT_LT(run.mean(n - e, n, &StepStats::dino), 0.97 * run.mean(e, 2 * e, &StepStats::dino));
+  for (int64_t i = n - e; i < n; ++i) {
+    EXPECT_LT(run.stats[i].target_entropy, 0.98 * std::log(64.0)) << "step " << i << ": uniform";
+    EXPECT_GE(run.stats[i].prototypes_used, 8) << "step " << i;  // of 64, over 64 target rows
+  }
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ struct SinkhornOptions {
   // result at a finite number of iterations, so it is not offered.) It cures
   // overflow (large logits); a sample whose every logit lies > ~87 tau below
   // the prototypes' maxima still underflows to a zero column (NaN), as
-  // DINOv2's does; with DINOv2's head (|logit| <= 1) neither can happen.
+  // DINOv2's does. With DINOv2's head (|logit| <= 1) exp overflows fp32 only
+  // for temp < 1/88, which the config refuses (ssl.teacher_temp_*).
   bool subtract_max = false;
   AllReduceSum all_reduce_sum;                      // sums over learners; empty = one process
   std::function<void(at::Tensor&)> all_reduce_max;  // maxes over learners (subtract_max only)
