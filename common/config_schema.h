@@ -183,7 +183,9 @@ void describe(V& v, SslConfig& c) {
   v.integer("steps_per_epoch", c.steps_per_epoch, 0, 0, kMaxInt,
             "Optimiser steps per epoch; 0 = dataset size / batch size.");
   v.integer("batch_size", c.batch_size, 1024, 1, 1 << 24, "Global batch over all learners.");
-  v.number("lr", c.lr, 0.002, 0.0, 10.0, "Peak learning rate, reached after warmup.");
+  v.number("lr", c.lr, 0.002, 0.0, 10.0,
+           "Peak learning rate, reached after warmup; used as given, so scale it to the global "
+           "batch (the paper's 0.002 is for 1024 images).");
   v.number("min_lr", c.min_lr, 1e-6, 0.0, 10.0, "Learning rate at the end of the cosine.");
   v.integer("warmup_epochs", c.warmup_epochs, 10, 0, 100000, "Linear learning-rate warmup.");
   v.number("weight_decay_start", c.weight_decay_start, 0.04, 0.0, 10.0,

@@ -354,9 +354,8 @@ struct LongRun {
     return sum / static_cast<double>(to - from);
   }
 };
-LongRun long_run() {
+LongRun long_run(TrainerOptions o) {
   auto ds = stripes(4096);
-  TrainerOptions o = trainer_options(LongRun::kPerEpoch);
   o.schedule.schedule_epochs = LongRun::kSteps / LongRun::kPerEpoch;
   SslTrainer trainer(o);
   LongRun run;
@@ -382,7 +381,7 @@ LongRun long_run() {
 // Measured too (docs/ssl.md): this comes from KoLeo; with koleo_weight 0 the same run ends
 // at 0.48, so this test guards the update path, not the DINO term.
 TEST(SslTrainer, LongRunTeachesTheBackboneTheClasses) {
-  const LongRun run = long_run();
+  const LongRun run = long_run(trainer_options(LongRun::kPerEpoch));
   EXPECT_GT(run.knn_after, 0.85);
   EXPECT_GT(run.knn_after, run.knn_before + 0.2);
   for (const StepStats& s : run.stats) ASSERT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
@@ -390,12 +389,18 @@ TEST(SslTrainer, LongRunTeachesTheBackboneTheClasses) {
 
 // What must also hold and does not yet (issue 5's open problem, docs/ssl.md): the DINO term
 // falls and the targets do not become uniform (entropy ln K: Sinkhorn-Knopp turns a teacher
-// whose head says the same for every image into uniform targets). Today the DINO term sits at
-// ln 64 = 4.159 from the first unfrozen epoch on (layerscale 1: ~4.12, KL to the targets
-// ~0.02). Run it with --gtest_also_run_disabled_tests --gtest_filter='*DinoHead*' while tuning
-// the objective.
+// whose head says the same for every image into uniform targets). Run with the best options
+// measured so far: layerscale 1 (at 1e-5 every image's teacher output is the same, so the
+// targets are uniform from step 0) and DINO's linear lr rule, 2e-3 x 32 / 1024 (at 2e-3 even
+// self-distillation on identical views goes uniform). Measured: the DINO term falls 4.81 ->
+// 4.17, but the last epoch's entropy reaches 4.080 against the 4.076 bound (~57 of 64
+// prototypes in effective use): the targets stay too soft. Run it with
+// --gtest_also_run_disabled_tests --gtest_filter='*DinoHead*' while tuning the objective.
 TEST(SslTrainer, DISABLED_LongRunDinoHeadLearnsWithoutUniformCollapse) {
-  const LongRun run = long_run();
+  TrainerOptions o = trainer_options(LongRun::kPerEpoch);
+  o.backbone.layerscale_init = 1.0;
+  o.schedule.lr = 2e-3 * 32 / 1024;
+  const LongRun run = long_run(o);
   const int64_t n = LongRun::kSteps, e = LongRun::kPerEpoch;
   EXPECT_LT(run.mean(n - e, n, &StepStats::dino), 0.97 * run.mean(e, 2 * e, &StepStats::dino));
   for (int64_t i = n - e; i < n; ++i) {
