@@ -411,7 +411,11 @@ void check_consistency(const JobConfig& c, Problems& p) {
           c.views.global_scale_max);
   ordered("views.local_scale_min", c.views.local_scale_min, "views.local_scale_max",
           c.views.local_scale_max);
-  ordered("ssl.min_lr", c.ssl.min_lr, "ssl.lr", c.ssl.lr);
+  if (c.ssl.min_lr > effective_lr(c.ssl)) {
+    p.add("ssl.min_lr", fmt::format("must not exceed the peak lr ({} = ssl.lr scaled by "
+                                    "ssl.lr_scaling to ssl.batch_size), got {}",
+                                    effective_lr(c.ssl), c.ssl.min_lr));
+  }
   ordered("ssl.momentum_start", c.ssl.momentum_start, "ssl.momentum_end", c.ssl.momentum_end);
   ordered("policy.std_end", c.policy.std_end, "policy.std_start", c.policy.std_start);
   if (c.views.multizoom_patches + c.views.fovea_grid == 0) {
@@ -494,6 +498,13 @@ void check_consistency(const JobConfig& c, Problems& p) {
 ConfigError::ConfigError(std::vector<std::string> problems)
     : std::runtime_error(fmt::format("{}", fmt::join(problems, "\n"))),
       problems_(std::move(problems)) {}
+
+double effective_lr(const SslConfig& ssl) {
+  const double batches_of_1024 = static_cast<double>(ssl.batch_size) / 1024.0;
+  if (ssl.lr_scaling == "linear") return ssl.lr * batches_of_1024;
+  if (ssl.lr_scaling == "sqrt") return ssl.lr * std::sqrt(batches_of_1024);
+  return ssl.lr;
+}
 
 JobConfig default_config() {
   return parse_config("", "<defaults>");

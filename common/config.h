@@ -120,7 +120,8 @@ struct SslConfig {
   int64_t schedule_epochs{};  // schedules run as if training lasted this long (0 = epochs)
   int64_t steps_per_epoch{};  // 0 = dataset size / batch size
   int64_t batch_size{};       // global, over all learners
-  double lr{};
+  double lr{};                // at a global batch of 1024, scaled by lr_scaling
+  std::string lr_scaling;     // linear | sqrt | none
   double min_lr{};
   int64_t warmup_epochs{};
   double weight_decay_start{};
@@ -205,6 +206,9 @@ class ConfigError : public std::runtime_error {
  private:
   std::vector<std::string> problems_;
 };
+
+// ssl.lr scaled to ssl.batch_size by ssl.lr_scaling: the peak learning rate a job uses.
+double effective_lr(const SslConfig& ssl);
 
 // Every key at its default.
 JobConfig default_config();

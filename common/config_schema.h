@@ -184,8 +184,10 @@ void describe(V& v, SslConfig& c) {
             "Optimiser steps per epoch; 0 = dataset size / batch size.");
   v.integer("batch_size", c.batch_size, 1024, 1, 1 << 24, "Global batch over all learners.");
   v.number("lr", c.lr, 0.002, 0.0, 10.0,
-           "Peak learning rate, reached after warmup; used as given, so scale it to the global "
-           "batch (the paper's 0.002 is for 1024 images).");
+           "Peak learning rate for a global batch of 1024 (the paper's), reached after warmup.");
+  v.choice("lr_scaling", c.lr_scaling, "linear", {"linear", "sqrt", "none"},
+           "How lr follows batch_size: linear = lr x batch / 1024 (DINO), sqrt = lr x "
+           "sqrt(batch / 1024) (DINOv2), none = lr as given.");
   v.number("min_lr", c.min_lr, 1e-6, 0.0, 10.0, "Learning rate at the end of the cosine.");
   v.integer("warmup_epochs", c.warmup_epochs, 10, 0, 100000, "Linear learning-rate warmup.");
   v.number("weight_decay_start", c.weight_decay_start, 0.04, 0.0, 10.0,

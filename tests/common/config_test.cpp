@@ -92,6 +92,10 @@ TEST(Config, OutOfRangeValueIsRefused) {
   EXPECT_EQ(refusal("[ssl]\nmomentum_end = 1.5\n"),
             "job.toml:2:16: ssl.momentum_end: expected a number in [0, 1], got 1.5");
   // exp(1 / 0.01) overflows fp32 in Sinkhorn-Knopp (every target NaN from step 0).
+  // min_lr is compared with the lr the job will use: 2e-3 x 64 / 1024 = 1.25e-4.
+  EXPECT_EQ(refusal("[ssl]\nbatch_size = 64\nmin_lr = 0.001\n"),
+            "job.toml:3:10: ssl.min_lr: must not exceed the peak lr (0.000125 = ssl.lr scaled by "
+            "ssl.lr_scaling to ssl.batch_size), got 0.001");
   EXPECT_EQ(refusal("[ssl]\nteacher_temp_start = 0.01\n"),
             "job.toml:2:22: ssl.teacher_temp_start: expected a number in [0.012, 10], got 0.01");
 }

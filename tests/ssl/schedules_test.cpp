@@ -110,6 +110,23 @@ TEST(Schedules, LongerScheduleThanTraining) {
   EXPECT_THROW(schedule_options(config, 0), std::invalid_argument);
 }
 
+// The paper's lr is for a global batch of 1024; DINO scales it linearly, DINOv2 by the square
+// root. At batch 32 an unscaled 2e-3 collapses the DINO head (docs/ssl.md).
+TEST(Schedules, PeakLrFollowsTheGlobalBatch) {
+  SslConfig config = default_config().ssl;
+  config.lr = 0.002;
+  config.batch_size = 256;
+  EXPECT_EQ(config.lr_scaling, "linear");  // the default
+  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.0005);
+  config.lr_scaling = "sqrt";
+  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.001);
+  config.lr_scaling = "none";
+  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.002);
+  config.lr_scaling = "linear";
+  config.batch_size = 1024;  // the paper's batch: the lr as given
+  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.002);
+}
+
 TEST(Schedules, DegenerateAndBadInputs) {
   ScheduleOptions o = options();
   o.warmup_epochs = 0;

@@ -41,7 +41,7 @@ ScheduleOptions schedule_options(const SslConfig& config, int64_t steps_per_epoc
   ScheduleOptions o;
   o.steps_per_epoch = steps_per_epoch;
   o.schedule_epochs = config.schedule_epochs > 0 ? config.schedule_epochs : config.epochs;
-  o.lr = config.lr;
+  o.lr = effective_lr(config);
   o.min_lr = config.min_lr;
   o.warmup_epochs = config.warmup_epochs;
   o.weight_decay_start = config.weight_decay_start;
