@@ -411,10 +411,10 @@ void check_consistency(const JobConfig& c, Problems& p) {
           c.views.global_scale_max);
   ordered("views.local_scale_min", c.views.local_scale_min, "views.local_scale_max",
           c.views.local_scale_max);
-  if (c.ssl.min_lr > effective_lr(c.ssl)) {
+  if (const double peak = effective_lr(c.ssl); c.ssl.min_lr > peak) {
     p.add("ssl.min_lr", fmt::format("must not exceed the peak lr ({} = ssl.lr scaled by "
                                     "ssl.lr_scaling to ssl.batch_size), got {}",
-                                    effective_lr(c.ssl), c.ssl.min_lr));
+                                    peak, c.ssl.min_lr));
   }
   ordered("ssl.momentum_start", c.ssl.momentum_start, "ssl.momentum_end", c.ssl.momentum_end);
   ordered("policy.std_end", c.policy.std_end, "policy.std_start", c.policy.std_start);

@@ -20,6 +20,11 @@ namespace saccade::workers {
 
 namespace {
 
+// The socket file of an ipc:// endpoint (what follows the scheme).
+std::string ipc_socket_path(const std::string& endpoint) {
+  return endpoint.substr(endpoint.find("://") + 3);
+}
+
 using Body = wire::Envelope::Body;
 
 constexpr int64_t kPollMs = 50;  // idle wait between calls of stopping()
@@ -146,7 +151,7 @@ struct BatchServer::Impl {
     router.close();
     if (bound_local.empty()) return;
     std::error_code ignored;
-    std::filesystem::remove(bound_local.substr(bound_local.find("://") + 3), ignored);
+    std::filesystem::remove(ipc_socket_path(bound_local), ignored);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -193,9 +198,8 @@ BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::Vie
   s.bound = bind_router(s.router, s.options.endpoint);
   if (!s.options.local_endpoint.empty()) {
     // libzmq replaces a socket file left by a dead predecessor; the folder must exist.
-    const std::string path =
-        s.options.local_endpoint.substr(s.options.local_endpoint.find("://") + 3);
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::filesystem::create_directories(
+        std::filesystem::path(ipc_socket_path(s.options.local_endpoint)).parent_path());
     s.router.bind(s.options.local_endpoint);
     s.bound_local = s.options.local_endpoint;
   }

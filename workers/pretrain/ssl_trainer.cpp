@@ -180,8 +180,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
 
   // 1. Teacher targets: its global view and the final step of its sequential view.
   // 2. Student: global, local views (one batched step), every step of its sequential view.
-  // Forward passes run under autocast (bf16 when configured); logits leave it as fp32,
-  // so Sinkhorn-Knopp, the softmaxes and the loss are always computed in fp32.
+  // Forward passes run under autocast (bf16 when configured); the objective casts the
+  // logits to fp32, so Sinkhorn-Knopp, the softmaxes and the loss are always fp32.
   torch::Tensor teacher_global, teacher_final;
   ssl::StudentOutputs student;
   {
@@ -207,12 +207,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   torch::Tensor targets;
   {
     torch::NoGradGuard no_grad;
-    targets = ssl::teacher_targets(teacher_global.to(torch::kFloat),
-                                   teacher_final.to(torch::kFloat), objective);
+    targets = ssl::teacher_targets(teacher_global, teacher_final, objective);
   }
-  for (torch::Tensor* t :
-       {&student.global, &student.global_token, &student.local, &student.sequential})
-    *t = t->to(torch::kFloat);  // no-op in fp32
   const ssl::LossParts parts = ssl::sequential_to_global_loss(targets, student, objective);
 
   // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.

@@ -83,7 +83,8 @@ at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& t
 // H(s, targets) = mean over the 2 targets t and the batch of -sum_k t_k log_softmax(s / tau_s)_k.
 // The loss: L = 1/2 (L_static + mean_k H(step_k)) + koleo_weight * KoLeo(global_token).
 // Every student view is matched with BOTH teacher targets (teacher and student
-// crops are distinct, so no pair is skipped). Throws std::invalid_argument on
+// crops are distinct, so no pair is skipped). Computed in fp32 whatever the
+// inputs' dtype (bf16 logits from autocast). Throws std::invalid_argument on
 // mismatched shapes.
 LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutputs& student,
                                     const ObjectiveOptions& options);
