@@ -39,6 +39,16 @@ struct Child {
   bool killed = false;
 };
 
+// How an actor of this node ended, kept until it is started again: an exit
+// reported while the coordinator was down is said again when registering.
+struct Ended {
+  uint32_t pid = 0;
+  wire::ActorState state = wire::ActorState::EXITED;
+  int code = 0;
+  int signal = 0;
+  std::string reason;
+};
+
 class Agent {
  public:
   explicit Agent(const AgentOptions& o)
@@ -147,7 +157,7 @@ class Agent {
       r.setGpus(count_gpus());
       r.setMemoryBytes(static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                        static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
-      auto list = r.initActors(static_cast<unsigned>(children_.size()));
+      auto list = r.initActors(static_cast<unsigned>(children_.size() + ended_.size()));
       unsigned i = 0;
       for (const auto& [k, c] : children_) {
         auto ev = list[i++];
@@ -155,6 +165,16 @@ class Agent {
         ev.setRank(k.second);
         ev.setPid(static_cast<uint32_t>(c.pid));
         ev.setState(wire::ActorState::RUNNING);
+      }
+      for (const auto& [k, e] : ended_) {
+        auto ev = list[i++];
+        ev.setRole(k.first);
+        ev.setRank(k.second);
+        ev.setPid(e.pid);
+        ev.setState(e.state);
+        ev.setExitCode(e.code);
+        ev.setSignal(e.signal);
+        ev.setReason(e.reason);
       }
     });
   }
@@ -262,6 +282,7 @@ class Agent {
     Spawned s = spawn_process(argv);
     if (s.pid > 0 && s.error.empty()) {
       children_[key] = {a, s.pid, false};
+      ended_.erase(key);
       spdlog::info("started {} {} (pid {}, restart {})", role_name(a.role), a.rank, s.pid,
                    cmd.getRestarts());
       report(key, static_cast<uint32_t>(s.pid), wire::ActorState::STARTING, 0, 0, "");
@@ -313,9 +334,11 @@ class Agent {
         spdlog::log(ok ? spdlog::level::info : spdlog::level::warn, "{} {} (pid {}) ended: {}",
                     role_name(it->first.first), it->first.second, pid,
                     sig ? fmt::format("signal {}", sig) : fmt::format("exit code {}", code));
-        report(it->first, static_cast<uint32_t>(pid),
-               ok ? wire::ActorState::EXITED : wire::ActorState::FAILED, code, sig,
-               it->second.killed ? "killed by its agent" : "");
+        const Ended e{static_cast<uint32_t>(pid),
+                      ok ? wire::ActorState::EXITED : wire::ActorState::FAILED, code, sig,
+                      it->second.killed ? "killed by its agent" : ""};
+        report(it->first, e.pid, e.state, e.code, e.signal, e.reason);
+        ended_[it->first] = e;
         ::kill(-pid, SIGKILL);  // whatever it left in its group goes with it
         children_.erase(it);
         break;
@@ -365,6 +388,7 @@ class Agent {
   std::string binary_;
   std::filesystem::path config_file_;  // the job's config, written for the actors
   std::map<ActorKey, Child> children_;
+  std::map<ActorKey, Ended> ended_;  // actors of this node not running now
   DropLog drops_;
   bool registered_ = false;
   bool stopping_ = false;

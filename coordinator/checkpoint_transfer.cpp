@@ -71,6 +71,12 @@ std::string CheckpointAssembler::add(wire::CheckpointChunk::Reader chunk,
   if (count == 0 || chunk.getIndex() >= count)
     return fmt::format("checkpoint chunk {} of {} of blob '{}'", chunk.getIndex(), count, name);
   auto [expected, fresh] = next_index_.try_emplace(name, 0);
+  if (!fresh && chunk.getIndex() == 0) {  // the sender started this blob again: keep the new one
+    bytes_ -= blobs_[name].size();
+    blobs_[name].clear();
+    expected->second = 0;
+    fresh = true;
+  }
   if (fresh) count_[name] = count;
   if (count_[name] != count || chunk.getIndex() != expected->second) {
     const std::string why =

@@ -67,7 +67,8 @@ class CheckpointDownload {
 
 // Puts one checkpoint's chunks back together, refusing anything out of order
 // or corrupt. Chunks of another step reset it (a newer checkpoint replaced
-// an unfinished one).
+// an unfinished one); the first chunk of a blob already begun restarts that
+// blob (the sender sent the checkpoint again, e.g. to a restarted coordinator).
 class CheckpointAssembler {
  public:
   // Returns "" when the chunk was taken, else why it was refused.

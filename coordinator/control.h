@@ -89,6 +89,7 @@ class EnvelopeWriter {
   zmq::message_t make(uint64_t generation,
                       const std::function<void(wire::Envelope::Builder)>& fill);
   const wire::SenderInfo& sender() const { return from_; }
+  uint64_t next_seq() const { return seq_ + 1; }  // the seq of the next message made
 
  private:
   wire::SenderInfo from_;

@@ -460,10 +460,13 @@ class Coordinator {
         write_assignment(mine[i]->assignment, list[static_cast<unsigned>(i)]);
     });
     std::map<ActorKey, uint32_t> running;
+    std::map<ActorKey, wire::ActorEvent::Reader> ended;  // how the others ended, if known
     for (auto ev : r.getActors()) {
       if (ev.getState() == wire::ActorState::STARTING ||
           ev.getState() == wire::ActorState::RUNNING || ev.getState() == wire::ActorState::DRAINING)
         running[{ev.getRole(), ev.getRank()}] = ev.getPid();
+      else
+        ended.insert_or_assign({ev.getRole(), ev.getRank()}, ev);
     }
     for (auto& [k, a] : job_.actors) {
       if (a.assignment.node != node.spec.name) continue;
@@ -477,6 +480,9 @@ class Coordinator {
         }
       } else if (a.phase == Phase::kPending && job_.state == "running") {
         start_actor(a, now);
+      } else if (auto e = ended.find(k); alive(a.phase) && e != ended.end() &&
+                                         (a.pid == 0 || a.pid == e->second.getPid())) {
+        on_exit(a, e->second.getExitCode(), e->second.getSignal(), e->second.getReason(), now);
       } else if (alive(a.phase)) {
         on_exit(a, -1, 0, "not running on its node after the agent registered again", now);
       }

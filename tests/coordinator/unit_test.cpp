@@ -222,6 +222,26 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
   EXPECT_NE(why.find("exceeds"), std::string::npos) << why;
 }
 
+// A sender that starts the same checkpoint again (its coordinator restarted
+// mid-transfer) replaces the partial blobs instead of failing as out of order.
+TEST(CheckpointTransfer, ASecondSendOfTheSameStepReplacesThePartialOne) {
+  std::string big(10000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 5 + 1);
+  const Blobs blobs{{"state", "step 7"}, {"student", big}};
+  auto first = chunk_messages(blobs, 7, 1024);
+  auto again = chunk_messages(blobs, 7, 1024);
+  ASSERT_EQ(first.size(), 1u + 10u);
+  CheckpointAssembler assembler;
+  // A stale tail first (the end of "student" only: refused, it has no start), then the first
+  // attempt's start, then the whole checkpoint again.
+  EXPECT_NE(assembler.add(reader(*first[9]), 1 << 20), "");
+  for (size_t i = 0; i < 6; ++i) ASSERT_EQ(assembler.add(reader(*first[i]), 1 << 20), "");
+  for (auto& c : again) ASSERT_EQ(assembler.add(reader(*c), 1 << 20), "");
+  ASSERT_TRUE(assembler.complete(big.size() + 6));
+  EXPECT_EQ(assembler.bytes(), big.size() + 6);  // the partial bytes are not counted twice
+  EXPECT_EQ(assembler.take(), blobs);
+}
+
 TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs) {
   std::string big(5000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13 + 1);

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "common/logging.h"
 #include "coordinator/checkpoint_transfer.h"
@@ -73,12 +74,22 @@ class ActorRuntime {
   std::deque<std::function<void(wire::Envelope::Builder)>> outbox_;
   // Checkpoint chunks going out, in order. Unbounded (one checkpoint at a
   // time) and never dropped: sent as fast as the socket takes them.
-  std::deque<std::function<void(wire::Envelope::Builder)>> bulk_;
+  struct BulkMessage {
+    std::function<void(wire::Envelope::Builder)> fill;
+    bool starts_upload = false;  // the first message of a checkpoint upload
+  };
+  std::deque<BulkMessage> bulk_;
+  // Bumps when messages start coming from another coordinator process (one
+  // restarted from its database): a transfer in flight is started again.
+  uint64_t coordinator_incarnation_ = 0;
 
   // The checkpoint transfer in flight, guarded by mutex_.
   enum class Transfer { kIdle, kPending, kDone, kFailed };
   Transfer save_ = Transfer::kIdle;
   int64_t save_step_ = -1;
+  // Seq of the current upload's first message: a refusal of anything older
+  // answers an upload given up (e.g. its tail reaching a restarted coordinator).
+  uint64_t save_first_seq_ = UINT64_MAX;
   Transfer load_ = Transfer::kIdle;
   control::CheckpointAssembler incoming_;
   control::Blobs loaded_;
@@ -88,9 +99,9 @@ class ActorRuntime {
     if (outbox_.size() < 1024) outbox_.push_back(std::move(fill));  // bounded: drop when flooded
   }
 
-  void post_bulk(std::function<void(wire::Envelope::Builder)> fill) {
+  void post_bulk(std::function<void(wire::Envelope::Builder)> fill, bool starts_upload) {
     std::lock_guard lock(mutex_);
-    bulk_.push_back(std::move(fill));
+    bulk_.push_back({std::move(fill), starts_upload});
   }
 
   void drain(const std::string& why, bool checkpoint) {
@@ -136,14 +147,16 @@ class ActorRuntime {
 
   void flush_bulk() {
     for (;;) {
-      std::function<void(wire::Envelope::Builder)> fill;
+      BulkMessage message;
       {
         std::lock_guard lock(mutex_);
         if (bulk_.empty()) return;
-        fill = bulk_.front();
+        message = bulk_.front();
       }
-      if (!try_send(fill)) return;
+      const uint64_t seq = writer_.next_seq();
+      if (!try_send(message.fill)) return;
       std::lock_guard lock(mutex_);
+      if (message.starts_upload) save_first_seq_ = seq;
       bulk_.pop_front();
     }
   }
@@ -167,6 +180,7 @@ class ActorRuntime {
           drops_.refused("coordinator", "a message not from the coordinator");
         } else {
           last_coordinator = control::steady_ms();
+          note_coordinator(r.message->envelope().getSender().getPid());
           handle(*r.message);
         }
       }
@@ -195,7 +209,9 @@ class ActorRuntime {
         spdlog::info("coordinator back");
         lost = false;
       }
-      const bool last = io_stop_;  // read before the flush: what was posted before it goes out
+      // Read before the flush: what was posted before it goes out. A body that ended while
+      // the coordinator is away waits for it (up to the grace) so its final step is not lost.
+      const bool last = io_stop_ && (!lost || coordinator_gone_);
       for (;;) {
         std::function<void(wire::Envelope::Builder)> fill;
         {
@@ -208,7 +224,7 @@ class ActorRuntime {
       }
       flush_bulk();
       const int64_t stall = config_.cluster.stall_timeout_s * 1000;
-      const bool now_stalled = stall > 0 && now - last_touch_ms_.load() > stall;
+      const bool now_stalled = !io_stop_ && stall > 0 && now - last_touch_ms_.load() > stall;
       if (now_stalled != stalled) {
         stalled = now_stalled;
         if (stalled) spdlog::error("body stalled for {} s: no more heartbeats", stall / 1000);
@@ -225,6 +241,17 @@ class ActorRuntime {
       }
       if (last) return;
     }
+  }
+
+  void note_coordinator(uint32_t pid) {
+    if (pid == coordinator_pid_) return;
+    if (coordinator_pid_ != 0) {
+      spdlog::warn("coordinator restarted (pid {} -> {})", coordinator_pid_, pid);
+      std::lock_guard lock(mutex_);
+      ++coordinator_incarnation_;
+      changed_.notify_all();
+    }
+    coordinator_pid_ = pid;
   }
 
   void handle(const wire::Message& m) {
@@ -292,7 +319,8 @@ class ActorRuntime {
         const auto ack = body.getAck();
         if (ack.getOk()) return;
         std::lock_guard lock(mutex_);
-        if (save_ == Transfer::kPending) save_ = Transfer::kFailed;
+        if (save_ == Transfer::kPending && ack.getSeq() >= save_first_seq_)
+          save_ = Transfer::kFailed;
         if (load_ == Transfer::kPending) load_ = Transfer::kFailed;
         spdlog::warn("coordinator: {}", ack.getError().cStr());
         changed_.notify_all();
@@ -308,6 +336,7 @@ class ActorRuntime {
   std::string endpoint_;
   zmq::socket_t socket_;  // used by the I/O thread only
   int64_t connected_ms_ = 0;
+  uint32_t coordinator_pid_ = 0;  // of the last coordinator message; I/O thread only
   control::EnvelopeWriter writer_;
   control::DropLog drops_;
   std::atomic<bool> io_stop_{false};
@@ -357,29 +386,52 @@ class RuntimeContext final : public ActorContext {
     using Transfer = ActorRuntime::Transfer;
     runtime_.touch();
     auto shared = std::make_shared<const CheckpointBlobs>(blobs);  // chunks point into it
-    uint64_t bytes = 0;
-    {
-      std::lock_guard lock(runtime_.mutex_);
-      runtime_.bulk_.clear();  // an unsent older checkpoint is superseded
-      runtime_.save_ = Transfer::kPending;
-      runtime_.save_step_ = step;
-    }
-    control::for_each_chunk(
-        *shared, control::checkpoint_chunk_bytes(runtime_.config_.cluster.max_message_bytes),
-        [&](const control::ChunkView& c) {
-          bytes += c.data.size();
-          runtime_.post_bulk([step, c, shared](wire::Envelope::Builder e) {
-            control::write_chunk(step, c, e.getBody().initCheckpointChunk());
+    uint64_t bytes = 0, incarnation = 0;
+    // Queues the whole checkpoint; called again if the coordinator restarts before it answers.
+    auto upload = [&] {
+      {
+        std::lock_guard lock(runtime_.mutex_);
+        runtime_.bulk_.clear();  // an unsent older checkpoint (or attempt) is superseded
+        runtime_.save_ = Transfer::kPending;
+        runtime_.save_step_ = step;
+        runtime_.save_first_seq_ = UINT64_MAX;
+        incarnation = runtime_.coordinator_incarnation_;
+      }
+      bytes = 0;
+      bool first = true;
+      control::for_each_chunk(
+          *shared, control::checkpoint_chunk_bytes(runtime_.config_.cluster.max_message_bytes),
+          [&](const control::ChunkView& c) {
+            runtime_.post_bulk(
+                [step, c, shared](wire::Envelope::Builder e) {
+                  control::write_chunk(step, c, e.getBody().initCheckpointChunk());
+                },
+                std::exchange(first, false));
+            bytes += c.data.size();
           });
-        });
-    runtime_.post_bulk([step, bytes](wire::Envelope::Builder e) {
-      auto c = e.getBody().initCheckpointCommitted();
-      c.setStep(step);
-      c.setBytes(bytes);
-    });
+      runtime_.post_bulk(
+          [step, bytes](wire::Envelope::Builder e) {
+            auto c = e.getBody().initCheckpointCommitted();
+            c.setStep(step);
+            c.setBytes(bytes);
+          },
+          first);  // no blobs: the commit marker is the whole upload
+    };
+    upload();
     std::unique_lock lock(runtime_.mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     while (runtime_.save_ == Transfer::kPending && std::chrono::steady_clock::now() < deadline) {
+      if (runtime_.coordinator_incarnation_ != incarnation) {
+        lock.unlock();
+        spdlog::warn(
+            "checkpoint {}: the coordinator restarted before committing it; sending it "
+            "again",
+            step);
+        upload();
+        deadline = std::chrono::steady_clock::now() + timeout;
+        lock.lock();
+        continue;
+      }
       runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
       runtime_.touch();
     }
@@ -397,17 +449,32 @@ class RuntimeContext final : public ActorContext {
                                                  std::chrono::milliseconds timeout) override {
     using Transfer = ActorRuntime::Transfer;
     runtime_.touch();
-    {
-      std::lock_guard lock(runtime_.mutex_);
-      runtime_.incoming_.reset();
-      runtime_.load_ = Transfer::kPending;
-    }
-    runtime_.post(
-        [step](wire::Envelope::Builder e) { e.getBody().initCheckpointRequest().setStep(step); });
+    uint64_t incarnation = 0;
+    // Asks for the checkpoint; asked again if the coordinator restarts before it arrives.
+    auto request = [&] {
+      {
+        std::lock_guard lock(runtime_.mutex_);
+        runtime_.incoming_.reset();
+        runtime_.load_ = Transfer::kPending;
+        incarnation = runtime_.coordinator_incarnation_;
+      }
+      runtime_.post(
+          [step](wire::Envelope::Builder e) { e.getBody().initCheckpointRequest().setStep(step); });
+    };
+    request();
     std::unique_lock lock(runtime_.mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     while (runtime_.load_ == Transfer::kPending && !runtime_.stopping_ &&
            std::chrono::steady_clock::now() < deadline) {
+      if (runtime_.coordinator_incarnation_ != incarnation) {
+        lock.unlock();
+        spdlog::warn("checkpoint {}: the coordinator restarted while sending it; asking again",
+                     step);
+        request();
+        deadline = std::chrono::steady_clock::now() + timeout;
+        lock.lock();
+        continue;
+      }
       runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
       runtime_.touch();
     }
