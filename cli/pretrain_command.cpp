@@ -1,5 +1,6 @@
 // saccade pretrain CONFIG: sequential-to-global DINO in one process.
 // saccade export CONFIG: the teacher backbone of a committed checkpoint as safetensors.
+// saccade probe CONFIG: a linear task head on that frozen backbone.
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
 
@@ -36,6 +37,27 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
     export_args.out = export_out.c_str();
     auto* entry = reinterpret_cast<int (*)(const ExportArgs*)>(torch_entry("saccade_torch_export"));
     if (const int rc = entry(&export_args); rc != 0) throw Exit{rc};
+  });
+
+  static std::string probe_file;
+  static ProbeArgs probe_args;
+  CLI::App* probe = app.add_subcommand(
+      "probe",
+      "Train the linear task head on the frozen teacher of a checkpoint (config [probe]) and "
+      "report validation accuracy in ViT mode and after every random glimpse");
+  probe->add_option("CONFIG", probe_file, "Job config (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  probe->add_option("--step", probe_args.step, "Checkpoint step (default: the newest)");
+  probe->add_option("--max-train-images", probe_args.max_train_images,
+                    "Use the first N training images (default: all)");
+  probe->add_option("--max-val-images", probe_args.max_val_images,
+                    "Use the first N validation images (default: all)");
+  probe->callback([&global] {
+    probe_args.config_path = probe_file.c_str();
+    probe_args.log_level = global.log_level.c_str();
+    auto* entry = reinterpret_cast<int (*)(const ProbeArgs*)>(torch_entry("saccade_torch_probe"));
+    if (const int rc = entry(&probe_args); rc != 0) throw Exit{rc};
   });
 }
 

@@ -17,6 +17,7 @@
 #include "workers/learner/learner_actor.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/probe/probe_job.h"
 
 namespace {
 
@@ -81,34 +82,39 @@ extern "C" int saccade_torch_bench_model(const saccade::model::ModelBenchOptions
 extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "export", [&](const JobConfig& config) {
-    // The job's checkpoints: the coordinator's database (a distributed job),
-    // else the single-process trainer's.
+    const workers::TeacherBackbone teacher = workers::load_teacher_backbone(config, args->step);
     const std::filesystem::path dir = config.job.work_dir;
-    std::filesystem::path db = dir / "coordinator.db";
-    if (!std::filesystem::exists(db)) db = dir / "checkpoints.db";
-    if (!std::filesystem::exists(db)) {
-      fmt::print(stderr,
-                 "saccade export: no checkpoints in {} (coordinator.db or checkpoints.db)\n",
-                 dir.string());
-      return 1;
-    }
-    auto store = storage::CheckpointStore::open(db.string());
-    const auto info = args->step < 0 ? store->latest() : store->info(args->step);
-    if (!info) {
-      fmt::print(stderr, "saccade export: {} has no committed checkpoint{}\n", db.string(),
-                 args->step < 0 ? "" : fmt::format(" {}", args->step));
-      return 1;
-    }
-    workers::SslTrainer trainer(workers::trainer_options(config, /*steps_per_epoch=*/1));
-    trainer.load(store->read_all(info->step));
     const std::string out = *args->out ? args->out : (dir / "backbone.safetensors").string();
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    file << trainer.export_backbone();
+    file << teacher.safetensors;
     if (!file.flush()) {
       fmt::print(stderr, "saccade export: cannot write {}\n", out);
       return 1;
     }
-    fmt::print("backbone of checkpoint {} ({}): {}\n", info->step, db.string(), out);
+    fmt::print("backbone of checkpoint {} ({}): {}\n", teacher.step, teacher.db, out);
+    return 0;
+  });
+}
+
+extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
+  using namespace saccade;
+  return with_config(args->config_path, "probe", [&](const JobConfig& config) {
+    init_logging({"probe", 0, *args->log_level ? args->log_level : config.logging.level, ""});
+    workers::ProbeRunOptions run;
+    run.step = args->step;
+    run.max_train_images = args->max_train_images;
+    run.max_val_images = args->max_val_images;
+    const workers::ProbeReport r = workers::run_probe(config, run);
+    fmt::print("probe of checkpoint {} ({}): {} training, {} validation images\n",
+               r.checkpoint_step, r.checkpoint_db, r.train_images, r.val_images);
+    for (const auto& [lr, accuracy] : r.sweep)
+      fmt::print("  lr {:<8g} top-1 after {} glimpses {:.2f}%{}\n", lr, r.step_accuracy.size(),
+                 100 * accuracy, lr == r.lr ? "  (kept)" : "");
+    fmt::print("validation top-1: ViT mode {:.2f}%, random glimpses", 100 * r.vit_accuracy);
+    for (size_t k = 0; k < r.step_accuracy.size(); ++k)
+      fmt::print("{} {:.2f}%", k == 0 ? "" : ",", 100 * r.step_accuracy[k]);
+    fmt::print(" (after 1..{})\nhead: {}\nreport: {}\n", r.step_accuracy.size(), r.head_path,
+               r.report_path);
     return 0;
   });
 }

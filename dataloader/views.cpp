@@ -32,9 +32,10 @@ struct ViewSlice {
   PhotometricSpec photometric;
 };
 
-void add_glimpses(const ViewOptions& o, kernels::ImageSize size, std::mt19937_64& rng,
+// `glimpses` glimpses at random gazes: M multi-zoom patches, then the foveal grid.
+void add_glimpses(const ViewOptions& o, int glimpses, kernels::ImageSize size, std::mt19937_64& rng,
                   std::vector<PatchXYZ>& out) {
-  for (int k = 0; k < o.glimpses; ++k) {
+  for (int k = 0; k < glimpses; ++k) {
     const kernels::Gaze gaze = kernels::sample_gaze(size, rng);
     const float z = o.fovea_zoom_min + static_cast<float>(kernels::uniform01(rng)) *
                                            (o.fovea_zoom_max - o.fovea_zoom_min);
@@ -93,54 +94,32 @@ void SslBatch::allocate(const ViewOptions& o, int64_t b) {
   skipped_corrupt = 0;
 }
 
-void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, int64_t b,
-                    SslBatch& batch) {
+namespace {
+
+// The image as the kernels see it, after checking it fits the options and slot b.
+kernels::ImageView checked_image(const ViewOptions& o, const cv::Mat& image, int64_t b,
+                                 int64_t batch_size, const char* who) {
   if (image.empty() || image.depth() != CV_8U || image.channels() != o.channels) {
     throw std::invalid_argument(
-        fmt::format("make_ssl_views: expected a non-empty 8-bit image with {} channel(s), got "
+        fmt::format("{}: expected a non-empty 8-bit image with {} channel(s), got "
                     "{}x{} with {} channel(s) of depth {}",
-                    o.channels, image.cols, image.rows, image.channels(), image.depth()));
+                    who, o.channels, image.cols, image.rows, image.channels(), image.depth()));
   }
-  if (b < 0 || b >= batch.batch_size) {
+  if (b < 0 || b >= batch_size) {
     throw std::invalid_argument(
-        fmt::format("make_ssl_views: slot {} outside the batch of {}", b, batch.batch_size));
+        fmt::format("{}: slot {} outside the batch of {}", who, b, batch_size));
   }
-  const kernels::ImageView view{image.data, image.rows, image.cols, o.channels,
-                                static_cast<std::ptrdiff_t>(image.step)};
+  return {image.data, image.rows, image.cols, o.channels, static_cast<std::ptrdiff_t>(image.step)};
+}
+
+// Cuts `patches` from the image's integral image in one extraction call, then
+// augments (when o.augment) and normalises each slice as a whole and scatters it
+// into its batch rows (`B` apart for the pieces of a sequence).
+void cut_slices(const ViewOptions& o, const kernels::ImageView& view,
+                const std::vector<PatchXYZ>& patches, const std::vector<ViewSlice>& slices,
+                int64_t B, std::mt19937_64& rng) {
   const kernels::IntegralImage table = kernels::IntegralImage::build(view, 1);
-  const kernels::ImageSize size{image.rows, image.cols};
-  std::mt19937_64 rng(seed);
-
-  // 1. Geometry of every view, in one list of patches.
-  std::vector<PatchXYZ> patches;
-  std::vector<ViewSlice> slices;
-  const int64_t B = batch.batch_size;
-  auto add_grid = [&](PatchBatch& target, int64_t row, int grid, float smin, float smax,
-                      PhotometricSpec spec) {
-    const kernels::GridView g = kernels::random_grid_view(size, grid, smin, smax, rng);
-    slices.push_back({&target, static_cast<int64_t>(patches.size()),
-                      static_cast<int64_t>(g.patches.size()), row, 1, spec});
-    patches.insert(patches.end(), g.patches.begin(), g.patches.end());
-  };
-  auto add_sequence = [&](PatchBatch& target, PhotometricSpec spec) {
-    const int64_t first = static_cast<int64_t>(patches.size());
-    add_glimpses(o, size, rng, patches);
-    slices.push_back(
-        {&target, first, static_cast<int64_t>(patches.size()) - first, b, o.glimpses, spec});
-  };
-  // DINOv2's two global crops: blur always on the first, rarely plus solarisation on the second.
-  add_grid(batch.teacher_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
-           {0.8f, 0.2f, 1.0f, 0.0f});
-  add_grid(batch.student_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
-           {0.8f, 0.2f, 0.1f, 0.2f});
-  for (int l = 0; l < o.local_views; ++l) {
-    add_grid(batch.student_local, l * B + b, o.local_grid, o.local_scale_min, o.local_scale_max,
-             {0.8f, 0.2f, 0.5f, 0.0f});
-  }
-  add_sequence(batch.teacher_seq, {0.8f, 0.2f, 0.5f, 0.0f});
-  add_sequence(batch.student_seq, {0.8f, 0.2f, 0.5f, 0.0f});
-
-  // 2. One extraction call for all of them.
+  const kernels::ImageSize size{view.height, view.width};
   std::vector<kernels::CropBox> boxes;
   boxes.reserve(patches.size());
   kernels::to_crop_boxes(patches, size, 0, &boxes);
@@ -148,8 +127,6 @@ void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, i
   std::vector<float> pixels(static_cast<size_t>(patches.size() * patch_floats));
   kernels::extract_patches(std::span<const kernels::IntegralImage>(&table, 1), boxes, o.patch_size,
                            pixels.data(), 1);
-
-  // 3. Augment and normalise each view as a whole, then scatter it into the batch.
   std::vector<float> positions(patches.size() * 3);
   for (size_t i = 0; i < patches.size(); ++i) {
     positions[3 * i] = patches[i].x;
@@ -179,6 +156,78 @@ void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, i
       std::memcpy(s.target->positions_of(row), pos + k * piece * 3, piece * 3 * sizeof(float));
     }
   }
+}
+
+}  // namespace
+
+void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, int64_t b,
+                    SslBatch& batch) {
+  const kernels::ImageView view = checked_image(o, image, b, batch.batch_size, "make_ssl_views");
+  const kernels::ImageSize size{image.rows, image.cols};
+  std::mt19937_64 rng(seed);
+
+  // 1. Geometry of every view, in one list of patches.
+  std::vector<PatchXYZ> patches;
+  std::vector<ViewSlice> slices;
+  const int64_t B = batch.batch_size;
+  auto add_grid = [&](PatchBatch& target, int64_t row, int grid, float smin, float smax,
+                      PhotometricSpec spec) {
+    const kernels::GridView g = kernels::random_grid_view(size, grid, smin, smax, rng);
+    slices.push_back({&target, static_cast<int64_t>(patches.size()),
+                      static_cast<int64_t>(g.patches.size()), row, 1, spec});
+    patches.insert(patches.end(), g.patches.begin(), g.patches.end());
+  };
+  auto add_sequence = [&](PatchBatch& target, PhotometricSpec spec) {
+    const int64_t first = static_cast<int64_t>(patches.size());
+    add_glimpses(o, o.glimpses, size, rng, patches);
+    slices.push_back(
+        {&target, first, static_cast<int64_t>(patches.size()) - first, b, o.glimpses, spec});
+  };
+  // DINOv2's two global crops: blur always on the first, rarely plus solarisation on the second.
+  add_grid(batch.teacher_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
+           {0.8f, 0.2f, 1.0f, 0.0f});
+  add_grid(batch.student_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
+           {0.8f, 0.2f, 0.1f, 0.2f});
+  for (int l = 0; l < o.local_views; ++l) {
+    add_grid(batch.student_local, l * B + b, o.local_grid, o.local_scale_min, o.local_scale_max,
+             {0.8f, 0.2f, 0.5f, 0.0f});
+  }
+  add_sequence(batch.teacher_seq, {0.8f, 0.2f, 0.5f, 0.0f});
+  add_sequence(batch.student_seq, {0.8f, 0.2f, 0.5f, 0.0f});
+
+  // 2. One extraction call for all of them; augment, normalise, scatter.
+  cut_slices(o, view, patches, slices, B, rng);
+}
+
+void EvalBatch::allocate(const ViewOptions& o, int64_t b, int64_t k) {
+  batch_size = b;
+  glimpses = k;
+  vit.resize(b, int64_t{o.vit_grid} * o.vit_grid, o.channels, o.patch_size);
+  seq.resize(k * b, o.glimpse_tokens(), o.channels, o.patch_size);
+  labels.assign(static_cast<size_t>(b), -1);
+  indices.assign(static_cast<size_t>(b), -1);
+}
+
+void make_eval_views(const ViewOptions& options, const cv::Mat& image, uint64_t seed, int64_t b,
+                     EvalBatch& batch) {
+  ViewOptions o = options;
+  o.augment = false;  // the frozen model sees the image as it is
+  require(o.vit_grid >= 1, "vit_grid", fmt::format(">= 1, got {}", o.vit_grid));
+  const kernels::ImageView view = checked_image(o, image, b, batch.batch_size, "make_eval_views");
+  const kernels::ImageSize size{image.rows, image.cols};
+  std::mt19937_64 rng(seed);
+  const kernels::GridView grid = kernels::vit_full_grid(size, o.vit_grid);
+  std::vector<PatchXYZ> patches = grid.patches;
+  add_glimpses(o, static_cast<int>(batch.glimpses), size, rng, patches);
+  const int64_t vit_tokens = static_cast<int64_t>(grid.patches.size());
+  const std::vector<ViewSlice> slices = {{&batch.vit, 0, vit_tokens, b, 1, {}},
+                                         {&batch.seq,
+                                          vit_tokens,
+                                          static_cast<int64_t>(patches.size()) - vit_tokens,
+                                          b,
+                                          batch.glimpses,
+                                          {}}};
+  cut_slices(o, view, patches, slices, batch.batch_size, rng);
 }
 
 }  // namespace saccade::data

@@ -29,6 +29,7 @@ struct ViewOptions {
   int local_views = 0;  // L
   float local_scale_min = 0;
   float local_scale_max = 0;
+  int vit_grid = 0;  // ViT mode (probe and evaluation): a centred G x G grid over the short side
   std::vector<float> pixel_mean;  // per channel (or one for all), 0..1 scale
   std::vector<float> pixel_std;
   bool augment = true;  // DINOv2 photometric augmentations and horizontal flips
@@ -71,6 +72,24 @@ struct SslBatch {
   // Sizes every buffer for `b` images.
   void allocate(const ViewOptions& options, int64_t b);
 };
+
+// The views the frozen model is probed and evaluated on, without augmentation:
+// the ViT-mode grid, and a sequence of `glimpses` glimpses at random gazes
+// (stored step-major like SslBatch's sequences).
+struct EvalBatch {
+  int64_t batch_size = 0;
+  int64_t glimpses = 0;
+  PatchBatch vit;                // B views of vit_grid^2 tokens
+  PatchBatch seq;                // glimpses * B views of glimpse_tokens()
+  std::vector<int64_t> labels;   // B (-1 when unlabeled)
+  std::vector<int64_t> indices;  // B dataset indices actually used
+  void allocate(const ViewOptions& options, int64_t b, int64_t glimpses);
+};
+
+// Cuts the evaluation views of one image into slot b; the gazes come from
+// `seed` only. Thread-safe: keeps no state between calls.
+void make_eval_views(const ViewOptions& options, const cv::Mat& image, uint64_t seed, int64_t b,
+                     EvalBatch& batch);
 
 // Cuts every view of one image into slot b of a batch. The random draws come
 // from `seed` only, so a given (seed, image) gives the same views on any

@@ -170,4 +170,12 @@ BackboneOptions backbone_options_from_metadata(const Metadata& m) {
   }
 }
 
+FovealBackbone import_backbone(std::string_view bytes) {
+  Metadata metadata;
+  parse_safetensors(bytes, &metadata);
+  FovealBackbone backbone(backbone_options_from_metadata(metadata));
+  load_modules({{"", backbone.get()}}, bytes);
+  return backbone;
+}
+
 }  // namespace saccade::model

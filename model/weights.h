@@ -36,5 +36,8 @@ void load_modules(const NamedModules& modules, std::string_view bytes,
 std::string export_backbone(FovealBackboneImpl& backbone);
 // The options stored by export_backbone (throws when a key is missing).
 BackboneOptions backbone_options_from_metadata(const Metadata& metadata);
+// A backbone rebuilt from export_backbone's bytes: its options from the
+// metadata, its weights loaded strictly (on the CPU).
+FovealBackbone import_backbone(std::string_view bytes);
 
 }  // namespace saccade::model

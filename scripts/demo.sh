@@ -2,8 +2,9 @@
 # The demo command: installs dependencies, builds, and runs the main job.
 # Today the main job is single-process sequential-to-global DINO pretraining of
 # the tiny preset on Fashion-MNIST (configs/tiny.toml), after a quick run of
-# the extraction benchmark; later stages (probe, policy, evaluation, the
-# distributed `saccade run`) extend it.
+# the extraction benchmark, then the linear probe of the pretrained teacher on
+# the first 10,000 training and 2,000 test images; later stages (policy,
+# evaluation, the distributed `saccade run`) extend it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -12,3 +13,4 @@ bash scripts/build.sh
 ./build/saccade config check configs/*.toml
 ./build/saccade bench extract --quick --no-photos
 ./build/saccade pretrain configs/tiny.toml "$@"
+./build/saccade probe configs/tiny.toml --max-train-images 10000 --max-val-images 2000

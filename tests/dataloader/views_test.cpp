@@ -58,6 +58,22 @@ std::vector<float> expected_patches(const cv::Mat& image,
   return out;
 }
 
+// The patches of `k` glimpses as the views draw them with small_options' geometry
+// (4 multi-zoom patches up to z = 3, a 3 x 3 fovea at z in [2, 3]).
+std::vector<std::vector<kernels::PatchXYZ>> replay_glimpses(kernels::ImageSize size, int k,
+                                                            std::mt19937_64& rng) {
+  std::vector<std::vector<kernels::PatchXYZ>> glimpses;
+  for (int i = 0; i < k; ++i) {
+    const auto gaze = kernels::sample_gaze(size, rng);
+    const float z = 2.0f + static_cast<float>(kernels::uniform01(rng)) * 1.0f;
+    auto g = kernels::multizoom_patches(gaze, 4, 0.0f, 3.0f);
+    const auto f = kernels::foveal_grid(gaze, z, 3);
+    g.insert(g.end(), f.begin(), f.end());
+    glimpses.push_back(g);
+  }
+  return glimpses;
+}
+
 TEST(Views, ShapesDoNotDependOnImageSize) {
   const ViewOptions o = small_options(3);
   SslBatch batch;
@@ -106,15 +122,7 @@ TEST(Views, WithoutAugmentationViewsAreTheKernelsExtraction) {
   const auto sg = kernels::random_grid_view(size, 6, 0.32f, 1.0f, rng);
   const auto l0 = kernels::random_grid_view(size, 3, 0.05f, 0.32f, rng);
   const auto l1 = kernels::random_grid_view(size, 3, 0.05f, 0.32f, rng);
-  std::vector<std::vector<kernels::PatchXYZ>> glimpses;
-  for (int k = 0; k < o.glimpses; ++k) {
-    const auto gaze = kernels::sample_gaze(size, rng);
-    const float z = 2.0f + static_cast<float>(kernels::uniform01(rng)) * 1.0f;
-    auto g = kernels::multizoom_patches(gaze, 4, 0.0f, 3.0f);
-    const auto f = kernels::foveal_grid(gaze, z, 3);
-    g.insert(g.end(), f.begin(), f.end());
-    glimpses.push_back(g);
-  }
+  const auto glimpses = replay_glimpses(size, o.glimpses, rng);
   const int64_t pf = 3 * 8 * 8;
   auto slice = [&](PatchBatch& pb, int64_t row) {
     return std::vector<float>(pb.patches_of(row), pb.patches_of(row) + pb.tokens * pf);
@@ -130,6 +138,38 @@ TEST(Views, WithoutAugmentationViewsAreTheKernelsExtraction) {
   }
   // Slot 0 was never written.
   EXPECT_EQ(batch.teacher_global.positions_of(0)[2], 0.0f);
+}
+
+// Probe and evaluation views: the ViT grid over the short side and K random
+// glimpses, never augmented even when the options ask for augmentation.
+TEST(Views, EvalViewsAreTheVitGridAndRandomGlimpsesUnaugmented) {
+  ViewOptions o = small_options(3);
+  o.vit_grid = 4;
+  ASSERT_TRUE(o.augment);
+  const cv::Mat image = random_image(60, 90, 3, 4);
+  EvalBatch batch;
+  batch.allocate(o, 2, 5);
+  make_eval_views(o, image, 21, 1, batch);
+  const kernels::ImageSize size{image.rows, image.cols};
+  const auto grid = kernels::vit_full_grid(size, 4);
+  std::mt19937_64 rng(21);
+  const auto glimpses = replay_glimpses(size, 5, rng);
+  const int64_t pf = 3 * 8 * 8;
+  auto slice = [&](PatchBatch& pb, int64_t row) {
+    return std::vector<float>(pb.patches_of(row), pb.patches_of(row) + pb.tokens * pf);
+  };
+  EXPECT_EQ(batch.vit.tokens, 16);
+  EXPECT_EQ(batch.seq.views, 10);
+  EXPECT_EQ(slice(batch.vit, 1), expected_patches(image, grid.patches, 8));
+  EXPECT_FLOAT_EQ(batch.vit.positions_of(1)[3 * 15], grid.patches[15].x);
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(slice(batch.seq, k * 2 + 1), expected_patches(image, glimpses[k], 8))
+        << "glimpse " << k;
+    EXPECT_FLOAT_EQ(batch.seq.positions_of(k * 2 + 1)[1], glimpses[k][0].y);
+  }
+  EXPECT_EQ(batch.seq.positions_of(0)[2], 0.0f);  // slot 0 was never written
+  o.vit_grid = 0;
+  EXPECT_THROW(make_eval_views(o, image, 21, 0, batch), std::invalid_argument);
 }
 
 TEST(Views, FlipIsTheViewOfTheFlippedImage) {

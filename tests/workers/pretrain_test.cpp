@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -289,14 +290,23 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
       << "\"\n[data]\ndataset = \"idx\"\nchannels = 1\npixel_mean = [0.5]\npixel_std = "
          "[0.25]\nidx_images = \""
       << (dir / "images.idx").string() << "\"\nidx_labels = \"" << (dir / "labels.idx").string()
+      << "\"\nval_idx_images = \"" << (dir / "images.idx").string() << "\"\nval_idx_labels = \""
+      << (dir / "labels.idx").string()
       << "\"\nloader_threads = 1\n"
          "[model]\npatch_size = 4\ndepth = 1\nwidth = 32\nheads = 2\nn_state = 2\n"
          "[views]\nmultizoom_patches = 2\nfovea_grid = 2\nglimpses = 2\nglobal_grid = 3\n"
-         "local_grid = 2\nlocal_views = 1\n"
+         "local_grid = 2\nlocal_views = 1\nvit_grid = 3\n"
          "[ssl]\nepochs = 1\nbatch_size = 8\nhead_prototypes = 32\nhead_hidden = 32\n"
          "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
+         "[probe]\nepochs = 2\nbatch_size = 16\nlrs = [0.01, 0.1]\nglimpses = 3\n"
          "[logging]\nprogress = false\n";
   const std::string saccade = testing::build_path("saccade");
+  const std::vector<std::string> probe = {
+      saccade, "probe", (dir / "job.toml").string(), "--max-train-images", "40", "--max-val-images",
+      "24"};
+  const auto too_early = testing::run_process(probe);  // nothing to probe yet
+  EXPECT_EQ(too_early.exit_code, 1);
+  EXPECT_NE(too_early.err.find("no checkpoints in"), std::string::npos) << too_early.err;
   const auto first =
       testing::run_process({saccade, "pretrain", (dir / "job.toml").string(), "--steps", "2"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
@@ -310,6 +320,17 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) ++lines;
   EXPECT_EQ(lines, 4);
+  // The probe stage on the newest checkpoint: a head, a report, every glimpse measured.
+  const auto probed = testing::run_process(probe);
+  ASSERT_EQ(probed.exit_code, 0) << probed.err;
+  EXPECT_NE(probed.out.find("probe of checkpoint 4"), std::string::npos) << probed.out;
+  EXPECT_NE(probed.out.find("40 training, 24 validation images"), std::string::npos) << probed.out;
+  EXPECT_NE(probed.out.find("(after 1..3)"), std::string::npos) << probed.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run" / "probe_head.safetensors"));
+  std::ifstream report_file(dir / "run" / "probe.json");
+  const std::string report((std::istreambuf_iterator<char>(report_file)), {});
+  EXPECT_NE(report.find("\"checkpoint_step\": 4"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"vit_accuracy\""), std::string::npos) << report;
   // A bad config is refused before anything starts.
   std::ofstream(dir / "bad.toml") << "[ssl]\nbatch = 3\n";
   const auto bad = testing::run_process({saccade, "pretrain", (dir / "bad.toml").string()});

@@ -45,6 +45,7 @@ data::ViewOptions view_options(const JobConfig& config) {
   o.local_views = static_cast<int>(v.local_views);
   o.local_scale_min = static_cast<float>(v.local_scale_min);
   o.local_scale_max = static_cast<float>(v.local_scale_max);
+  o.vit_grid = static_cast<int>(v.vit_grid);
   o.pixel_mean.assign(config.data.pixel_mean.begin(), config.data.pixel_mean.end());
   o.pixel_std.assign(config.data.pixel_std.begin(), config.data.pixel_std.end());
   return o;

@@ -170,4 +170,28 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   return result;
 }
 
+TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step) {
+  const std::filesystem::path dir = config.job.work_dir;
+  TeacherBackbone out;
+  for (const char* name : {"coordinator.db", "checkpoints.db"}) {
+    if (std::filesystem::exists(dir / name)) {
+      out.db = (dir / name).string();
+      break;
+    }
+  }
+  if (out.db.empty())
+    throw std::runtime_error(fmt::format(
+        "no checkpoints in {} (coordinator.db or checkpoints.db): pretrain first", dir.string()));
+  auto store = storage::CheckpointStore::open(out.db);
+  const auto info = step < 0 ? store->latest() : store->info(step);
+  if (!info)
+    throw std::runtime_error(fmt::format("{} has no committed checkpoint{}", out.db,
+                                         step < 0 ? "" : fmt::format(" {}", step)));
+  SslTrainer trainer(trainer_options(config, /*steps_per_epoch=*/1));
+  trainer.load(store->read_all(info->step));
+  out.step = info->step;
+  out.safetensors = trainer.export_backbone();
+  return out;
+}
+
 }  // namespace saccade::workers

@@ -32,4 +32,16 @@ struct PretrainResult {
 
 PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& run = {});
 
+// The teacher backbone of a committed checkpoint of the job (DINO evaluates
+// the teacher), as model::export_backbone's safetensors. The checkpoints are
+// job.work_dir/coordinator.db (a distributed job) if it exists, else
+// checkpoints.db (`saccade pretrain`). Throws std::runtime_error naming the
+// folder or database when there is no such checkpoint.
+struct TeacherBackbone {
+  int64_t step = -1;        // the checkpoint's
+  std::string db;           // the database it came from
+  std::string safetensors;  // the backbone
+};
+TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1);  // -1: newest
+
 }  // namespace saccade::workers
