@@ -11,6 +11,7 @@
 #include "model/torch_compat.h"
 #include "model/weights.h"
 #include "workers/pretrain/job_options.h"
+#include "workers/pretrain/view_tensors.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 
@@ -26,24 +27,6 @@ struct DinoNetImpl : torch::nn::Module {
   model::DinoHead head;
 };
 TORCH_MODULE(DinoNet);
-
-// A PatchBatch as tensors on `device`: patches [N, T, C, P, P], positions [N, T, 3].
-struct ViewTensors {
-  torch::Tensor patches, positions;
-  ViewTensors rows(int64_t first, int64_t n) const {
-    return {patches.narrow(0, first, n), positions.narrow(0, first, n)};
-  }
-};
-
-ViewTensors to_tensors(const data::PatchBatch& pb, const torch::Device& device) {
-  auto* patches = const_cast<float*>(pb.patches.data());  // from_blob does not write
-  auto* positions = const_cast<float*>(pb.positions.data());
-  ViewTensors t{
-      torch::from_blob(patches, {pb.views, pb.tokens, pb.channels, pb.patch_size, pb.patch_size}),
-      torch::from_blob(positions, {pb.views, pb.tokens, 3})};
-  if (device.is_cpu()) return t;
-  return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
-}
 
 }  // namespace
 

@@ -11,23 +11,10 @@
 
 #include "kernels/parallel.h"
 #include "model/backbone.h"
+#include "workers/pretrain/view_tensors.h"
 
 namespace saccade::workers {
 namespace {
-
-torch::Tensor to_tensor(data::PatchBatch& views, int64_t rows, const torch::Device& device) {
-  auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-  torch::Tensor patches = torch::from_blob(
-      views.patches.data(),
-      {rows, views.tokens, views.channels, views.patch_size, views.patch_size}, opts);
-  return patches.to(device);
-}
-
-torch::Tensor positions_tensor(data::PatchBatch& views, int64_t rows, const torch::Device& device) {
-  return torch::from_blob(views.positions.data(), {rows, views.tokens, 3},
-                          torch::TensorOptions().dtype(torch::kFloat32))
-      .to(device);
-}
 
 // Seed of image i's gazes: a SplitMix64 step, so that neighbouring images differ.
 uint64_t image_seed(uint64_t seed, int64_t index) {
@@ -65,17 +52,15 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       data::make_eval_views(views, s.image, image_seed(o.seed, first + slot), slot, batch);
       batch.labels[static_cast<size_t>(slot)] = s.label;
     });
+    const ViewTensors vit_views = to_tensors(batch.vit, device);
     const torch::Tensor vit =
-        backbone.step(to_tensor(batch.vit, b, device), positions_tensor(batch.vit, b, device))
-            .state.select(1, 0);
+        backbone.step(vit_views.patches, vit_views.positions).state.select(1, 0);
     f.vit.narrow(0, first, b).copy_(vit.to(torch::kCPU, torch::kFloat32));
-    const torch::Tensor seq_patches = to_tensor(batch.seq, o.glimpses * b, device);
-    const torch::Tensor seq_positions = positions_tensor(batch.seq, o.glimpses * b, device);
+    const ViewTensors seq = to_tensors(batch.seq, device);
     torch::Tensor state;
     for (int k = 0; k < o.glimpses; ++k) {  // step-major: glimpse k of the batch is one slice
-      state =
-          backbone.step(seq_patches.narrow(0, k * b, b), seq_positions.narrow(0, k * b, b), state)
-              .state;
+      const ViewTensors glimpse = seq.rows(k * b, b);
+      state = backbone.step(glimpse.patches, glimpse.positions, state).state;
       f.steps[k].narrow(0, first, b).copy_(state.select(1, 0).to(torch::kCPU, torch::kFloat32));
     }
     f.labels.narrow(0, first, b).copy_(torch::from_blob(batch.labels.data(), {b}, torch::kInt64));
