@@ -26,6 +26,9 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   e->add_option("--json", extract.json_path, "Also write the figures as JSON here");
   e->add_flag("--fresh-gazes", extract.fresh_gazes,
               "New random gazes per repetition (no lines cached by the previous one)");
+  e->add_flag("--cold-cache", extract.cold_cache,
+              "Evict the caches before every step (untimed): the table is out of cache at every "
+              "size");
   e->add_flag("--no-photos", no_photos, "Synthetic images only");
   e->add_flag("--no-baseline", no_baseline, "Skip crop-resize (slow on large images)");
   e->add_flag("--quick", quick, "Small sizes, one repetition: a smoke run");

@@ -1,6 +1,7 @@
 // saccade pretrain CONFIG: sequential-to-global DINO in one process.
 // saccade export CONFIG: the teacher backbone of a committed checkpoint as safetensors.
 // saccade probe CONFIG: a linear task head on that frozen backbone.
+// saccade policy CONFIG: the gaze policy, GRPO against the frozen backbone and head.
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
 
@@ -58,6 +59,26 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
     probe_args.log_level = global.log_level.c_str();
     auto* entry = reinterpret_cast<int (*)(const ProbeArgs*)>(torch_entry("saccade_torch_probe"));
     if (const int rc = entry(&probe_args); rc != 0) throw Exit{rc};
+  });
+
+  static std::string policy_file;
+  static PolicyArgs policy_args;
+  CLI::App* policy = app.add_subcommand(
+      "policy",
+      "Train the gaze policy with GRPO against the frozen backbone and the probe's head "
+      "(config [policy]) and compare it with random gazes on the validation split");
+  policy->add_option("CONFIG", policy_file, "Job config (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  policy->add_option("--max-train-images", policy_args.max_train_images,
+                     "Use the first N training images (default: all)");
+  policy->add_option("--max-val-images", policy_args.max_val_images,
+                     "Use the first N validation images (default: all)");
+  policy->callback([&global] {
+    policy_args.config_path = policy_file.c_str();
+    policy_args.log_level = global.log_level.c_str();
+    auto* entry = reinterpret_cast<int (*)(const PolicyArgs*)>(torch_entry("saccade_torch_policy"));
+    if (const int rc = entry(&policy_args); rc != 0) throw Exit{rc};
   });
 }
 

@@ -15,6 +15,7 @@
 #include "schemas/wire.h"
 #include "storage/checkpoint_store.h"
 #include "workers/learner/learner_actor.h"
+#include "workers/policy/policy_job.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/probe_job.h"
@@ -115,6 +116,29 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
       fmt::print("{} {:.2f}%", k == 0 ? "" : ",", 100 * r.step_accuracy[k]);
     fmt::print(" (after 1..{})\nhead: {}\nreport: {}\n", r.step_accuracy.size(), r.head_path,
                r.report_path);
+    return 0;
+  });
+}
+
+extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
+  using namespace saccade;
+  return with_config(args->config_path, "policy", [&](const JobConfig& config) {
+    init_logging({"policy", 0, *args->log_level ? args->log_level : config.logging.level, ""});
+    workers::PolicyRunOptions run;
+    run.max_train_images = args->max_train_images;
+    run.max_val_images = args->max_val_images;
+    const workers::PolicyReport r = workers::run_policy(config, run);
+    fmt::print("gaze policy for checkpoint {}: GRPO on {} training images, {} epochs\n",
+               r.checkpoint_step, r.train_images, r.epochs.size());
+    for (size_t e = 0; e < r.epochs.size(); ++e)
+      fmt::print("  epoch {}: mean reward {:.4f}, sampled top-1 after the last glimpse {:.2f}%\n",
+                 e + 1, r.epochs[e].mean_reward, 100 * r.epochs[e].final_accuracy);
+    fmt::print("validation top-1 after 1..{} glimpses ({} images):\n  random:",
+               r.policy_accuracy.size(), r.val_images);
+    for (double a : r.random_accuracy) fmt::print(" {:.2f}%", 100 * a);
+    fmt::print("\n  policy:");
+    for (double a : r.policy_accuracy) fmt::print(" {:.2f}%", 100 * a);
+    fmt::print("\npolicy: {}\nreport: {}\n", r.policy_path, r.report_path);
     return 0;
   });
 }

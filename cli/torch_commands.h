@@ -33,6 +33,13 @@ struct ProbeArgs {
   const char* log_level = "";
 };
 
+struct PolicyArgs {
+  const char* config_path = nullptr;
+  int64_t max_train_images = 0;
+  int64_t max_val_images = 0;
+  const char* log_level = "";
+};
+
 }  // namespace saccade::cli
 
 namespace saccade::runtime {
@@ -46,6 +53,7 @@ int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args);
 int saccade_torch_bench_model(const saccade::model::ModelBenchOptions* options);
 int saccade_torch_export(const saccade::cli::ExportArgs* args);
 int saccade_torch_probe(const saccade::cli::ProbeArgs* args);
+int saccade_torch_policy(const saccade::cli::PolicyArgs* args);
 // A new body for `role` (a wire::Role) that needs LibTorch, or nullptr. The
 // caller owns it (deleting through the virtual destructor).
 saccade::runtime::ActorBody* saccade_torch_make_body(int role);

@@ -402,6 +402,10 @@ void check_consistency(const JobConfig& c, Problems& p) {
     p.add("model.heads",
           fmt::format("must divide model.width ({}), got {}", c.model.width, c.model.heads));
   }
+  if (c.policy.width % c.policy.heads != 0) {
+    p.add("policy.heads",
+          fmt::format("must divide policy.width ({}), got {}", c.policy.width, c.policy.heads));
+  }
   auto ordered = [&](const char* lo_key, double lo, const char* hi_key, double hi) {
     if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));
   };

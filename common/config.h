@@ -156,6 +156,8 @@ struct ProbeConfig {
 
 struct PolicyConfig {
   int64_t blocks{};
+  int64_t width{};
+  int64_t heads{};
   int64_t mixtures{};
   int64_t group_size{};  // G traces per image
   int64_t steps{};       // T glimpses per trace
@@ -166,7 +168,8 @@ struct PolicyConfig {
   double std_start{};
   double std_end{};
   int64_t epochs{};
-  int64_t batch_size{};  // images per update
+  int64_t batch_size{};  // images per rollout batch
+  int64_t updates{};     // gradient steps per rollout batch
 };
 
 struct EvalConfig {

@@ -238,6 +238,8 @@ void describe(V& v, ProbeConfig& c) {
 template <class V>
 void describe(V& v, PolicyConfig& c) {
   v.integer("blocks", c.blocks, 6, 1, 128, "Transformer blocks of the gaze policy.");
+  v.integer("width", c.width, 192, 8, 8192, "Embedding width of the gaze policy.");
+  v.integer("heads", c.heads, 3, 1, 128, "Attention heads of the gaze policy (divide width).");
   v.integer("mixtures", c.mixtures, 4, 1, 1024, "Gaussian mixture components N_mix.");
   v.integer("group_size", c.group_size, 8, 2, 4096, "GRPO group: traces per image.");
   v.integer("steps", c.steps, 8, 1, 1024, "Glimpses per trace.");
@@ -249,7 +251,9 @@ void describe(V& v, PolicyConfig& c) {
            "GMM std (short-side units), scheduled from this...");
   v.number("std_end", c.std_end, 0.05, 1e-6, 10.0, "...to this.");
   v.integer("epochs", c.epochs, 20, 1, 100000, "Policy training epochs.");
-  v.integer("batch_size", c.batch_size, 64, 1, 1 << 24, "Images per policy update.");
+  v.integer("batch_size", c.batch_size, 64, 1, 1 << 24, "Images per rollout batch.");
+  v.integer("updates", c.updates, 4, 1, 1000,
+            "Gradient steps per rollout batch (GRPO's mu; > 1 makes the clip matter).");
 }
 
 template <class V>

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <span>
@@ -32,17 +33,49 @@ struct ViewSlice {
   PhotometricSpec photometric;
 };
 
-// `glimpses` glimpses at random gazes: M multi-zoom patches, then the foveal grid.
+// One glimpse at `gaze`: M multi-zoom patches, then the foveal grid at zoom z.
+void add_glimpse(const ViewOptions& o, kernels::Gaze gaze, float z, std::vector<PatchXYZ>& out) {
+  const auto zooms = kernels::multizoom_patches(gaze, o.multizoom, 0.0f, o.zoom_max);
+  const auto grid = kernels::foveal_grid(gaze, z, o.fovea_grid);
+  out.insert(out.end(), zooms.begin(), zooms.end());
+  out.insert(out.end(), grid.begin(), grid.end());
+}
+
+// `glimpses` glimpses at random gazes.
 void add_glimpses(const ViewOptions& o, int glimpses, kernels::ImageSize size, std::mt19937_64& rng,
                   std::vector<PatchXYZ>& out) {
   for (int k = 0; k < glimpses; ++k) {
     const kernels::Gaze gaze = kernels::sample_gaze(size, rng);
     const float z = o.fovea_zoom_min + static_cast<float>(kernels::uniform01(rng)) *
                                            (o.fovea_zoom_max - o.fovea_zoom_min);
-    const auto zooms = kernels::multizoom_patches(gaze, o.multizoom, 0.0f, o.zoom_max);
-    const auto grid = kernels::foveal_grid(gaze, z, o.fovea_grid);
-    out.insert(out.end(), zooms.begin(), zooms.end());
-    out.insert(out.end(), grid.begin(), grid.end());
+    add_glimpse(o, gaze, z, out);
+  }
+}
+
+// Cuts `patches` from `table` (one extraction call) into pixels [n, C, P, P] and
+// positions [n, 3] = (x, y, z).
+void extract_with_positions(const ViewOptions& o, const kernels::IntegralImage& table,
+                            kernels::ImageSize size, const std::vector<PatchXYZ>& patches,
+                            float* pixels, float* positions) {
+  std::vector<kernels::CropBox> boxes;
+  boxes.reserve(patches.size());
+  kernels::to_crop_boxes(patches, size, 0, &boxes);
+  kernels::extract_patches(std::span<const kernels::IntegralImage>(&table, 1), boxes, o.patch_size,
+                           pixels, 1);
+  for (size_t i = 0; i < patches.size(); ++i) {
+    positions[3 * i] = patches[i].x;
+    positions[3 * i + 1] = patches[i].y;
+    positions[3 * i + 2] = patches[i].z;
+  }
+}
+
+// Per-channel normalisation constants (one config value may stand for all channels).
+void channel_stats(const ViewOptions& o, std::vector<float>& mean, std::vector<float>& stdev) {
+  mean.resize(o.channels);
+  stdev.resize(o.channels);
+  for (int c = 0; c < o.channels; ++c) {
+    mean[c] = o.pixel_mean[o.pixel_mean.size() == 1 ? 0 : c];
+    stdev[c] = o.pixel_std[o.pixel_std.size() == 1 ? 0 : c];
   }
 }
 
@@ -120,25 +153,13 @@ void cut_slices(const ViewOptions& o, const kernels::ImageView& view,
                 int64_t B, std::mt19937_64& rng) {
   const kernels::IntegralImage table = kernels::IntegralImage::build(view, 1);
   const kernels::ImageSize size{view.height, view.width};
-  std::vector<kernels::CropBox> boxes;
-  boxes.reserve(patches.size());
-  kernels::to_crop_boxes(patches, size, 0, &boxes);
   const int64_t patch_floats = int64_t{o.channels} * o.patch_size * o.patch_size;
   std::vector<float> pixels(static_cast<size_t>(patches.size() * patch_floats));
-  kernels::extract_patches(std::span<const kernels::IntegralImage>(&table, 1), boxes, o.patch_size,
-                           pixels.data(), 1);
   std::vector<float> positions(patches.size() * 3);
-  for (size_t i = 0; i < patches.size(); ++i) {
-    positions[3 * i] = patches[i].x;
-    positions[3 * i + 1] = patches[i].y;
-    positions[3 * i + 2] = patches[i].z;
-  }
+  extract_with_positions(o, table, size, patches, pixels.data(), positions.data());
   const float extent_x = kernels::image_extent(size).x;
-  std::vector<float> mean(o.channels), stdev(o.channels);
-  for (int c = 0; c < o.channels; ++c) {
-    mean[c] = o.pixel_mean[o.pixel_mean.size() == 1 ? 0 : c];
-    stdev[c] = o.pixel_std[o.pixel_std.size() == 1 ? 0 : c];
-  }
+  std::vector<float> mean, stdev;
+  channel_stats(o, mean, stdev);
   for (const ViewSlice& s : slices) {
     const ViewPixels v{pixels.data() + s.first_token * patch_floats, s.tokens, o.channels,
                        o.patch_size};
@@ -228,6 +249,39 @@ void make_eval_views(const ViewOptions& options, const cv::Mat& image, uint64_t 
                                           batch.glimpses,
                                           {}}};
   cut_slices(o, view, patches, slices, batch.batch_size, rng);
+}
+
+GlimpseCutter::GlimpseCutter(const ViewOptions& options, const cv::Mat& image)
+    : options_(options), height_(image.rows), width_(image.cols) {
+  options_.augment = false;
+  const kernels::ImageView view = checked_image(options_, image, 0, 1, "GlimpseCutter");
+  table_ = kernels::IntegralImage::build(view, 1);
+  const kernels::Gaze extent = kernels::image_extent({height_, width_});
+  extent_x_ = extent.x;
+  extent_y_ = extent.y;
+}
+
+void GlimpseCutter::cut(float x, float y, float fovea_zoom, PatchBatch& out, int64_t row) const {
+  if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(fovea_zoom))
+    throw std::invalid_argument(fmt::format(
+        "GlimpseCutter::cut: gaze ({}, {}) and zoom {} must be finite", x, y, fovea_zoom));
+  if (out.tokens != options_.glimpse_tokens() || out.channels != options_.channels ||
+      out.patch_size != options_.patch_size || row < 0 || row >= out.views)
+    throw std::invalid_argument(fmt::format(
+        "GlimpseCutter::cut: view {} of a batch of {} x {} tokens (C {}, P {}); expected a row "
+        "of {} tokens (C {}, P {})",
+        row, out.views, out.tokens, out.channels, out.patch_size, options_.glimpse_tokens(),
+        options_.channels, options_.patch_size));
+  const kernels::Gaze gaze{std::clamp(x, 0.0f, extent_x_), std::clamp(y, 0.0f, extent_y_)};
+  std::vector<PatchXYZ> patches;
+  add_glimpse(options_, gaze, fovea_zoom, patches);
+  float* pixels = out.patches_of(row);
+  extract_with_positions(options_, table_, {height_, width_}, patches, pixels,
+                         out.positions_of(row));
+  std::vector<float> mean, stdev;
+  channel_stats(options_, mean, stdev);
+  normalize({pixels, out.tokens, options_.channels, options_.patch_size}, mean.data(),
+            stdev.data());
 }
 
 }  // namespace saccade::data

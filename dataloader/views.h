@@ -10,6 +10,8 @@
 
 #include <opencv2/core/mat.hpp>
 
+#include "kernels/integral_image.h"
+
 namespace saccade::data {
 
 // Geometry and augmentation of the views (config sections [views] and [data]).
@@ -90,6 +92,32 @@ struct EvalBatch {
 // `seed` only. Thread-safe: keeps no state between calls.
 void make_eval_views(const ViewOptions& options, const cv::Mat& image, uint64_t seed, int64_t b,
                      EvalBatch& batch);
+
+// One image made ready for glimpses at gazes chosen one at a time (the gaze
+// policy's rollouts and evaluation): its integral image is built once here and
+// every glimpse is cut from it, unaugmented, so a glimpse costs the same at any
+// image size. Owns the table; read-only after construction, so one cutter may
+// serve several threads.
+class GlimpseCutter {
+ public:
+  // Throws std::invalid_argument on an image that does not fit the options.
+  GlimpseCutter(const ViewOptions& options, const cv::Mat& image);
+
+  // (W, H) / min(W, H): gazes lie in [0, extent_x] x [0, extent_y].
+  float extent_x() const { return extent_x_; }
+  float extent_y() const { return extent_y_; }
+  const ViewOptions& options() const { return options_; }
+
+  // Cuts the glimpse at (x, y) (clamped into the image) with its foveal grid at
+  // `fovea_zoom` into view `row` of `out`, which must hold glimpse_tokens() tokens.
+  void cut(float x, float y, float fovea_zoom, PatchBatch& out, int64_t row) const;
+
+ private:
+  ViewOptions options_;
+  kernels::IntegralImage table_;
+  int height_ = 0, width_ = 0;
+  float extent_x_ = 1, extent_y_ = 1;
+};
 
 // Cuts every view of one image into slot b of a batch. The random draws come
 // from `seed` only, so a given (seed, image) gives the same views on any

@@ -3,8 +3,10 @@
 # Today the main job is single-process sequential-to-global DINO pretraining of
 # the tiny preset on Fashion-MNIST (configs/tiny.toml), after a quick run of
 # the extraction benchmark, then the linear probe of the pretrained teacher on
-# the first 10,000 training and 2,000 test images; later stages (policy,
-# evaluation, the distributed `saccade run`) extend it.
+# the first 10,000 training and 2,000 test images, then the gaze policy trained
+# with GRPO against that frozen backbone and head on 10,000 training images and
+# compared with random gazes on 2,000 test images; later stages (evaluation,
+# the distributed `saccade run`) extend it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -14,3 +16,4 @@ bash scripts/build.sh
 ./build/saccade bench extract --quick --no-photos
 ./build/saccade pretrain configs/tiny.toml "$@"
 ./build/saccade probe configs/tiny.toml --max-train-images 10000 --max-val-images 2000
+./build/saccade policy configs/tiny.toml --max-train-images 10000 --max-val-images 2000

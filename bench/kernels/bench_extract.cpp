@@ -1,6 +1,7 @@
 // bench_extract: Google Benchmark cases for table build, integral extraction and the
 // crop-resize baseline; `bench_extract --table [--json PATH] [--quick] [--no-photos]
-// [--no-baseline] [--sizes 256,1024,...] [--threads 1,0] [--repetitions N] [--fresh-gazes]`
+// [--no-baseline] [--sizes 256,1024,...] [--threads 1,0] [--repetitions N] [--fresh-gazes]
+// [--cold-cache]`
 // runs the full workload table instead (run_extract_bench, what `saccade bench extract`
 // calls).
 #include <benchmark/benchmark.h>
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
       options.baseline = false;
     } else if (std::strcmp(argv[i], "--fresh-gazes") == 0) {
       options.fresh_gazes = true;
+    } else if (std::strcmp(argv[i], "--cold-cache") == 0) {
+      options.cold_cache = true;
     } else if (std::strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
       options.sizes = int_list(argv[++i]);
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {

@@ -133,6 +133,13 @@ double random_line_ns(const IntegralImage& t) {
   return s * 1e9 / n;
 }
 
+// Reads every line of `buffer` so what was cached before is evicted.
+void evict_caches(std::vector<std::uint64_t>& buffer) {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i]++;
+  if (sum == 0x123456789ULL) std::printf(" ");  // keep the loads
+}
+
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -172,8 +179,10 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       "%d patches per image (%d steps of %d multi-zoom + %dx%d grid), P = %d, RGB; %d hardware "
       "threads\n",
       patches_per_run, o.steps, o.multizoom, o.grid, o.grid, o.patch_size, hw);
-  std::printf("load average at start: %.2f; %s gazes per repetition (%d repetitions)\n",
-              load_average(), o.fresh_gazes ? "fresh" : "the same", std::max(1, o.repetitions));
+  std::printf("load average at start: %.2f; %s gazes per repetition (%d repetitions)%s\n",
+              load_average(), o.fresh_gazes ? "fresh" : "the same", std::max(1, o.repetitions),
+              o.cold_cache ? "; caches evicted before every step (untimed)" : "");
+  std::vector<std::uint64_t> evict_buffer(o.cold_cache ? o.evict_bytes / 8 : 0, 1);
   std::printf("%-34s %11s %4s %10s %10s %9s %9s %11s %8s %7s %8s %5s\n", "image", "HxW", "thr",
               "build_ms", "cold_ms", "int_us/p", "int_cpu", "crop_us/p", "speedup", "lines/p",
               "limit_us", "thp%");
@@ -210,13 +219,18 @@ int run_extract_bench(const ExtractBenchOptions& o) {
                              o.patch_size * o.patch_size);
       std::vector<double> runs, cpu_runs;
       for (int r = 0; r < reps; ++r) {
-        t0 = Clock::now();
-        const double c0 = thread_cpu_seconds();
-        for (const auto& step : rep_steps[o.fresh_gazes ? r : 0])
+        double wall = 0, cpu = 0;
+        for (const auto& step : rep_steps[o.fresh_gazes ? r : 0]) {
+          if (o.cold_cache) evict_caches(evict_buffer);
+          t0 = Clock::now();
+          const double c0 = thread_cpu_seconds();
           extract_patches(std::span<const IntegralImage>(&table, 1), step, o.patch_size, out.data(),
                           threads);
-        runs.push_back(seconds_since(t0));
-        cpu_runs.push_back(thread_cpu_seconds() - c0);
+          wall += seconds_since(t0);
+          cpu += thread_cpu_seconds() - c0;
+        }
+        runs.push_back(wall);
+        cpu_runs.push_back(cpu);
       }
       const double integral_us = median(runs) * 1e6 / patches_per_run;
       // Meaningful for one thread only (other threads' CPU time is not counted).
@@ -254,6 +268,7 @@ int run_extract_bench(const ExtractBenchOptions& o) {
            << ", \"load_average\": " << load_average() << ", \"lines_per_patch\": " << lines
            << ", \"random_line_ns\": " << line_ns << ", \"thp_percent\": " << thp
            << ", \"fresh_gazes\": " << (o.fresh_gazes ? "true" : "false")
+           << ", \"cold_cache\": " << (o.cold_cache ? "true" : "false")
            << ", \"repetitions\": " << reps
            << ", \"synthetic\": " << (e.name.rfind("synthetic", 0) == 0 ? "true" : "false") << "}";
       first = false;

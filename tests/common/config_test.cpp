@@ -134,6 +134,8 @@ TEST(Config, NodeTablesAreValidatedOneByOne) {
 TEST(Config, CrossKeyChecks) {
   EXPECT_EQ(refusal("[model]\nheads = 5\n"),
             "job.toml:2:9: model.heads: must divide model.width (384), got 5");
+  EXPECT_EQ(refusal("[policy]\nwidth = 64\nheads = 3\n"),
+            "job.toml:3:9: policy.heads: must divide policy.width (64), got 3");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\n[[cluster.nodes]]\nname = \"a\"\n"),
             "job.toml:4:8: cluster.nodes[1].name: duplicate node name \"a\"");
   EXPECT_EQ(refusal("[data]\nchannels = 1\n"),

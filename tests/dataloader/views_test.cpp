@@ -172,6 +172,36 @@ TEST(Views, EvalViewsAreTheVitGridAndRandomGlimpsesUnaugmented) {
   EXPECT_THROW(make_eval_views(o, image, 21, 0, batch), std::invalid_argument);
 }
 
+TEST(Views, GlimpseCutterCutsTheGlimpseAtTheGivenGaze) {
+  const ViewOptions o = small_options(3);  // augment is on: the cutter ignores it
+  const cv::Mat image = random_image(60, 90, 3, 7);
+  const GlimpseCutter cutter(o, image);
+  EXPECT_FLOAT_EQ(cutter.extent_x(), 1.5f);
+  EXPECT_FLOAT_EQ(cutter.extent_y(), 1.0f);
+  PatchBatch out;
+  out.resize(3, o.glimpse_tokens(), 3, 8);
+  auto glimpse = [&](kernels::Gaze g, float z) {
+    auto patches = kernels::multizoom_patches(g, 4, 0.0f, 3.0f);
+    const auto f = kernels::foveal_grid(g, z, 3);
+    patches.insert(patches.end(), f.begin(), f.end());
+    return patches;
+  };
+  const int64_t floats = o.glimpse_tokens() * 3 * 8 * 8;
+  auto row = [&](int64_t r) {
+    return std::vector<float>(out.patches_of(r), out.patches_of(r) + floats);
+  };
+  cutter.cut(1.2f, 0.3f, 2.5f, out, 1);
+  const auto expected = glimpse({1.2f, 0.3f}, 2.5f);
+  EXPECT_EQ(row(1), expected_patches(image, expected, 8));
+  EXPECT_FLOAT_EQ(out.positions_of(1)[3 * 5], expected[5].x);
+  EXPECT_FLOAT_EQ(out.positions_of(1)[3 * 5 + 2], expected[5].z);
+  // A gaze outside the image is moved onto its border.
+  cutter.cut(-3.0f, 7.0f, 2.0f, out, 2);
+  EXPECT_EQ(row(2), expected_patches(image, glimpse({0.0f, 1.0f}, 2.0f), 8));
+  EXPECT_EQ(out.positions_of(0)[0], 0.0f);  // row 0 was never written
+  EXPECT_THROW(GlimpseCutter(o, random_image(20, 20, 1, 1)), std::invalid_argument);
+}
+
 TEST(Views, FlipIsTheViewOfTheFlippedImage) {
   const cv::Mat image = random_image(32, 48, 3, 3);
   cv::Mat flipped;

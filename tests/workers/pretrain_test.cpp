@@ -299,12 +299,24 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
          "[ssl]\nepochs = 1\nbatch_size = 8\nhead_prototypes = 32\nhead_hidden = 32\n"
          "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
          "[probe]\nepochs = 2\nbatch_size = 16\nlrs = [0.01, 0.1]\nglimpses = 3\n"
+         "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
+         "batch_size = 8\nupdates = 2\n"
          "[logging]\nprogress = false\n";
   const std::string saccade = testing::build_path("saccade");
   const std::vector<std::string> probe = {
       saccade, "probe", (dir / "job.toml").string(), "--max-train-images", "40", "--max-val-images",
       "24"};
   const auto too_early = testing::run_process(probe);  // nothing to probe yet
+  const std::vector<std::string> policy = {saccade,
+                                           "policy",
+                                           (dir / "job.toml").string(),
+                                           "--max-train-images",
+                                           "24",
+                                           "--max-val-images",
+                                           "16"};
+  const auto no_head = testing::run_process(policy);
+  EXPECT_EQ(no_head.exit_code, 1);
+  EXPECT_NE(no_head.err.find("run `saccade probe CONFIG` first"), std::string::npos) << no_head.err;
   EXPECT_EQ(too_early.exit_code, 1);
   EXPECT_NE(too_early.err.find("no checkpoints in"), std::string::npos) << too_early.err;
   const auto first =
@@ -331,6 +343,18 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const std::string report((std::istreambuf_iterator<char>(report_file)), {});
   EXPECT_NE(report.find("\"checkpoint_step\": 4"), std::string::npos) << report;
   EXPECT_NE(report.find("\"vit_accuracy\""), std::string::npos) << report;
+  // The policy stage against that head: GRPO epochs, then policy vs random gazes.
+  const auto trained = testing::run_process(policy);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_NE(trained.out.find("gaze policy for checkpoint 4: GRPO on 24 training images, 2 epochs"),
+            std::string::npos)
+      << trained.out;
+  EXPECT_NE(trained.out.find("after 1..3 glimpses (16 images)"), std::string::npos) << trained.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run" / "policy.safetensors"));
+  std::ifstream policy_file(dir / "run" / "policy.json");
+  const std::string policy_report((std::istreambuf_iterator<char>(policy_file)), {});
+  EXPECT_NE(policy_report.find("\"policy_accuracy\": ["), std::string::npos) << policy_report;
+  EXPECT_NE(policy_report.find("\"checkpoint_step\": 4"), std::string::npos) << policy_report;
   // A bad config is refused before anything starts.
   std::ofstream(dir / "bad.toml") << "[ssl]\nbatch = 3\n";
   const auto bad = testing::run_process({saccade, "pretrain", (dir / "bad.toml").string()});

@@ -1,0 +1,210 @@
+// The policy stage's pieces: gaze traces of the frozen backbone, GRPO training
+// of the gaze policy and the per-step evaluation.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <opencv2/core.hpp>
+
+#include "model/backbone.h"
+#include "model/policy.h"
+#include "tests/workers/small_models.h"
+#include "workers/policy/gaze_traces.h"
+#include "workers/policy/policy_trainer.h"
+#include "workers/probe/probe.h"
+
+namespace saccade::workers {
+namespace {
+
+using saccade::testing::small_backbone;
+using saccade::testing::small_views;
+
+// Images of one class: flat grey (the backbone then sees only where it looks) or
+// noise, 40 x 32 (non-square: extent (1, 1.25)).
+class OneClassDataset : public data::Dataset {
+ public:
+  OneClassDataset(int64_t n, bool noise) : n_(n), noise_(noise) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return 2; }
+  int channels() const override { return 1; }
+  std::optional<data::Sample> get(int64_t i) const override {
+    cv::Mat m(40, 32, CV_8UC1, cv::Scalar(128));
+    if (noise_) cv::RNG(static_cast<uint64_t>(i) + 1).fill(m, cv::RNG::UNIFORM, 0, 256);
+    return data::Sample{m, 0, "generated"};
+  }
+  const data::DatasetStats& stats() const override { return stats_; }
+
+ private:
+  int64_t n_;
+  bool noise_;
+  data::DatasetStats stats_;
+};
+
+model::GazePolicy policy() {
+  model::PolicyOptions o;
+  o.in_dim = 16;
+  o.n_state = 2;
+  o.width = 16;
+  o.depth = 1;
+  o.heads = 2;
+  o.n_mix = 2;
+  torch::manual_seed(1);
+  return model::GazePolicy(o);
+}
+
+std::vector<data::GlimpseCutter> cutters(const data::Dataset& d, int64_t n,
+                                         std::vector<int64_t>* labels, int threads = 1) {
+  std::vector<int64_t> indices;
+  for (int64_t i = 0; i < n; ++i) indices.push_back(i);
+  return load_glimpse_cutters(d, small_views(), indices, threads, labels);
+}
+
+TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
+  OneClassDataset dataset(3, /*noise=*/true);
+  model::FovealBackbone bb = small_backbone();
+  model::GazePolicy pi = policy();
+  torch::manual_seed(2);
+  const TaskHead head{torch::randn({2, 16}), torch::randn({2})};
+  std::vector<int64_t> labels;
+  const auto images = cutters(dataset, 3, &labels);
+  labels = {0, 1, 0};
+  TraceOptions o;
+  o.steps = 3;
+  o.group = 4;
+  o.source = GazeSource::kPolicySample;
+  o.std = 0.2;
+  o.seed = 9;
+  const Traces tr = run_traces(*bb, head, pi.get(), images, labels, o);
+  const int64_t T = 3, N = 12;
+  ASSERT_EQ(tr.states.sizes(), (std::vector<int64_t>{T, N, 2, 16}));
+  ASSERT_EQ(tr.gazes.sizes(), (std::vector<int64_t>{T, N, 2}));
+  ASSERT_EQ(tr.rewards.sizes(), (std::vector<int64_t>{T, N}));
+  EXPECT_TRUE(tr.extent.select(1, 0).eq(1.0f).all().item<bool>());
+  EXPECT_TRUE(tr.extent.select(1, 1).eq(1.25f).all().item<bool>());
+  EXPECT_TRUE(tr.gazes.ge(0).all().item<bool>());
+  EXPECT_TRUE(tr.gazes.select(2, 0).le(1.0f).all().item<bool>());
+  EXPECT_TRUE(tr.gazes.select(2, 1).le(1.25f).all().item<bool>());
+  EXPECT_EQ(tr.states[0].abs().max().item<float>(), 0.0f) << "the first gaze reads the zero state";
+  EXPECT_TRUE(bb->is_training() && pi->is_training()) << "modes are restored";
+
+  torch::NoGradGuard no_grad;
+  const torch::Tensor label_of_row = torch::tensor(labels).repeat_interleave(4);
+  for (int64_t t = 0; t < T; ++t) {
+    // GRPO's first update has ratio 1: the stored log-density is the policy's on the stored state.
+    const torch::Tensor lp = pi->distribution(tr.states[t], tr.extent, o.std).log_prob(tr.gazes[t]);
+    EXPECT_TRUE(torch::allclose(lp, tr.log_prob[t], 1e-4, 1e-4)) << "step " << t;
+    if (t + 1 < T) {  // the reward is the head's belief in the true class on the next state
+      const torch::Tensor p = torch::softmax(
+          torch::addmm(head.bias, tr.states[t + 1].select(1, 0), head.weight.t()), 1);
+      const torch::Tensor expected = p.gather(1, label_of_row.view({-1, 1})).squeeze(1);
+      EXPECT_TRUE(torch::allclose(expected, tr.rewards[t], 1e-5, 1e-6)) << "step " << t;
+      EXPECT_TRUE(p.argmax(1).eq(label_of_row).equal(tr.correct[t]));
+    }
+  }
+  // Traces of one group look at different places; the same seed replays them on any thread count.
+  EXPECT_FALSE(torch::allclose(tr.gazes[0][0], tr.gazes[0][1]));
+  o.threads = 2;
+  const Traces again = run_traces(*bb, head, pi.get(), images, labels, o);
+  EXPECT_TRUE(torch::equal(again.gazes, tr.gazes));
+  EXPECT_TRUE(torch::allclose(again.rewards, tr.rewards, 1e-6, 1e-7));
+  o.seed = 10;
+  EXPECT_FALSE(torch::equal(run_traces(*bb, head, pi.get(), images, labels, o).gazes, tr.gazes));
+
+  // The policy's mode ignores the group: from the zero state every trace starts at one point.
+  o.source = GazeSource::kPolicyMode;
+  const Traces mode = run_traces(*bb, head, pi.get(), images, labels, o);
+  EXPECT_TRUE(torch::allclose(mode.gazes[0], mode.gazes[0][0].expand({N, 2})));
+  o.source = GazeSource::kRandom;
+  const Traces random = run_traces(*bb, head, nullptr, images, labels, o);
+  EXPECT_EQ(random.log_prob.abs().max().item<float>(), 0.0f);
+  EXPECT_FALSE(torch::allclose(random.gazes[0][0], random.gazes[0][1]));
+}
+
+TEST(GazeTraces, BadInputIsRefused) {
+  OneClassDataset dataset(2, false);
+  model::FovealBackbone bb = small_backbone();
+  model::GazePolicy pi = policy();
+  const TaskHead head{torch::zeros({2, 16}), torch::zeros({2})};
+  std::vector<int64_t> labels;
+  const auto images = cutters(dataset, 2, &labels);
+  TraceOptions o;
+  o.source = GazeSource::kPolicySample;
+  EXPECT_THROW(run_traces(*bb, head, nullptr, images, labels, o), std::invalid_argument);
+  EXPECT_THROW(run_traces(*bb, head, pi.get(), images, {0, 2}, o), std::invalid_argument);
+  EXPECT_THROW(run_traces(*bb, head, pi.get(), images, {0}, o), std::invalid_argument);
+  EXPECT_THROW(run_traces(*bb, TaskHead{torch::zeros({2, 8}), torch::zeros({2})}, pi.get(), images,
+                          labels, o),
+               std::invalid_argument);
+  data::PatchBatch wrong;
+  wrong.resize(1, 3, 1, 4);  // a glimpse has 2 + 2 x 2 = 6 tokens
+  EXPECT_THROW(images[0].cut(0.5f, 0.5f, 2.0f, wrong, 0), std::invalid_argument);
+  data::PatchBatch right;
+  right.resize(1, 6, 1, 4);
+  EXPECT_THROW(images[0].cut(std::nanf(""), 0.5f, 2.0f, right, 0), std::invalid_argument);
+  EXPECT_THROW(images[0].cut(0.5f, 0.5f, 2.0f, right, 1), std::invalid_argument);
+}
+
+// The whole stage on a task whose answer is WHERE one looks: the head is fitted to
+// tell glimpses of the left half of a flat image from the right half, every image
+// is of class "left", so the head's confidence rewards looking left.
+TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
+  model::FovealBackbone bb = small_backbone();
+  OneClassDataset flat(64, /*noise=*/false);
+  std::vector<int64_t> labels;
+  const auto images = cutters(flat, 64, &labels);
+  TraceOptions random;
+  random.steps = 2;  // states[1] is the state after the first glimpse
+  random.group = 8;
+  random.seed = 3;
+  const Traces seen = run_traces(*bb, TaskHead{torch::zeros({2, 16}), torch::zeros({2})}, nullptr,
+                                 images, labels, random);
+  ProbeFeatures features;
+  features.steps = seen.states[1].select(1, 0).unsqueeze(0);
+  features.labels = seen.gazes[0].select(1, 0).ge(0.5f).to(torch::kInt64);  // 1 = right half
+  features.vit = features.steps[0];
+  LinearProbeOptions fit;
+  fit.epochs = 60;
+  fit.batch_size = 64;
+  fit.lrs = {0.5};
+  const ProbeResult probe = train_linear_probe(features, features, 2, fit);
+  ASSERT_GT(probe.step_accuracy.back(), 0.85) << "the state says where the glimpse was";
+  const TaskHead head{probe.weight, probe.bias};
+
+  model::GazePolicy pi = policy();
+  PolicyTrainOptions o;
+  o.epochs = 12;
+  o.batch_size = 16;
+  o.group = 8;
+  o.steps = 1;
+  o.updates = 4;
+  o.lr = 3e-3;
+  o.std_start = 0.15;
+  o.std_end = 0.05;
+  o.seed = 4;
+  const std::vector<PolicyEpoch> log = train_policy(*bb, head, *pi, flat, small_views(), o);
+  ASSERT_EQ(log.size(), 12u);
+  EXPECT_EQ(log[0].images, 64);
+  EXPECT_GT(log.back().mean_reward, log.front().mean_reward + 0.1)
+      << log.front().mean_reward << " -> " << log.back().mean_reward;
+  EXPECT_GT(log.front().clip_fraction + log.back().clip_fraction, 0.0) << "updates > 1 clip";
+  EXPECT_NEAR(log.back().std, 0.05, 0.01);
+
+  GazeEvalOptions eval;
+  eval.steps = 1;
+  eval.batch_size = 20;  // 64 images in 4 batches
+  const double by_chance =
+      evaluate_gazes(*bb, head, nullptr, GazeSource::kRandom, flat, small_views(), eval)[0];
+  const double learned =
+      evaluate_gazes(*bb, head, pi.get(), GazeSource::kPolicyMode, flat, small_views(), eval)[0];
+  EXPECT_LT(by_chance, 0.8);
+  EXPECT_GT(learned, 0.95);
+  EXPECT_THROW(train_policy(*bb, head, *pi, flat, small_views(),
+                            [] {
+                              PolicyTrainOptions bad;
+                              bad.group = 1;
+                              return bad;
+                            }()),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace saccade::workers

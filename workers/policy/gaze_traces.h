@@ -1,0 +1,73 @@
+// Glimpse sequences of the FROZEN backbone whose gazes come from the gaze
+// policy (sampled for GRPO, or its most likely point for evaluation) or are
+// uniform at random: the rollouts of GRPO and the measurements of evaluation.
+// Every glimpse is cut from the image's integral image, built once per image.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dataloader/dataset.h"
+#include "dataloader/views.h"
+
+namespace saccade::model {
+class FovealBackboneImpl;
+class GazePolicyImpl;
+}  // namespace saccade::model
+
+namespace saccade::workers {
+
+// The frozen task head: logits = state[:, 0] W^T + b (the probe's linear head).
+struct TaskHead {
+  at::Tensor weight;  // [classes, D]
+  at::Tensor bias;    // [classes]
+};
+
+enum class GazeSource {
+  kPolicySample,  // a draw from the policy's mixture (GRPO rollouts)
+  kPolicyMode,    // the mean of the policy's heaviest component (evaluation)
+  kRandom,        // uniform inside the image (the random-gaze baseline)
+};
+
+struct TraceOptions {
+  int64_t steps = 8;  // T glimpses per trace
+  int64_t group = 1;  // G traces per image
+  GazeSource source = GazeSource::kRandom;
+  double std = 0.1;   // the mixture's std (kPolicySample), short-side units
+  uint64_t seed = 0;  // foveal zooms and random gazes of (image, trace); policy draws
+  int threads = 1;    // glimpse-cutting threads
+};
+
+// N = B x G traces, image-major: trace i of image b is row b * G + i, so a
+// [T, N] tensor reshapes to [T, B, G] for group_advantages. On the CPU, fp32.
+struct Traces {
+  at::Tensor states;    // [T, N, n_state, D]: the state the policy read before glimpse t
+  at::Tensor extent;    // [N, 2]: (W, H) / min(W, H) of the trace's image
+  at::Tensor gazes;     // [T, N, 2]: where glimpse t looked (inside the image)
+  at::Tensor log_prob;  // [T, N]: log density of the gaze under the sampling policy; 0 for kRandom
+  at::Tensor rewards;   // [T, N]: the head's probability of the true class after glimpse t
+  at::Tensor correct;   // [T, N] bool: the head's argmax is the true class after glimpse t
+};
+
+// Runs T glimpses of every trace. `policy` may be null for kRandom only.
+// Labels must lie in [0, classes). The models stay where they are (the policy
+// on the backbone's device) and are left in the train/eval mode they were in.
+// Throws std::invalid_argument on mismatched input.
+Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                  model::GazePolicyImpl* policy, const std::vector<data::GlimpseCutter>& images,
+                  const std::vector<int64_t>& labels, const TraceOptions& options);
+
+// Cutters for the dataset images at `indices` (a corrupt image is replaced by
+// its next good neighbour, as everywhere in the loaders), built on `threads`
+// threads; their labels go to *labels.
+std::vector<data::GlimpseCutter> load_glimpse_cutters(const data::Dataset& dataset,
+                                                      const data::ViewOptions& views,
+                                                      const std::vector<int64_t>& indices,
+                                                      int threads, std::vector<int64_t>* labels);
+
+// Per-step top-1 accuracy ([T]) of traces: correct.mean over traces.
+std::vector<double> step_accuracy(const Traces& traces);
+
+}  // namespace saccade::workers

@@ -1,0 +1,173 @@
+#include "workers/policy/policy_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "dataloader/dataset_factory.h"
+#include "model/backbone.h"
+#include "model/policy.h"
+#include "model/weights.h"
+#include "workers/data/data_options.h"
+#include "workers/policy/policy_trainer.h"
+#include "workers/pretrain/pretrain_job.h"
+
+namespace saccade::workers {
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error(fmt::format("cannot read {}", path.string()));
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  return bytes.str();
+}
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << bytes;
+  if (!file.flush()) throw std::runtime_error("cannot write " + path.string());
+}
+
+// The probe's head and the checkpoint step it was trained on.
+std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error(
+        fmt::format("{} does not exist: the policy is trained against the probe's task head, run "
+                    "`saccade probe CONFIG` first",
+                    path.string()));
+  model::Metadata meta;
+  const model::RawTensorMap tensors = model::parse_safetensors(read_file(path), &meta);
+  const auto weight = tensors.find("weight"), bias = tensors.find("bias");
+  const auto step = meta.find("checkpoint_step");
+  if (weight == tensors.end() || bias == tensors.end() || step == meta.end() ||
+      meta["format"] != "saccade.linear_probe")
+    throw std::runtime_error(fmt::format(
+        "{}: expected a saccade.linear_probe file with tensors weight, bias and metadata "
+        "checkpoint_step",
+        path.string()));
+  return {{model::from_raw_tensor(weight->second), model::from_raw_tensor(bias->second)},
+          std::stoll(step->second)};
+}
+
+std::string accuracies_json(const std::vector<double>& a) {
+  std::string out;
+  for (double v : a) out += fmt::format("{}{:.6f}", out.empty() ? "" : ", ", v);
+  return "[" + out + "]";
+}
+
+std::string report_json(const PolicyReport& r) {
+  std::string epochs;
+  for (const PolicyEpochReport& e : r.epochs)
+    epochs += fmt::format(
+        "{}{{\"mean_reward\": {:.6f}, \"final_accuracy\": {:.6f}, \"loss\": {:.6f}, "
+        "\"clip_fraction\": {:.6f}, \"kl\": {:.6f}, \"std\": {:.6f}, \"seconds\": {:.3f}}}",
+        epochs.empty() ? "" : ", ", e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl,
+        e.std, e.seconds);
+  return fmt::format(
+      "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, \"epochs\": [{}], "
+      "\"random_accuracy\": {}, \"policy_accuracy\": {}}}\n",
+      r.checkpoint_step, r.train_images, r.val_images, epochs, accuracies_json(r.random_accuracy),
+      accuracies_json(r.policy_accuracy));
+}
+
+std::string percents(const std::vector<double>& a) {
+  std::string out;
+  for (double v : a) out += fmt::format("{}{:.1f}", out.empty() ? "" : " ", 100 * v);
+  return out;
+}
+
+}  // namespace
+
+PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
+  at::set_num_threads(resolve_threads(config.ssl.threads));
+  const std::filesystem::path dir = config.job.work_dir;
+  auto [head, head_step] = load_probe_head(dir / "probe_head.safetensors");
+  PolicyReport report;
+  report.checkpoint_step = head_step;
+  // The head was trained on one checkpoint's features: the policy must use that backbone.
+  const TeacherBackbone teacher = load_teacher_backbone(config, head_step);
+  model::FovealBackbone backbone = model::import_backbone(teacher.safetensors);
+  for (auto& p : backbone->parameters()) p.set_requires_grad(false);
+  if (head.weight.size(1) != backbone->options().width)
+    throw std::runtime_error(fmt::format(
+        "probe_head.safetensors has {} inputs but the backbone of checkpoint {} is {} wide",
+        head.weight.size(1), head_step, backbone->options().width));
+
+  model::PolicyOptions po;
+  po.in_dim = backbone->options().width;
+  po.n_state = backbone->options().n_state;
+  po.depth = config.policy.blocks;
+  po.width = config.policy.width;
+  po.heads = config.policy.heads;
+  po.n_mix = config.policy.mixtures;
+  po.validate();
+  torch::manual_seed(static_cast<uint64_t>(config.job.seed));
+  model::GazePolicy policy(po);
+
+  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
+  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  const data::ViewOptions views = view_options(config);
+  PolicyTrainOptions train;
+  train.epochs = config.policy.epochs;
+  train.batch_size = config.policy.batch_size;
+  train.group = config.policy.group_size;
+  train.steps = config.policy.steps;
+  train.updates = config.policy.updates;
+  train.gamma = config.policy.gamma;
+  train.clip_eps = config.policy.clip_eps;
+  train.kl_beta = config.policy.kl_beta;
+  train.lr = config.policy.lr;
+  train.std_start = config.policy.std_start;
+  train.std_end = config.policy.std_end;
+  train.max_images = run.max_train_images;
+  train.threads = static_cast<int>(config.data.loader_threads);
+  train.seed = static_cast<uint64_t>(config.job.seed);
+  report.train_images = run.max_train_images > 0 ? std::min(run.max_train_images, train_set->size())
+                                                 : train_set->size();
+  spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
+               report.train_images, head_step, train.group, train.steps);
+  train_policy(*backbone, head, *policy, *train_set, views, train, [&](const PolicyEpoch& e) {
+    report.epochs.push_back(
+        {e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl, e.std, e.seconds});
+    spdlog::info(
+        "policy epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped "
+        "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s",
+        e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
+        e.std, e.seconds);
+  });
+
+  GazeEvalOptions eval;
+  eval.steps = config.policy.steps;
+  eval.max_images = run.max_val_images;
+  eval.batch_size = config.eval.batch_size;
+  eval.threads = train.threads;
+  eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
+  report.val_images =
+      run.max_val_images > 0 ? std::min(run.max_val_images, val_set->size()) : val_set->size();
+  report.random_accuracy =
+      evaluate_gazes(*backbone, head, nullptr, GazeSource::kRandom, *val_set, views, eval);
+  report.policy_accuracy =
+      evaluate_gazes(*backbone, head, policy.get(), GazeSource::kPolicyMode, *val_set, views, eval);
+  spdlog::info("policy: validation top-1 by glimpse, random [{}], policy [{}]",
+               percents(report.random_accuracy), percents(report.policy_accuracy));
+
+  report.policy_path = (dir / "policy.safetensors").string();
+  report.report_path = (dir / "policy.json").string();
+  policy->to(torch::kCPU);
+  const model::Metadata meta{
+      {"format", "saccade.gaze_policy"},     {"checkpoint_step", std::to_string(head_step)},
+      {"in_dim", std::to_string(po.in_dim)}, {"n_state", std::to_string(po.n_state)},
+      {"width", std::to_string(po.width)},   {"depth", std::to_string(po.depth)},
+      {"heads", std::to_string(po.heads)},   {"n_mix", std::to_string(po.n_mix)}};
+  write_file(report.policy_path, model::save_modules({{"", policy.ptr().get()}}, meta));
+  write_file(report.report_path, report_json(report));
+  return report;
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,40 @@
+// `saccade policy CONFIG`: the policy stage in one process. Loads the frozen
+// teacher backbone and the probe's task head (work_dir/probe_head.safetensors,
+// which names the checkpoint it was trained on), trains the gaze policy with
+// GRPO (config [policy]) and measures it against random gazes on the
+// validation split. Torch-free header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+
+namespace saccade::workers {
+
+struct PolicyRunOptions {
+  int64_t max_train_images = 0;  // 0 = the whole training split
+  int64_t max_val_images = 0;    // 0 = the whole validation split
+};
+
+struct PolicyEpochReport {
+  double mean_reward = 0, final_accuracy = 0, loss = 0, clip_fraction = 0, kl = 0, std = 0,
+         seconds = 0;
+};
+
+struct PolicyReport {
+  int64_t checkpoint_step = -1;  // the probe head's
+  int64_t train_images = 0;
+  int64_t val_images = 0;
+  std::vector<PolicyEpochReport> epochs;
+  std::vector<double> random_accuracy;  // validation top-1 after glimpse t, uniform gazes
+  std::vector<double> policy_accuracy;  // ... gazes at the policy's heaviest component
+  std::string policy_path;              // job.work_dir/policy.safetensors
+  std::string report_path;              // job.work_dir/policy.json
+};
+
+// Throws std::runtime_error when the probe head or its checkpoint is missing.
+PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& options = {});
+
+}  // namespace saccade::workers

@@ -1,0 +1,168 @@
+#include "workers/policy/policy_trainer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <stdexcept>
+
+#include "dataloader/random.h"
+#include "dataloader/sharded_sampler.h"
+#include "model/backbone.h"
+#include "model/policy.h"
+#include "rl/grpo.h"
+#include "workers/ssl/schedules.h"
+
+namespace saccade::workers {
+namespace {
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A frozen copy of the policy (the KL reference), on the same device.
+model::GazePolicy frozen_copy(model::GazePolicyImpl& policy) {
+  model::GazePolicy copy(policy.options());
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = policy.named_parameters();
+    for (auto& p : copy->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  copy->to(policy.parameters().front().device());
+  for (auto& p : copy->parameters()) p.set_requires_grad(false);
+  copy->eval();
+  return copy;
+}
+
+}  // namespace
+
+std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                                      model::GazePolicyImpl& policy, const data::Dataset& dataset,
+                                      const data::ViewOptions& views, const PolicyTrainOptions& o,
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch) {
+  check(o.epochs >= 1 && o.batch_size >= 1 && o.steps >= 1 && o.updates >= 1,
+        "train_policy: epochs, batch_size, steps and updates must be >= 1");
+  check(o.group >= 2, "train_policy: GRPO needs a group of >= 2 traces per image");
+  check(o.max_images >= 0, "train_policy: max_images must be >= 0");
+  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
+  check(n >= 1, "train_policy: the dataset is empty");
+  const int64_t batches = (n + o.batch_size - 1) / o.batch_size;
+  const int64_t total = o.epochs * batches;
+  const torch::Device device = backbone.parameters().front().device();
+  policy.to(device);
+  std::optional<model::GazePolicy> reference;
+  if (o.kl_beta > 0) reference = frozen_copy(policy);
+  torch::optim::AdamW optimizer(policy.parameters(),
+                                torch::optim::AdamWOptions(o.lr).weight_decay(0.0));
+  data::ShardOptions order;
+  order.dataset_size = n;
+  order.seed = o.seed;
+  const data::ShardedSampler sampler(order);
+
+  std::vector<PolicyEpoch> epochs;
+  int64_t update = 0;
+  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int64_t> indices = sampler.permutation(epoch);
+    PolicyEpoch log;
+    log.epoch = epoch;
+    for (int64_t first = 0; first < n; first += o.batch_size, ++update) {
+      const int64_t b = std::min(o.batch_size, n - first);
+      std::vector<int64_t> labels;
+      const std::vector<data::GlimpseCutter> images = load_glimpse_cutters(
+          dataset, views, {indices.begin() + first, indices.begin() + first + b}, o.threads,
+          &labels);
+      TraceOptions trace;
+      trace.steps = o.steps;
+      trace.group = o.group;
+      trace.source = GazeSource::kPolicySample;
+      trace.std = ssl::cosine_schedule(o.std_start, o.std_end, total, 0, 0.0, update);
+      trace.seed = data::mix_seed(o.seed, static_cast<uint64_t>(update));
+      trace.threads = o.threads;
+      const Traces tr = run_traces(backbone, head, &policy, images, labels, trace);
+
+      const int64_t T = o.steps, N = b * o.group;
+      const torch::Tensor advantages =
+          rl::group_advantages(rl::discounted_returns(tr.rewards.view({T, b, o.group}), o.gamma))
+              .view({T, N})
+              .to(device);
+      const torch::Tensor states =
+          tr.states.view({T * N, tr.states.size(2), tr.states.size(3)}).to(device, torch::kFloat32);
+      const torch::Tensor extent = tr.extent.repeat({T, 1}).to(device);
+      const torch::Tensor gazes = tr.gazes.view({T * N, 2}).to(device);
+      const torch::Tensor old_log_prob = tr.log_prob.to(device);
+      torch::Tensor ref_log_prob;
+      if (reference) {
+        torch::NoGradGuard no_grad;
+        ref_log_prob =
+            (*reference)->distribution(states, extent, trace.std).log_prob(gazes).view({T, N});
+      }
+      policy.train();
+      rl::GrpoLoss loss;
+      for (int64_t u = 0; u < o.updates; ++u) {
+        const torch::Tensor log_prob =
+            policy.distribution(states, extent, trace.std).log_prob(gazes).view({T, N});
+        loss =
+            rl::grpo_loss(log_prob, old_log_prob, advantages, o.clip_eps, ref_log_prob, o.kl_beta);
+        optimizer.zero_grad();
+        loss.loss.backward();
+        optimizer.step();
+      }
+      const double w = static_cast<double>(b);
+      log.images += b;
+      log.mean_reward += tr.rewards.mean().item<double>() * w;
+      log.final_accuracy += tr.correct[T - 1].to(torch::kFloat64).mean().item<double>() * w;
+      log.loss += loss.loss.item<double>() * w;
+      log.clip_fraction += loss.clip_fraction.item<double>() * w;
+      log.kl += loss.kl.item<double>() * w;
+      log.std = trace.std;
+    }
+    const double images = static_cast<double>(log.images);
+    log.mean_reward /= images;
+    log.final_accuracy /= images;
+    log.loss /= images;
+    log.clip_fraction /= images;
+    log.kl /= images;
+    log.seconds = seconds_since(t0);
+    epochs.push_back(log);
+    if (on_epoch) on_epoch(log);
+  }
+  return epochs;
+}
+
+std::vector<double> evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                                   model::GazePolicyImpl* policy, GazeSource source,
+                                   const data::Dataset& dataset, const data::ViewOptions& views,
+                                   const GazeEvalOptions& o) {
+  check(o.steps >= 1 && o.batch_size >= 1 && o.max_images >= 0,
+        "evaluate_gazes: steps and batch_size must be >= 1");
+  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
+  check(n >= 1, "evaluate_gazes: the dataset is empty");
+  std::vector<double> correct(static_cast<size_t>(o.steps), 0.0);
+  for (int64_t first = 0; first < n; first += o.batch_size) {
+    const int64_t b = std::min(o.batch_size, n - first);
+    std::vector<int64_t> indices(static_cast<size_t>(b));
+    std::iota(indices.begin(), indices.end(), first);
+    std::vector<int64_t> labels;
+    const auto images = load_glimpse_cutters(dataset, views, indices, o.threads, &labels);
+    TraceOptions trace;
+    trace.steps = o.steps;
+    trace.source = source;
+    trace.seed = data::mix_seed(o.seed, static_cast<uint64_t>(first));
+    trace.threads = o.threads;
+    const std::vector<double> a =
+        step_accuracy(run_traces(backbone, head, policy, images, labels, trace));
+    for (size_t t = 0; t < a.size(); ++t) correct[t] += a[t] * static_cast<double>(b);
+  }
+  for (double& c : correct) c /= static_cast<double>(n);
+  return correct;
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,67 @@
+// GRPO training of the gaze policy against the frozen backbone and task head
+// (paper: "Policy Learning"), and the per-step evaluation of gaze sources.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "dataloader/dataset.h"
+#include "dataloader/views.h"
+#include "workers/policy/gaze_traces.h"
+
+namespace saccade::workers {
+
+struct PolicyTrainOptions {
+  int64_t epochs = 20;
+  int64_t batch_size = 64;  // images per rollout batch
+  int64_t group = 8;        // G traces per image
+  int64_t steps = 8;        // T glimpses per trace
+  int64_t updates = 4;      // gradient steps per rollout batch (GRPO's mu)
+  double gamma = 0.9;
+  double clip_eps = 0.2;
+  double kl_beta = 0.0;  // > 0: penalty toward the policy as it was before training
+  double lr = 1e-4;      // AdamW
+  double std_start = 0.15, std_end = 0.05;  // cosine over all rollout batches
+  int64_t max_images = 0;                   // the first max_images of the dataset; 0 = all
+  int threads = 1;
+  uint64_t seed = 0;
+};
+
+// What one epoch of training saw (means over its rollout batches).
+struct PolicyEpoch {
+  int64_t epoch = 0;
+  int64_t images = 0;
+  double mean_reward = 0;     // P(true class), over every step of every trace
+  double final_accuracy = 0;  // top-1 after the last glimpse of the sampled traces
+  double loss = 0, clip_fraction = 0, kl = 0;
+  double std = 0;  // at the epoch's last batch
+  double seconds = 0;
+};
+
+// Trains `policy` in place (on the backbone's device); the backbone and head are
+// only read. Images are visited in a new order every epoch. `on_epoch` (may be
+// empty) sees each epoch's figures as it ends. Throws std::invalid_argument on
+// bad options or an empty dataset.
+std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                                      model::GazePolicyImpl& policy, const data::Dataset& dataset,
+                                      const data::ViewOptions& views,
+                                      const PolicyTrainOptions& options,
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch = {});
+
+struct GazeEvalOptions {
+  int64_t steps = 8;
+  int64_t max_images = 0;  // the first max_images; 0 = all
+  int64_t batch_size = 256;
+  int threads = 1;
+  uint64_t seed = 0;
+};
+
+// Top-1 accuracy after each of `steps` glimpses ([steps]) over the dataset's
+// first images, one trace per image, gazes from `source` (policy null for kRandom).
+std::vector<double> evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                                   model::GazePolicyImpl* policy, GazeSource source,
+                                   const data::Dataset& dataset, const data::ViewOptions& views,
+                                   const GazeEvalOptions& options);
+
+}  // namespace saccade::workers
