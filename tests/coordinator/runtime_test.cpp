@@ -160,7 +160,9 @@ TEST_F(Runtime, KilledActorsAreRestartedAndTheJobFinishes) {
 // happened: no actor restarted, no re-rendezvous, every checkpoint committed.
 // Returns learner 0's log.
 std::string Runtime::kill_and_restart_the_coordinator(std::chrono::milliseconds frozen) {
-  const TestJob job = two_node_job(150);
+  // Long enough that the status poll sees step 20 well before learner 0's last upload is
+  // committed, even on a loaded machine: the freeze must catch an upload in flight.
+  const TestJob job = two_node_job(400);
   const fs::path config = write_config(job);
   Child& first = coordinator(config);
   Child& a0 = agent(config, job.port, "n0");  // learner 0 (ranks follow node order)
@@ -186,8 +188,8 @@ std::string Runtime::kill_and_restart_the_coordinator(std::chrono::milliseconds 
   for (const Json& a : (*finished)["actors"].array())
     EXPECT_EQ(a["restarts"].num(), 0) << "actors outlive a coordinator restart";
   EXPECT_EQ((*finished)["generation"].num(), 1);
-  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), 150);
-  EXPECT_GE((*finished)["last_checkpoint_step"].num(), 150);
+  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), job.steps);
+  EXPECT_GE((*finished)["last_checkpoint_step"].num(), job.steps);
   EXPECT_EQ(second.wait(15s), 0);
   EXPECT_EQ(a0.wait(10s), 0);
   EXPECT_EQ(a1.wait(10s), 0);
