@@ -71,9 +71,11 @@ std::string report_json(const PolicyReport& r) {
         e.std, e.seconds);
   return fmt::format(
       "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, \"epochs\": [{}], "
-      "\"random_accuracy\": {}, \"policy_accuracy\": {}}}\n",
+      "\"random_accuracy\": {}, \"policy_accuracy\": {}, \"random_gaze_spread\": {}, "
+      "\"policy_gaze_spread\": {}}}\n",
       r.checkpoint_step, r.train_images, r.val_images, epochs, accuracies_json(r.random_accuracy),
-      accuracies_json(r.policy_accuracy));
+      accuracies_json(r.policy_accuracy), accuracies_json(r.random_spread),
+      accuracies_json(r.policy_spread));
 }
 
 std::string percents(const std::vector<double>& a) {
@@ -150,12 +152,19 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
   eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
   report.val_images =
       run.max_val_images > 0 ? std::min(run.max_val_images, val_set->size()) : val_set->size();
-  report.random_accuracy =
+  const GazeEvaluation random =
       evaluate_gazes(*backbone, head, nullptr, GazeSource::kRandom, *val_set, views, eval);
-  report.policy_accuracy =
+  const GazeEvaluation learned =
       evaluate_gazes(*backbone, head, policy.get(), GazeSource::kPolicyMode, *val_set, views, eval);
-  spdlog::info("policy: validation top-1 by glimpse, random [{}], policy [{}]",
-               percents(report.random_accuracy), percents(report.policy_accuracy));
+  report.random_accuracy = random.accuracy;
+  report.policy_accuracy = learned.accuracy;
+  report.random_spread = random.gaze_spread;
+  report.policy_spread = learned.gaze_spread;
+  spdlog::info(
+      "policy: validation top-1 by glimpse, random [{}], policy [{}]; gaze spread (short "
+      "sides) random [{}], policy [{}]",
+      percents(report.random_accuracy), percents(report.policy_accuracy),
+      accuracies_json(report.random_spread), accuracies_json(report.policy_spread));
 
   report.policy_path = (dir / "policy.safetensors").string();
   report.report_path = (dir / "policy.json").string();

@@ -137,15 +137,16 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
   return epochs;
 }
 
-std::vector<double> evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                                   model::GazePolicyImpl* policy, GazeSource source,
-                                   const data::Dataset& dataset, const data::ViewOptions& views,
-                                   const GazeEvalOptions& o) {
+GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                              model::GazePolicyImpl* policy, GazeSource source,
+                              const data::Dataset& dataset, const data::ViewOptions& views,
+                              const GazeEvalOptions& o) {
   check(o.steps >= 1 && o.batch_size >= 1 && o.max_images >= 0,
         "evaluate_gazes: steps and batch_size must be >= 1");
   const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
   check(n >= 1, "evaluate_gazes: the dataset is empty");
   std::vector<double> correct(static_cast<size_t>(o.steps), 0.0);
+  std::vector<torch::Tensor> gazes;  // [T, b, 2] per batch
   for (int64_t first = 0; first < n; first += o.batch_size) {
     const int64_t b = std::min(o.batch_size, n - first);
     std::vector<int64_t> indices(static_cast<size_t>(b));
@@ -157,12 +158,17 @@ std::vector<double> evaluate_gazes(model::FovealBackboneImpl& backbone, const Ta
     trace.source = source;
     trace.seed = data::mix_seed(o.seed, static_cast<uint64_t>(first));
     trace.threads = o.threads;
-    const std::vector<double> a =
-        step_accuracy(run_traces(backbone, head, policy, images, labels, trace));
+    const Traces tr = run_traces(backbone, head, policy, images, labels, trace);
+    const std::vector<double> a = step_accuracy(tr);
     for (size_t t = 0; t < a.size(); ++t) correct[t] += a[t] * static_cast<double>(b);
+    gazes.push_back(tr.gazes.to(torch::kFloat64));
   }
-  for (double& c : correct) c /= static_cast<double>(n);
-  return correct;
+  GazeEvaluation out;
+  for (double c : correct) out.accuracy.push_back(c / static_cast<double>(n));
+  const torch::Tensor all = torch::cat(gazes, 1);  // [T, n, 2]
+  const torch::Tensor spread = (all - all.mean(1, /*keepdim=*/true)).square().sum(2).mean(1).sqrt();
+  for (int64_t t = 0; t < spread.size(0); ++t) out.gaze_spread.push_back(spread[t].item<double>());
+  return out;
 }
 
 }  // namespace saccade::workers

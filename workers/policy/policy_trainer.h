@@ -57,11 +57,19 @@ struct GazeEvalOptions {
   uint64_t seed = 0;
 };
 
-// Top-1 accuracy after each of `steps` glimpses ([steps]) over the dataset's
-// first images, one trace per image, gazes from `source` (policy null for kRandom).
-std::vector<double> evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                                   model::GazePolicyImpl* policy, GazeSource source,
-                                   const data::Dataset& dataset, const data::ViewOptions& views,
-                                   const GazeEvalOptions& options);
+struct GazeEvaluation {
+  std::vector<double> accuracy;  // [steps]: top-1 after each glimpse
+  // [steps]: RMS distance (short-side units) of the images' gazes at each step from
+  // their mean: 0 when every image is looked at in the same place, i.e. when the
+  // gazes do not depend on what was seen.
+  std::vector<double> gaze_spread;
+};
+
+// One trace per image over the dataset's first images, gazes from `source`
+// (policy null for kRandom).
+GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
+                              model::GazePolicyImpl* policy, GazeSource source,
+                              const data::Dataset& dataset, const data::ViewOptions& views,
+                              const GazeEvalOptions& options);
 
 }  // namespace saccade::workers
