@@ -255,6 +255,7 @@ GlimpseCutter::GlimpseCutter(const ViewOptions& options, const cv::Mat& image)
     : options_(options), height_(image.rows), width_(image.cols) {
   options_.augment = false;
   const kernels::ImageView view = checked_image(options_, image, 0, 1, "GlimpseCutter");
+  channel_stats(options_, mean_, stdev_);
   table_ = kernels::IntegralImage::build(view, 1);
   const kernels::Gaze extent = kernels::image_extent({height_, width_});
   extent_x_ = extent.x;
@@ -278,10 +279,8 @@ void GlimpseCutter::cut(float x, float y, float fovea_zoom, PatchBatch& out, int
   float* pixels = out.patches_of(row);
   extract_with_positions(options_, table_, {height_, width_}, patches, pixels,
                          out.positions_of(row));
-  std::vector<float> mean, stdev;
-  channel_stats(options_, mean, stdev);
-  normalize({pixels, out.tokens, options_.channels, options_.patch_size}, mean.data(),
-            stdev.data());
+  normalize({pixels, out.tokens, options_.channels, options_.patch_size}, mean_.data(),
+            stdev_.data());
 }
 
 }  // namespace saccade::data

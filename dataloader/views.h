@@ -114,6 +114,7 @@ class GlimpseCutter {
 
  private:
   ViewOptions options_;
+  std::vector<float> mean_, stdev_;  // per channel, for normalize()
   kernels::IntegralImage table_;
   int height_ = 0, width_ = 0;
   float extent_x_ = 1, extent_y_ = 1;

@@ -79,12 +79,12 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   tr.extent = torch::empty({N, 2});
   std::vector<std::mt19937_64> rngs;  // per trace: foveal zooms, random gazes
   rngs.reserve(static_cast<size_t>(N));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < G; ++i) {
-      tr.extent[b * G + i][0] = images[b].extent_x();
-      tr.extent[b * G + i][1] = images[b].extent_y();
-      rngs.emplace_back(data::mix_seed(o.seed, static_cast<uint64_t>(b * G + i)));
-    }
+  auto extent = tr.extent.accessor<float, 2>();
+  for (int64_t n = 0; n < N; ++n) {
+    extent[n][0] = images[n / G].extent_x();
+    extent[n][1] = images[n / G].extent_y();
+    rngs.emplace_back(data::mix_seed(o.seed, static_cast<uint64_t>(n)));
+  }
   torch::Generator generator = at::detail::createCPUGenerator(o.seed);
   const int64_t D = backbone.options().width, S = backbone.options().n_state;
   tr.states = torch::empty({T, N, S, D});

@@ -5,10 +5,9 @@
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "common/file_bytes.h"
 #include "dataloader/dataset_factory.h"
 #include "model/backbone.h"
 #include "model/policy.h"
@@ -20,20 +19,6 @@
 namespace saccade::workers {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(fmt::format("cannot read {}", path.string()));
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
-
-void write_file(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << bytes;
-  if (!file.flush()) throw std::runtime_error("cannot write " + path.string());
-}
-
 // The probe's head and the checkpoint step it was trained on.
 std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path))
@@ -42,7 +27,7 @@ std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) 
                     "`saccade probe CONFIG` first",
                     path.string()));
   model::Metadata meta;
-  const model::RawTensorMap tensors = model::parse_safetensors(read_file(path), &meta);
+  const model::RawTensorMap tensors = model::parse_safetensors(read_file_bytes(path), &meta);
   const auto weight = tensors.find("weight"), bias = tensors.find("bias");
   const auto step = meta.find("checkpoint_step");
   if (weight == tensors.end() || bias == tensors.end() || step == meta.end() ||
@@ -174,8 +159,8 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
       {"in_dim", std::to_string(po.in_dim)}, {"n_state", std::to_string(po.n_state)},
       {"width", std::to_string(po.width)},   {"depth", std::to_string(po.depth)},
       {"heads", std::to_string(po.heads)},   {"n_mix", std::to_string(po.n_mix)}};
-  write_file(report.policy_path, model::save_modules({{"", policy.ptr().get()}}, meta));
-  write_file(report.report_path, report_json(report));
+  write_file_bytes(report.policy_path, model::save_modules({{"", policy.ptr().get()}}, meta));
+  write_file_bytes(report.report_path, report_json(report));
   return report;
 }
 

@@ -23,10 +23,6 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // A frozen copy of the policy (the KL reference), on the same device.
 model::GazePolicy frozen_copy(model::GazePolicyImpl& policy) {
   model::GazePolicy copy(policy.options());
@@ -130,7 +126,7 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
     log.loss /= images;
     log.clip_fraction /= images;
     log.kl /= images;
-    log.seconds = seconds_since(t0);
+    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     epochs.push_back(log);
     if (on_epoch) on_epoch(log);
   }

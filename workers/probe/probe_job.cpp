@@ -6,9 +6,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
+#include "common/file_bytes.h"
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "workers/data/data_options.h"
@@ -18,12 +18,6 @@
 
 namespace saccade::workers {
 namespace {
-
-void write_file(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << bytes;
-  if (!file.flush()) throw std::runtime_error("cannot write " + path.string());
-}
 
 std::string report_json(const ProbeReport& r) {
   std::string sweep, steps;
@@ -97,11 +91,11 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
                              {"checkpoint_step", std::to_string(report.checkpoint_step)},
                              {"lr", fmt::format("{}", report.lr)},
                              {"input", "first state token"}};
-  write_file(report.head_path,
-             model::serialize_safetensors({{"weight", model::to_raw_tensor(result.weight)},
-                                           {"bias", model::to_raw_tensor(result.bias)}},
-                                          meta));
-  write_file(report.report_path, report_json(report));
+  write_file_bytes(report.head_path,
+                   model::serialize_safetensors({{"weight", model::to_raw_tensor(result.weight)},
+                                                 {"bias", model::to_raw_tensor(result.bias)}},
+                                                meta));
+  write_file_bytes(report.report_path, report_json(report));
   return report;
 }
 
