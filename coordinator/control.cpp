@@ -279,6 +279,53 @@ void DropLog::refused(const std::string& from, const std::string& why) {
   e.suppressed = 0;
 }
 
+std::string bind_router(zmq::socket_t& router, const std::string& endpoint) {
+  try {
+    router.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    const size_t colon = endpoint.rfind(':');
+    if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos) throw;
+    const std::string any = "tcp://*" + endpoint.substr(colon);
+    spdlog::warn("cannot bind {} ({}); binding {}", endpoint, e.what(), any);
+    router.bind(any);
+  }
+  return router.get(zmq::sockopt::last_endpoint);
+}
+
+std::string peer_name(const zmq::message_t& identity) {
+  std::string hex = "peer ";
+  const auto* bytes = identity.data<unsigned char>();
+  for (size_t i = 0; i < identity.size() && i < 16; ++i) hex += fmt::format("{:02x}", bytes[i]);
+  return hex;
+}
+
+std::optional<RoutedFrame> recv_routed(zmq::socket_t& router, const wire::Expect& expect) {
+  RoutedFrame out;
+  if (!router.recv(out.identity, zmq::recv_flags::dontwait)) return std::nullopt;
+  out.from = peer_name(out.identity);
+  out.received.status = wire::RecvStatus::kRefused;
+  if (!out.identity.more()) {
+    out.received.why = "a frame without payload";
+    return out;
+  }
+  zmq::message_t frame;
+  if (!router.recv(frame, zmq::recv_flags::dontwait)) {
+    out.received.why = "a routing id without its frame";
+    return out;
+  }
+  int extra = 0;
+  for (zmq::message_t rest; frame.more() && router.recv(rest, zmq::recv_flags::dontwait);) {
+    frame.swap(rest);  // drain and refuse multi-part senders
+    ++extra;
+  }
+  if (extra > 0) {
+    out.received.why = fmt::format("multi-part message with {} extra parts", extra);
+    return out;
+  }
+  out.received = wire::open_frame(frame, expect);
+  return out;
+}
+
 wire::Expect expect_for(const JobConfig& config) {
   return {config.job.name, static_cast<size_t>(config.cluster.max_message_bytes)};
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -65,6 +66,23 @@ Security load_security(const SecurityConfig& config, bool as_server);
 void configure_client(zmq::socket_t& socket, const Security& security, const std::string& identity);
 // Server side (ROUTER): CURVE server with ZAP domain "saccade" when on.
 void configure_server(zmq::socket_t& socket, const Security& security);
+
+// Binds a server's ROUTER to `endpoint` and returns the bound endpoint (a
+// wildcard port resolved); a TCP host that is no local interface (a node's
+// name) is bound on every interface instead, at the same port.
+std::string bind_router(zmq::socket_t& router, const std::string& endpoint);
+
+// A ROUTER's routing id (binary bytes) as text for logs.
+std::string peer_name(const zmq::message_t& identity);
+
+// One [routing id, frame] message taken from a ROUTER, its frame validated.
+struct RoutedFrame {
+  zmq::message_t identity;
+  std::string from;         // peer_name(identity)
+  wire::Received received;  // status kRefused with `why` for a bad frame or a multi-part message
+};
+// Takes one message without blocking; nullopt when none was waiting.
+std::optional<RoutedFrame> recv_routed(zmq::socket_t& router, const wire::Expect& expect);
 
 // ZAP handler (RFC 27) for the coordinator: admits CURVE clients whose public
 // key is the job's client key. Bind its socket before any CURVE socket binds.

@@ -1,5 +1,6 @@
 #include "model/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,37 @@ torch::Tensor GaussianMixture::sample(c10::optional<torch::Generator> generator)
   auto noise = at::normal(0.0, std_, {b, 2}, generator, mean.options());
   auto x = mean + noise;
   return torch::minimum(torch::maximum(x, torch::zeros_like(x)), extent_.to(x.options()));
+}
+
+torch::Tensor GaussianMixture::sample_from_uniforms(const torch::Tensor& uniforms) const {
+  const int64_t b = means_.size(0), m = means_.size(1);
+  if (!uniforms.defined() || uniforms.dim() != 2 || uniforms.size(0) != b ||
+      uniforms.size(1) != 3) {
+    throw std::invalid_argument("uniforms: expected [" + std::to_string(b) + ", 3]");
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor u = uniforms.to(torch::kCPU, torch::kFloat64).contiguous();
+  const torch::Tensor probs = torch::softmax(logits_.detach().to(torch::kCPU, torch::kFloat64), -1);
+  const torch::Tensor means = means_.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  const torch::Tensor extent = extent_.to(torch::kCPU, torch::kFloat64).contiguous();
+  torch::Tensor out = torch::empty({b, 2}, torch::kFloat64);
+  auto ua = u.accessor<double, 2>();
+  auto pa = probs.accessor<double, 2>();
+  auto ma = means.accessor<double, 3>();
+  auto ea = extent.accessor<double, 2>();
+  auto oa = out.accessor<double, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    int64_t k = 0;
+    for (double cdf = pa[i][0]; k + 1 < m && ua[i][0] >= cdf; cdf += pa[i][++k]) {
+    }
+    const double radius = std::sqrt(-2.0 * std::log(1.0 - ua[i][1]));  // 1 - u > 0
+    const double angle = 2.0 * M_PI * ua[i][2];
+    const double x = ma[i][k][0] + std_ * radius * std::cos(angle);
+    const double y = ma[i][k][1] + std_ * radius * std::sin(angle);
+    oa[i][0] = std::clamp(x, 0.0, ea[i][0]);
+    oa[i][1] = std::clamp(y, 0.0, ea[i][1]);
+  }
+  return out.to(torch::kFloat32);
 }
 
 torch::Tensor GaussianMixture::log_prob(const torch::Tensor& x) const {

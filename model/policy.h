@@ -22,6 +22,13 @@ class GaussianMixture {
   // lands on it). No gradient flows through a sample.
   torch::Tensor sample(c10::optional<torch::Generator> generator = c10::nullopt) const;
 
+  // The same draw from caller-supplied uniforms [B, 3] in [0, 1): column 0
+  // picks the component (inverse CDF of softmax(logits)), columns 1-2 give the
+  // noise (Box-Muller). Each row depends on its own uniforms only, so a trace's
+  // gaze does not depend on which batch it was drawn in (rollouts split across
+  // actors draw what one process would). Returns [B, 2] fp32 on the CPU.
+  torch::Tensor sample_from_uniforms(const torch::Tensor& uniforms) const;
+
   // log p(x) of the (untruncated) mixture: x [B, 2] -> [B], differentiable in
   // means and logits: logsumexp_m(log_softmax(logits)_m + sum_d log N(x_d; mu_md, std)).
   torch::Tensor log_prob(const torch::Tensor& x) const;

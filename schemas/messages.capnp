@@ -267,17 +267,33 @@ struct CheckpointCommitted {
 
 # --- GRPO -------------------------------------------------------------------
 
-struct RolloutRequest {
-  policyVersion @0 :UInt64;
-  imageIds @1 :List(UInt64);
-  groupSize @2 :UInt32;
-  steps @3 :UInt32;
+enum GazeSource {
+  sample @0;                         # draws from the policy's mixture (GRPO)
+  mode @1;                           # the heaviest component's mean (evaluation)
+  random @2;                         # uniform in the image (the baseline)
 }
 
+# Policy learner -> rollout actor: run groupSize traces of `steps` glimpses of
+# each image with the policy of `policyVersion` (sent before as Weights). The
+# actor answers one RolloutGroup per image, or Ack{ok = false, seq} when it
+# cannot (e.g. it has not got that version: the learner sends it again).
+struct RolloutRequest {
+  policyVersion @0 :UInt64;
+  imageIds @1 :List(UInt64);         # dataset indices (training split)
+  groupSize @2 :UInt32;
+  steps @3 :UInt32;
+  requestId @4 :UInt64;
+  seeds @5 :List(UInt64);            # per image: every draw of its traces
+  std @6 :Float64;                   # the mixture's std (source = sample)
+  source @7 :GazeSource;
+}
+
+# The traces of one image (workers/policy/rollout_codec.h names the tensors).
 struct RolloutGroup {
   policyVersion @0 :UInt64;
   imageId @1 :UInt64;
-  tensors @2 :List(Tensor);          # gazes, log-probs, rewards, states ...
+  tensors @2 :List(Tensor);          # states, extent, gazes, logProb, rewards, correct
+  requestId @3 :UInt64;
 }
 
 struct Weights {

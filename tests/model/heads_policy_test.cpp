@@ -147,6 +147,36 @@ TEST(GaussianMixture, SamplesStayInsideTheImageAndFollowTheWeights) {
   }
 }
 
+TEST(GaussianMixture, SamplesFromUniformsFollowTheMixtureRowByRow) {
+  torch::manual_seed(10);
+  auto means = torch::tensor({{{0.5, 0.5}, {1.5, 0.5}}});
+  auto logits = torch::tensor({{std::log(0.25), std::log(0.75)}});
+  auto extent = torch::tensor({{2.0, 1.0}});
+  const int64_t n = 4000;
+  GaussianMixture mix(means.expand({n, 2, 2}), logits.expand({n, 2}), 0.05, extent.expand({n, 2}));
+  const torch::Tensor u = torch::rand({n, 3}, torch::kFloat64);
+  const torch::Tensor x = mix.sample_from_uniforms(u);
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{n, 2}));
+  // Column 0 below 0.25 picks the first component, above it the second.
+  const torch::Tensor right = x.select(1, 0) > 1.0;
+  EXPECT_TRUE(torch::equal(right, u.select(1, 0) >= 0.25));
+  EXPECT_NEAR(right.to(torch::kDouble).mean().item<double>(), 0.75, 0.03);
+  // Noise of std 0.05 around the chosen mean.
+  const torch::Tensor chosen = torch::where(right, torch::full({n}, 1.5), torch::full({n}, 0.5));
+  const torch::Tensor dx = x.select(1, 0).to(torch::kDouble) - chosen;
+  EXPECT_NEAR(dx.mean().item<double>(), 0.0, 0.005);
+  EXPECT_NEAR(dx.std().item<double>(), 0.05, 0.005);
+  // A row's draw is its own: the first 10 rows drawn alone give the same points.
+  GaussianMixture few(means.expand({10, 2, 2}), logits.expand({10, 2}), 0.05,
+                      extent.expand({10, 2}));
+  EXPECT_TRUE(torch::equal(few.sample_from_uniforms(u.slice(0, 0, 10)), x.slice(0, 0, 10)));
+  // A wide std is clamped into the image.
+  GaussianMixture wide(means.expand({n, 2, 2}), logits.expand({n, 2}), 1.0, extent.expand({n, 2}));
+  const torch::Tensor y = wide.sample_from_uniforms(u);
+  EXPECT_TRUE((y >= 0).all().item<bool>() && (y <= extent).all().item<bool>());
+  EXPECT_THROW(mix.sample_from_uniforms(torch::rand({n, 2})), std::invalid_argument);
+}
+
 TEST(GaussianMixture, EntropyEstimators) {
   torch::manual_seed(9);
   const double std = 0.01;

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <opencv2/core.hpp>
-
 #include "model/backbone.h"
 #include "model/policy.h"
 #include "tests/workers/small_models.h"
@@ -18,37 +16,10 @@ namespace {
 using saccade::testing::small_backbone;
 using saccade::testing::small_views;
 
-// Images of one class: flat grey (the backbone then sees only where it looks) or
-// noise, 40 x 32 (non-square: extent (1, 1.25)).
-class OneClassDataset : public data::Dataset {
- public:
-  OneClassDataset(int64_t n, bool noise) : n_(n), noise_(noise) {}
-  int64_t size() const override { return n_; }
-  int64_t num_classes() const override { return 2; }
-  int channels() const override { return 1; }
-  std::optional<data::Sample> get(int64_t i) const override {
-    cv::Mat m(40, 32, CV_8UC1, cv::Scalar(128));
-    if (noise_) cv::RNG(static_cast<uint64_t>(i) + 1).fill(m, cv::RNG::UNIFORM, 0, 256);
-    return data::Sample{m, 0, "generated"};
-  }
-  const data::DatasetStats& stats() const override { return stats_; }
-
- private:
-  int64_t n_;
-  bool noise_;
-  data::DatasetStats stats_;
-};
+using saccade::testing::OneClassDataset;
 
 model::GazePolicy policy() {
-  model::PolicyOptions o;
-  o.in_dim = 16;
-  o.n_state = 2;
-  o.width = 16;
-  o.depth = 1;
-  o.heads = 2;
-  o.n_mix = 2;
-  torch::manual_seed(1);
-  return model::GazePolicy(o);
+  return saccade::testing::small_policy();
 }
 
 std::vector<data::GlimpseCutter> cutters(const data::Dataset& d, int64_t n,

@@ -4,8 +4,12 @@
 
 #include <torch/torch.h>
 
+#include <opencv2/core.hpp>
+
+#include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "model/backbone.h"
+#include "model/policy.h"
 
 namespace saccade::testing {
 
@@ -38,6 +42,40 @@ inline model::FovealBackbone small_backbone() {
   o.layerscale_init = 1.0;
   torch::manual_seed(0);
   return model::FovealBackbone(o);
+}
+
+// Images of one class: flat grey (the backbone then sees only where it looks) or
+// noise, 40 x 32 (non-square: extent (1, 1.25)).
+class OneClassDataset : public data::Dataset {
+ public:
+  OneClassDataset(int64_t n, bool noise) : n_(n), noise_(noise) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return 2; }
+  int channels() const override { return 1; }
+  std::optional<data::Sample> get(int64_t i) const override {
+    cv::Mat m(40, 32, CV_8UC1, cv::Scalar(128));
+    if (noise_) cv::RNG(static_cast<uint64_t>(i) + 1).fill(m, cv::RNG::UNIFORM, 0, 256);
+    return data::Sample{m, 0, "generated"};
+  }
+  const data::DatasetStats& stats() const override { return stats_; }
+
+ private:
+  int64_t n_;
+  bool noise_;
+  data::DatasetStats stats_;
+};
+
+// Seeded: every call builds the same weights.
+inline model::GazePolicy small_policy() {
+  model::PolicyOptions o;
+  o.in_dim = 16;
+  o.n_state = 2;
+  o.width = 16;
+  o.depth = 1;
+  o.heads = 2;
+  o.n_mix = 2;
+  torch::manual_seed(1);
+  return model::GazePolicy(o);
 }
 
 }  // namespace saccade::testing

@@ -113,29 +113,6 @@ class SlotPool {
   std::vector<std::thread> workers_;
 };
 
-// Binds `endpoint`; a TCP host that is no local interface (a node's name) is
-// bound on every interface instead, at the same port.
-std::string bind_router(zmq::socket_t& router, const std::string& endpoint) {
-  try {
-    router.bind(endpoint);
-  } catch (const zmq::error_t& e) {
-    const size_t colon = endpoint.rfind(':');
-    if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos) throw;
-    const std::string any = "tcp://*" + endpoint.substr(colon);
-    spdlog::warn("cannot bind {} ({}); binding {}", endpoint, e.what(), any);
-    router.bind(any);
-  }
-  return router.get(zmq::sockopt::last_endpoint);
-}
-
-// A ROUTER's routing id (binary bytes) as text for logs.
-std::string peer_name(const zmq::message_t& identity) {
-  std::string hex = "peer ";
-  const auto* bytes = identity.data<unsigned char>();
-  for (size_t i = 0; i < identity.size() && i < 16; ++i) hex += fmt::format("{:02x}", bytes[i]);
-  return hex;
-}
-
 }  // namespace
 
 struct BatchServer::Impl {
@@ -195,7 +172,7 @@ BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::Vie
   if (s.options.expect.max_frame_bytes > 0) {
     s.router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(s.options.expect.max_frame_bytes));
   }
-  s.bound = bind_router(s.router, s.options.endpoint);
+  s.bound = control::bind_router(s.router, s.options.endpoint);
   if (!s.options.local_endpoint.empty()) {
     // libzmq replaces a socket file left by a dead predecessor; the folder must exist.
     std::filesystem::create_directories(
@@ -234,27 +211,12 @@ void BatchServer::serve(const std::function<bool()>& stopping) {
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
 
     // One message per turn, so stopping() is asked between requests.
-    zmq::message_t identity;
-    if (!s.router.recv(identity, zmq::recv_flags::dontwait)) continue;
-    const std::string from = peer_name(identity);
-    if (!identity.more()) {
-      refuse(from, "a frame without payload");
-      continue;
-    }
-    zmq::message_t frame;
-    if (!s.router.recv(frame, zmq::recv_flags::dontwait)) continue;
-    int extra = 0;
-    for (zmq::message_t rest; frame.more() && s.router.recv(rest, zmq::recv_flags::dontwait);) {
-      frame.swap(rest);  // drain and refuse multi-part senders
-      ++extra;
-    }
-    if (extra > 0) {
-      refuse(from, fmt::format("multi-part message with {} extra parts", extra));
-      continue;
-    }
-    wire::Received r = wire::open_frame(frame, s.options.expect);
+    std::optional<control::RoutedFrame> routed = control::recv_routed(s.router, s.options.expect);
+    if (!routed) continue;
+    zmq::message_t& identity = routed->identity;
+    wire::Received& r = routed->received;
     if (r.status != wire::RecvStatus::kOk) {
-      refuse(from, r.why);
+      refuse(routed->from, r.why);
       continue;
     }
     const auto env = r.message->envelope();

@@ -1,6 +1,5 @@
 #include "workers/policy/gaze_traces.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -23,9 +22,11 @@ void check(bool ok, const std::string& what) {
 }
 
 // The gazes of one step [N, 2] on the CPU, and their log density under the policy.
-std::pair<torch::Tensor, torch::Tensor> choose_gazes(
-    model::GazePolicyImpl* policy, const torch::Tensor& state, const torch::Tensor& extent,
-    const TraceOptions& o, std::vector<std::mt19937_64>& rngs, torch::Generator& generator) {
+std::pair<torch::Tensor, torch::Tensor> choose_gazes(model::GazePolicyImpl* policy,
+                                                     const torch::Tensor& state,
+                                                     const torch::Tensor& extent,
+                                                     const TraceOptions& o,
+                                                     std::vector<std::mt19937_64>& rngs) {
   const int64_t n = extent.size(0);
   if (o.source == GazeSource::kRandom) {
     torch::Tensor gazes = torch::empty({n, 2});
@@ -44,7 +45,11 @@ std::pair<torch::Tensor, torch::Tensor> choose_gazes(
                                   out.logits.to(torch::kCPU, torch::kFloat32), o.std, extent);
   torch::Tensor gazes;
   if (o.source == GazeSource::kPolicySample) {
-    gazes = pi.sample(generator);
+    torch::Tensor uniforms = torch::empty({n, 3}, torch::kFloat64);
+    auto u = uniforms.accessor<double, 2>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k) u[i][k] = kernels::uniform01(rngs[i]);
+    gazes = pi.sample_from_uniforms(uniforms);
   } else {
     const torch::Tensor best = pi.logits().argmax(1).view({-1, 1, 1}).expand({-1, 1, 2});
     gazes = pi.means().gather(1, best).squeeze(1);
@@ -62,6 +67,8 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
         fmt::format("expected one label per image, got {} images and {} labels", B, labels.size()));
   check(o.steps >= 1 && o.group >= 1, "steps and group must be >= 1");
   check(policy != nullptr || o.source == GazeSource::kRandom, "the policy sources need a policy");
+  check(o.image_seeds.empty() || static_cast<int64_t>(o.image_seeds.size()) == B,
+        fmt::format("expected one seed per image, got {} for {} images", o.image_seeds.size(), B));
   check(
       head.weight.defined() && head.weight.dim() == 2 && head.bias.defined() &&
           head.bias.dim() == 1 && head.bias.size(0) == head.weight.size(0) &&
@@ -83,9 +90,11 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   for (int64_t n = 0; n < N; ++n) {
     extent[n][0] = images[n / G].extent_x();
     extent[n][1] = images[n / G].extent_y();
-    rngs.emplace_back(data::mix_seed(o.seed, static_cast<uint64_t>(n)));
+    const uint64_t image_seed = o.image_seeds.empty()
+                                    ? data::mix_seed(o.seed, static_cast<uint64_t>(n / G))
+                                    : o.image_seeds[static_cast<size_t>(n / G)];
+    rngs.emplace_back(data::mix_seed(image_seed, static_cast<uint64_t>(n % G)));
   }
-  torch::Generator generator = at::detail::createCPUGenerator(o.seed);
   const int64_t D = backbone.options().width, S = backbone.options().n_state;
   tr.states = torch::empty({T, N, S, D});
   tr.gazes = torch::empty({T, N, 2});
@@ -107,8 +116,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   torch::Tensor state = backbone.initial_state(N);
   for (int64_t t = 0; t < T; ++t) {
     tr.states[t].copy_(state.to(torch::kCPU, torch::kFloat32));
-    auto [gazes, log_prob] =
-        choose_gazes(policy, state.to(torch::kFloat32), tr.extent, o, rngs, generator);
+    auto [gazes, log_prob] = choose_gazes(policy, state.to(torch::kFloat32), tr.extent, o, rngs);
     tr.gazes[t].copy_(gazes);
     tr.log_prob[t].copy_(log_prob);
     auto g = gazes.accessor<float, 2>();

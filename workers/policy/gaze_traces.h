@@ -35,9 +35,14 @@ struct TraceOptions {
   int64_t steps = 8;  // T glimpses per trace
   int64_t group = 1;  // G traces per image
   GazeSource source = GazeSource::kRandom;
-  double std = 0.1;   // the mixture's std (kPolicySample), short-side units
-  uint64_t seed = 0;  // foveal zooms and random gazes of (image, trace); policy draws
-  int threads = 1;    // glimpse-cutting threads
+  double std = 0.1;  // the mixture's std (kPolicySample), short-side units
+  // Every random draw of trace i of image b (foveal zooms, random gazes, policy
+  // draws) comes from mix_seed(image_seeds[b], i): a trace does not depend on
+  // the batch it runs in, so rollouts split across actors are the ones one
+  // process would run. Empty image_seeds: image b's seed is mix_seed(seed, b).
+  uint64_t seed = 0;
+  std::vector<uint64_t> image_seeds;
+  int threads = 1;  // glimpse-cutting threads
 };
 
 // N = B x G traces, image-major: trace i of image b is row b * G + i, so a

@@ -14,6 +14,7 @@
 #include "model/backbone.h"
 #include "model/policy.h"
 #include "rl/grpo.h"
+#include "workers/policy/rollout_source.h"
 #include "workers/ssl/schedules.h"
 
 namespace saccade::workers {
@@ -43,16 +44,23 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
                                       model::GazePolicyImpl& policy, const data::Dataset& dataset,
                                       const data::ViewOptions& views, const PolicyTrainOptions& o,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch) {
+  policy.to(backbone.parameters().front().device());
+  LocalRollouts local(backbone, head, dataset, views);
+  return train_policy(local, policy, dataset.size(), o, on_epoch);
+}
+
+std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicyImpl& policy,
+                                      int64_t dataset_size, const PolicyTrainOptions& o,
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch) {
   check(o.epochs >= 1 && o.batch_size >= 1 && o.steps >= 1 && o.updates >= 1,
         "train_policy: epochs, batch_size, steps and updates must be >= 1");
   check(o.group >= 2, "train_policy: GRPO needs a group of >= 2 traces per image");
   check(o.max_images >= 0, "train_policy: max_images must be >= 0");
-  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
+  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset_size) : dataset_size;
   check(n >= 1, "train_policy: the dataset is empty");
   const int64_t batches = (n + o.batch_size - 1) / o.batch_size;
   const int64_t total = o.epochs * batches;
-  const torch::Device device = backbone.parameters().front().device();
-  policy.to(device);
+  const torch::Device device = policy.parameters().front().device();
   std::optional<model::GazePolicy> reference;
   if (o.kl_beta > 0) reference = frozen_copy(policy);
   torch::optim::AdamW optimizer(policy.parameters(),
@@ -71,18 +79,19 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
     log.epoch = epoch;
     for (int64_t first = 0; first < n; first += o.batch_size, ++update) {
       const int64_t b = std::min(o.batch_size, n - first);
-      std::vector<int64_t> labels;
-      const std::vector<data::GlimpseCutter> images = load_glimpse_cutters(
-          dataset, views, {indices.begin() + first, indices.begin() + first + b}, o.threads,
-          &labels);
-      TraceOptions trace;
+      RolloutBatch batch;
+      batch.policy_version = static_cast<uint64_t>(update);
+      batch.indices.assign(indices.begin() + first, indices.begin() + first + b);
+      TraceOptions& trace = batch.trace;
       trace.steps = o.steps;
       trace.group = o.group;
       trace.source = GazeSource::kPolicySample;
       trace.std = ssl::cosine_schedule(o.std_start, o.std_end, total, 0, 0.0, update);
-      trace.seed = data::mix_seed(o.seed, static_cast<uint64_t>(update));
+      const uint64_t update_seed = data::mix_seed(o.seed, static_cast<uint64_t>(update));
+      for (int64_t index : batch.indices)
+        trace.image_seeds.push_back(data::mix_seed(update_seed, static_cast<uint64_t>(index)));
       trace.threads = o.threads;
-      const Traces tr = run_traces(backbone, head, &policy, images, labels, trace);
+      const Traces tr = rollouts.run(policy, batch);
 
       const int64_t T = o.steps, N = b * o.group;
       const torch::Tensor advantages =
@@ -152,7 +161,8 @@ GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHea
     TraceOptions trace;
     trace.steps = o.steps;
     trace.source = source;
-    trace.seed = data::mix_seed(o.seed, static_cast<uint64_t>(first));
+    for (int64_t index : indices)
+      trace.image_seeds.push_back(data::mix_seed(o.seed, static_cast<uint64_t>(index)));
     trace.threads = o.threads;
     const Traces tr = run_traces(backbone, head, policy, images, labels, trace);
     const std::vector<double> a = step_accuracy(tr);

@@ -49,6 +49,14 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
                                       const PolicyTrainOptions& options,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch = {});
 
+// The same with rollouts from `rollouts` (in this process or on rollout
+// actors) over images [0, dataset_size) of its dataset; `policy` trains where
+// its parameters are.
+class RolloutSource;
+std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicyImpl& policy,
+                                      int64_t dataset_size, const PolicyTrainOptions& options,
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch = {});
+
 struct GazeEvalOptions {
   int64_t steps = 8;
   int64_t max_images = 0;  // the first max_images; 0 = all

@@ -1,0 +1,274 @@
+// GRPO rollouts on rollout actors: the group codec, and RolloutServer /
+// RolloutClient over real loopback sockets, checked against LocalRollouts.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include <capnp/message.h>
+
+#include "coordinator/control.h"
+#include "model/policy.h"
+#include "model/weights.h"
+#include "storage/rollout_store.h"
+#include "tests/workers/small_models.h"
+#include "workers/policy/policy_trainer.h"
+#include "workers/policy/rollout_client.h"
+#include "workers/policy/rollout_codec.h"
+#include "workers/policy/rollout_server.h"
+#include "workers/policy/rollout_source.h"
+
+namespace saccade::workers {
+namespace {
+
+using saccade::testing::OneClassDataset;
+using saccade::testing::small_backbone;
+using saccade::testing::small_policy;
+using saccade::testing::small_views;
+
+constexpr const char* kJob = "rollout-test";
+
+TaskHead seeded_head() {
+  torch::manual_seed(2);
+  return TaskHead{torch::randn({2, 16}), torch::randn({2})};
+}
+
+RolloutBatch batch_of(std::vector<int64_t> indices, uint64_t version, uint64_t seed) {
+  RolloutBatch b;
+  b.policy_version = version;
+  b.indices = std::move(indices);
+  b.trace.steps = 3;
+  b.trace.group = 3;
+  b.trace.source = GazeSource::kPolicySample;
+  b.trace.std = 0.2;
+  for (int64_t i : b.indices) b.trace.image_seeds.push_back(seed * 1000 + static_cast<uint64_t>(i));
+  return b;
+}
+
+void expect_same_traces(const Traces& got, const Traces& want) {
+  ASSERT_EQ(got.states.sizes(), want.states.sizes());
+  EXPECT_TRUE(torch::allclose(got.states, want.states, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(got.extent, want.extent));
+  EXPECT_TRUE(torch::allclose(got.gazes, want.gazes, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(got.log_prob, want.log_prob, 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(got.rewards, want.rewards, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::equal(got.correct, want.correct));
+}
+
+// A rollout actor serving on a thread of the test, on its own backbone copy.
+class ServerThread {
+ public:
+  explicit ServerThread(std::shared_ptr<const data::Dataset> dataset)
+      : backbone_(small_backbone()), head_(seeded_head()) {
+    RolloutServerOptions o;
+    o.endpoint = "tcp://127.0.0.1:*";
+    o.sender = {kJob, wire::Role::ROLLOUT, 0, "n0"};
+    o.expect = {kJob, 64 << 20};
+    server_ = std::make_unique<RolloutServer>(*backbone_, head_, small_policy()->options(),
+                                              std::move(dataset), small_views(), o);
+    thread_ = std::thread([this] { server_->serve([this] { return stop_.load(); }); });
+  }
+  ~ServerThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  RolloutServer& server() { return *server_; }
+
+ private:
+  model::FovealBackbone backbone_;
+  TaskHead head_;
+  std::unique_ptr<RolloutServer> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+RolloutClientOptions client_options(std::vector<std::string> endpoints) {
+  RolloutClientOptions o;
+  o.endpoints = std::move(endpoints);
+  o.n_state = 2;
+  o.width = 16;
+  o.request_timeout = std::chrono::milliseconds(20000);
+  o.sender = {kJob, wire::Role::LEARNER, 0, "n0"};
+  o.expect = {kJob, 64 << 20};
+  return o;
+}
+
+TEST(RolloutCodec, GroupsRoundTripAndBadOnesAreRefusedByName) {
+  OneClassDataset dataset(4, /*noise=*/true);
+  model::FovealBackbone bb = small_backbone();
+  const TaskHead head = seeded_head();
+  model::GazePolicy pi = small_policy();
+  LocalRollouts local(*bb, head, dataset, small_views());
+  const Traces tr = local.run(*pi, batch_of({2, 0, 3}, 0, 1));
+  const RolloutShape shape{3, 3, 2, 16};
+  EXPECT_EQ(rollout_group_bytes(shape), 3u * 3 * 2 * 16 * 4 + 2 * 4 + 3 * 3 * (2 + 1 + 1) * 4 + 9);
+
+  std::vector<Traces> groups;
+  for (int64_t b = 0; b < 3; ++b) {
+    capnp::MallocMessageBuilder builder;
+    auto g = builder.initRoot<wire::RolloutGroup>();
+    write_rollout_group(tr, b, 3, g);
+    std::string why;
+    std::optional<Traces> back = read_rollout_group(g.asReader(), shape, why);
+    ASSERT_TRUE(back) << why;
+    groups.push_back(std::move(*back));
+  }
+  const Traces joined = concat_traces(groups);
+  EXPECT_TRUE(torch::equal(joined.states, tr.states));
+  EXPECT_TRUE(torch::equal(joined.gazes, tr.gazes));
+  EXPECT_TRUE(torch::equal(joined.log_prob, tr.log_prob));
+  EXPECT_TRUE(torch::equal(joined.rewards, tr.rewards));
+  EXPECT_TRUE(torch::equal(joined.correct, tr.correct));
+  EXPECT_TRUE(torch::equal(joined.extent, tr.extent));
+
+  std::string why;
+  const std::string bytes = encode_rollout_group(tr, 1, 3, 7, 0);
+  std::optional<Traces> decoded = decode_rollout_group(bytes, shape, why);
+  ASSERT_TRUE(decoded) << why;
+  EXPECT_TRUE(torch::equal(decoded->states, tr.states.slice(1, 3, 6)));
+  // Another shape than expected, garbage, a reward outside [0, 1]: refused, with the reason.
+  EXPECT_FALSE(decode_rollout_group(bytes, RolloutShape{4, 3, 2, 16}, why));
+  EXPECT_NE(why.find("\"states\" has shape [3, 3, 2, 16], expected [4, 3, 2, 16]"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(decode_rollout_group(std::string(64, '\x7f'), shape, why));
+  EXPECT_FALSE(why.empty());
+  Traces bad = tr;
+  bad.rewards = tr.rewards.clone();
+  bad.rewards[0][3] = 2.0f;
+  EXPECT_FALSE(decode_rollout_group(encode_rollout_group(bad, 1, 3, 7, 0), shape, why));
+  EXPECT_NE(why.find("reward"), std::string::npos) << why;
+  EXPECT_THROW(encode_rollout_group(tr, 3, 3, 0, 0), std::invalid_argument);
+}
+
+TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
+  auto dataset = std::make_shared<OneClassDataset>(7, /*noise=*/true);
+  ServerThread a(dataset), b(dataset);
+  RolloutClient client(client_options({a.server().endpoint(), b.server().endpoint()}));
+  model::FovealBackbone bb = small_backbone();
+  const TaskHead head = seeded_head();
+  LocalRollouts local(*bb, head, *dataset, small_views());
+  model::GazePolicy pi = small_policy();
+
+  // Five images over two actors (2 + 3), then new weights under a new version.
+  const RolloutBatch first = batch_of({4, 1, 6, 0, 2}, 0, 1);
+  expect_same_traces(client.run(*pi, first), local.run(*pi, first));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : pi->parameters()) p.add_(0.3 * torch::randn_like(p));
+  }
+  const RolloutBatch second = batch_of({3, 5, 1}, 1, 2);
+  const Traces remote = client.run(*pi, second);
+  expect_same_traces(remote, local.run(*pi, second));
+  // One image alone on one actor draws what it drew in the batch.
+  expect_same_traces(client.run(*pi, batch_of({5}, 1, 2)), local.run(*pi, batch_of({5}, 1, 2)));
+  EXPECT_EQ(a.server().requests_served() + b.server().requests_served(), 5u);
+  EXPECT_EQ(client.resent(), 0u);
+  EXPECT_EQ(client.dropped(), 0u);
+
+  // GRPO through the actors trains the policy GRPO in one process trains,
+  // and the recorded rollouts read back as what was trained on.
+  PolicyTrainOptions o;
+  o.epochs = 1;
+  o.batch_size = 4;
+  o.group = 3;
+  o.steps = 2;
+  o.updates = 2;
+  o.lr = 1e-2;
+  o.seed = 5;
+  model::GazePolicy trained_local = small_policy(), trained_remote = small_policy();
+  train_policy(local, *trained_local, dataset->size(), o);
+  const std::filesystem::path db =
+      std::filesystem::temp_directory_path() / ("saccade-rollouts-" + std::to_string(getpid()));
+  std::filesystem::remove_all(db);
+  {
+    auto store = storage::RolloutStore::open(db.string(), 0);
+    RecordedRollouts recorded(client, *store);
+    const auto epochs = train_policy(recorded, *trained_remote, dataset->size(), o);
+    ASSERT_EQ(epochs.size(), 1u);
+    EXPECT_EQ(epochs[0].images, 7);
+    EXPECT_EQ(store->versions(), (std::vector<uint64_t>{0, 1}));  // 2 rollout batches
+    const storage::RolloutStore::Groups v1 = store->read(1);
+    ASSERT_EQ(v1.size(), 3u);  // the last 3 of 7 images
+    std::string why;
+    for (const auto& [image, bytes] : v1) {
+      ASSERT_LT(image, 7u);
+      const auto g = decode_rollout_group(bytes, RolloutShape{2, 3, 2, 16}, why);
+      ASSERT_TRUE(g) << why;
+      EXPECT_TRUE((g->rewards >= 0).all().item<bool>());
+    }
+  }
+  std::filesystem::remove_all(db);
+  const auto want = trained_local->named_parameters();
+  double moved = 0;
+  // Equal up to float noise, which Adam scales up to ~1e-5 where a gradient is
+  // exactly zero in theory (the key bias); a policy trained on other rollouts
+  // differs by ~lr = 1e-2.
+  for (const auto& p : trained_remote->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(p.value(), want[p.key()], 1e-3, 1e-4))
+        << p.key() << " differs by " << (p.value() - want[p.key()]).abs().max().item<double>();
+    moved += (p.value() - small_policy()->named_parameters()[p.key()]).abs().sum().item<double>();
+  }
+  EXPECT_GT(moved, 1e-3);  // training did change the policy
+}
+
+TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
+  auto dataset = std::make_shared<OneClassDataset>(5, /*noise=*/true);
+  ServerThread live(dataset);
+  // An endpoint where nobody answers: a port that was free a moment ago.
+  std::string dead;
+  {
+    zmq::context_t ctx;
+    zmq::socket_t probe(ctx, zmq::socket_type::router);
+    probe.bind("tcp://127.0.0.1:*");
+    dead = probe.get(zmq::sockopt::last_endpoint);
+  }
+  RolloutClientOptions o = client_options({dead, live.server().endpoint()});
+  o.request_timeout = std::chrono::milliseconds(300);
+  RolloutClient client(o);
+  model::FovealBackbone bb = small_backbone();
+  const TaskHead head = seeded_head();
+  LocalRollouts local(*bb, head, *dataset, small_views());
+  model::GazePolicy pi = small_policy();
+  const RolloutBatch batch = batch_of({0, 1, 2, 3}, 4, 3);
+  expect_same_traces(client.run(*pi, batch), local.run(*pi, batch));
+  EXPECT_EQ(client.resent(), 1u);  // the dead actor's half, once
+
+  // Garbage, a request for weights the actor never got, an image out of range.
+  zmq::context_t ctx;
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::rcvtimeo, 5000);
+  raw.connect(live.server().endpoint());
+  const uint64_t dropped = live.server().dropped();
+  raw.send(zmq::str_buffer("not a capnp message"), zmq::send_flags::none);
+  control::EnvelopeWriter writer({kJob, wire::Role::LEARNER, 0, "n0"});
+  auto request = [&](uint64_t version, uint64_t image) {
+    return writer.make(0, [&](wire::Envelope::Builder out) {
+      auto r = out.getBody().initRolloutRequest();
+      r.setPolicyVersion(version);
+      r.setRequestId(1);
+      r.setGroupSize(2);
+      r.setSteps(2);
+      r.setStd(0.1);
+      r.initImageIds(1).set(0, image);
+      r.initSeeds(1).set(0, 1);
+    });
+  };
+  raw.send(request(0, 99), zmq::send_flags::none);  // image 99 of 5
+  raw.send(request(99, 0), zmq::send_flags::none);  // version 99: never sent
+  wire::Received r = wire::recv_message(raw, {kJob, 64 << 20});
+  ASSERT_EQ(r.status, wire::RecvStatus::kOk) << r.why;
+  ASSERT_EQ(r.message->kind(), wire::Envelope::Body::ACK);
+  const auto ack = r.message->envelope().getBody().getAck();
+  EXPECT_FALSE(ack.getOk());
+  EXPECT_NE(std::string(ack.getError()).find("version 99"), std::string::npos);
+  EXPECT_EQ(live.server().dropped(), dropped + 2);
+  // The actor still serves.
+  expect_same_traces(client.run(*pi, batch_of({4}, 4, 3)), local.run(*pi, batch_of({4}, 4, 3)));
+}
+
+}  // namespace
+}  // namespace saccade::workers

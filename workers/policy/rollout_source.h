@@ -1,0 +1,67 @@
+// Where GRPO's rollouts run: in the trainer's process (LocalRollouts) or on
+// rollout actors over ZeroMQ (RolloutClient, workers/policy/rollout_client.h).
+// Both run the same traces for the same batch: every draw of a trace comes
+// from its image's seed (TraceOptions::image_seeds).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dataloader/dataset.h"
+#include "dataloader/views.h"
+#include "workers/policy/gaze_traces.h"
+
+namespace saccade::storage {
+class RolloutStore;
+}
+
+namespace saccade::workers {
+
+// One rollout batch as the trainer asks for it.
+struct RolloutBatch {
+  uint64_t policy_version = 0;   // which weights draw the gazes (the trainer's update count)
+  std::vector<int64_t> indices;  // dataset indices of the images
+  TraceOptions trace;            // steps, group, source, std, threads; image_seeds per index
+};
+
+class RolloutSource {
+ public:
+  virtual ~RolloutSource() = default;
+  // The traces of `batch`, image-major, drawn with `policy` as it is now (its
+  // version is batch.policy_version). Throws on failure (bad input, no
+  // rollout actor answering while stopping).
+  virtual Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) = 0;
+};
+
+// Rollouts in this process against the frozen backbone and head.
+class LocalRollouts : public RolloutSource {
+ public:
+  // Borrows the backbone and the dataset (they must outlive this); copies the
+  // head (shares its tensors) and the view options.
+  LocalRollouts(model::FovealBackboneImpl& backbone, TaskHead head, const data::Dataset& dataset,
+                data::ViewOptions views);
+  Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
+
+ private:
+  model::FovealBackboneImpl& backbone_;
+  const TaskHead head_;
+  const data::Dataset& dataset_;
+  const data::ViewOptions views_;
+};
+
+// Passes every batch through to `inner` and keeps its groups in `store`
+// (one entry per image under (policy_version, dataset index)), so the
+// rollouts a policy was trained on can be read back.
+class RecordedRollouts : public RolloutSource {
+ public:
+  // Borrows both; they must outlive this.
+  RecordedRollouts(RolloutSource& inner, storage::RolloutStore& store);
+  Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
+
+ private:
+  RolloutSource& inner_;
+  storage::RolloutStore& store_;
+};
+
+}  // namespace saccade::workers
