@@ -15,6 +15,7 @@
 #include "schemas/wire.h"
 #include "storage/checkpoint_store.h"
 #include "workers/learner/learner_actor.h"
+#include "workers/policy/policy_actors.h"
 #include "workers/policy/policy_job.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -147,8 +148,32 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
   });
 }
 
+namespace {
+
+// The learner of the job's first stage: GRPO's policy learner for a job that
+// starts with stage policy, sequential-to-global DINO otherwise.
+class StageLearner : public saccade::runtime::ActorBody {
+ public:
+  int run(saccade::runtime::ActorContext& ctx) override {
+    const auto& stages = ctx.config().job.stages;
+    const bool policy = !stages.empty() && stages.front() == "policy";
+    body_ =
+        policy ? saccade::workers::make_policy_learner() : saccade::workers::make_learner_actor();
+    return body_->run(ctx);
+  }
+  void checkpoint(saccade::runtime::ActorContext& ctx) override {
+    if (body_) body_->checkpoint(ctx);
+  }
+
+ private:
+  std::unique_ptr<saccade::runtime::ActorBody> body_;
+};
+
+}  // namespace
+
 extern "C" saccade::runtime::ActorBody* saccade_torch_make_body(int role) {
-  if (role == static_cast<int>(saccade::wire::Role::LEARNER))
-    return saccade::workers::make_learner_actor().release();
+  if (role == static_cast<int>(saccade::wire::Role::LEARNER)) return new StageLearner();
+  if (role == static_cast<int>(saccade::wire::Role::ROLLOUT))
+    return saccade::workers::make_rollout_actor().release();
   return nullptr;
 }

@@ -477,6 +477,14 @@ void check_consistency(const JobConfig& c, Problems& p) {
   if (has_stage("policy") && rollouts + learners == 0) {
     p.add("cluster.nodes", "stage policy needs rollout actors or learners, got none");
   }
+  if (!stages.empty() && stages.front() == "policy" && (learners != 1 || rollouts < 1)) {
+    // `saccade run` runs the first stage: GRPO is one policy learner fed by rollout actors.
+    p.add("cluster.nodes",
+          fmt::format("a job that starts with stage policy needs exactly one learner (the "
+                      "policy learner) and at least one rollout actor, got {} learner(s) and {} "
+                      "rollout actor(s)",
+                      learners, rollouts));
+  }
   if (c.security.curve) {
     for (auto [key, value] :
          {std::pair<const char*, const std::string*>{"security.server_key", &c.security.server_key},
@@ -490,10 +498,29 @@ void check_consistency(const JobConfig& c, Problems& p) {
        {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
         {"cluster.metrics_port", c.cluster.metrics_port},
         {"cluster.store_port", c.cluster.store_port},
-        {"cluster.data_port_base", c.cluster.data_port_base}}) {
+        {"cluster.data_port_base", c.cluster.data_port_base},
+        {"cluster.rollout_port_base", c.cluster.rollout_port_base}}) {
     if (port == 0) continue;
     auto [it, fresh] = ports.emplace(port, key);
     if (!fresh) p.add(key, fmt::format("port {} is already used by {}", port, it->second));
+  }
+  // Data actor d binds data_port_base + d, rollout actor r rollout_port_base + r.
+  const int64_t data_end = c.cluster.data_port_base + data_actors;
+  const int64_t rollout_end = c.cluster.rollout_port_base + rollouts;
+  if (data_actors > 0 && rollouts > 0 && c.cluster.data_port_base < rollout_end &&
+      c.cluster.rollout_port_base < data_end) {
+    p.add(
+        "cluster.rollout_port_base",
+        fmt::format("rollout ports [{}, {}) overlap data ports [{}, {})",
+                    c.cluster.rollout_port_base, rollout_end, c.cluster.data_port_base, data_end));
+  }
+  for (auto [key, port] :
+       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
+        {"cluster.metrics_port", c.cluster.metrics_port},
+        {"cluster.store_port", c.cluster.store_port}}) {
+    if (port != 0 && ((port >= c.cluster.data_port_base && port < data_end) ||
+                      (port >= c.cluster.rollout_port_base && port < rollout_end)))
+      p.add(key, fmt::format("port {} lies among the data or rollout actors' ports", port));
   }
 }
 

@@ -39,6 +39,7 @@ struct ClusterConfig {
   int64_t metrics_port{};  // Prometheus text exposition; 0 = off
   int64_t store_port{};    // c10d TCPStore for learner rendezvous
   int64_t data_port_base{};
+  int64_t rollout_port_base{};
   std::string ipc_dir;  // ipc:// endpoints for actors on the same node
   int64_t heartbeat_interval_ms{};
   int64_t heartbeat_misses{};
@@ -168,8 +169,11 @@ struct PolicyConfig {
   double std_start{};
   double std_end{};
   int64_t epochs{};
-  int64_t batch_size{};  // images per rollout batch
-  int64_t updates{};     // gradient steps per rollout batch
+  int64_t batch_size{};            // images per rollout batch
+  int64_t updates{};               // gradient steps per rollout batch
+  int64_t keep_rollout_batches{};  // in work_dir/rollouts.db; 0 = all
+  int64_t rollout_timeout_ms{};    // a rollout actor's silence before its part goes elsewhere
+  std::string input_dir;           // probe head and checkpoints; "" = job.work_dir
 };
 
 struct EvalConfig {

@@ -51,6 +51,8 @@ void describe(V& v, ClusterConfig& c) {
             "c10d TCPStore port for learner rendezvous.");
   v.integer("data_port_base", c.data_port_base, 7200, 1, 65535,
             "First TCP port of data actors' batch sockets.");
+  v.integer("rollout_port_base", c.rollout_port_base, 7300, 1, 65535,
+            "First TCP port of rollout actors' sockets (rollout actor r: base + r).");
   v.text("ipc_dir", c.ipc_dir, "/tmp/saccade",
          "Folder of ipc:// endpoints between actors of one node.");
   v.integer("heartbeat_interval_ms", c.heartbeat_interval_ms, 1000, 10, 600000,
@@ -254,6 +256,14 @@ void describe(V& v, PolicyConfig& c) {
   v.integer("batch_size", c.batch_size, 64, 1, 1 << 24, "Images per rollout batch.");
   v.integer("updates", c.updates, 4, 1, 1000,
             "Gradient steps per rollout batch (GRPO's mu; > 1 makes the clip matter).");
+  v.integer("keep_rollout_batches", c.keep_rollout_batches, 16, 0, int64_t{1} << 40,
+            "Rollout batches the policy learner keeps in job.work_dir/rollouts.db (0 = all).");
+  v.integer("rollout_timeout_ms", c.rollout_timeout_ms, 60000, 1, int64_t{1} << 40,
+            "Silence of a rollout actor before the policy learner sends its images to another.");
+  v.text("input_dir", c.input_dir, "",
+         "Folder holding probe_head.safetensors and the checkpoints it names (coordinator.db or "
+         "checkpoints.db); empty = job.work_dir. A policy job run by `saccade run` after a "
+         "pretraining job run the same way needs its own work_dir and this.");
 }
 
 template <class V>

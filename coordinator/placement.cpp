@@ -44,12 +44,23 @@ std::vector<Assignment> place_actors(const JobConfig& config) {
           a.endpoint =
               fmt::format("tcp://{}:{}", node.host, config.cluster.data_port_base + a.rank);
           a.local_endpoint = data_ipc_endpoint(config, a.rank);
+        } else if (role == wire::Role::ROLLOUT) {
+          a.endpoint =
+              fmt::format("tcp://{}:{}", node.host, config.cluster.rollout_port_base + a.rank);
         }
         out.push_back(std::move(a));
       }
     }
   }
-  if (total_learners > 0) {
+  const bool policy_stage = !config.job.stages.empty() && config.job.stages.front() == "policy";
+  if (policy_stage) {
+    // The policy learner sends its rollout batches to every rollout actor.
+    for (Assignment& learner : out) {
+      if (learner.role != wire::Role::LEARNER) continue;
+      for (const Assignment& rollout : out)
+        if (rollout.role == wire::Role::ROLLOUT) learner.peers.push_back(rollout.endpoint);
+    }
+  } else if (total_learners > 0) {
     for (Assignment& learner : out) {
       if (learner.role != wire::Role::LEARNER) continue;
       for (const Assignment& data : out) {

@@ -25,7 +25,9 @@ struct Assignment {
 
 // Every actor of the job, in node order then role order (data, learner,
 // rollout, eval). Data actor d feeds learner d % learners: over ipc:// when
-// both are on one node (cluster.ipc_dir), else over tcp://.
+// both are on one node (cluster.ipc_dir), else over tcp://. Rollout actor r
+// binds tcp://<host>:<rollout_port_base + r>; in a job whose first stage is
+// policy, the (one) learner's peers are every rollout actor instead.
 std::vector<Assignment> place_actors(const JobConfig& config);
 
 // The ipc:// endpoint of data actor `rank` under cluster.ipc_dir, unique per job

@@ -176,8 +176,13 @@ std::unique_ptr<CheckpointStore> CheckpointStore::open(const std::string& path,
   impl->path = path;
   impl->options = options;
   rocksdb::DB* raw = nullptr;
-  check(rocksdb::DB::Open(db_options, path, families, &impl->handles, &raw),
-        "cannot open checkpoint store at " + path);
+  if (options.read_only) {
+    check(rocksdb::DB::OpenForReadOnly(db_options, path, families, &impl->handles, &raw),
+          "cannot open checkpoint store at " + path + " to read");
+  } else {
+    check(rocksdb::DB::Open(db_options, path, families, &impl->handles, &raw),
+          "cannot open checkpoint store at " + path);
+  }
   impl->db.reset(raw);
   impl->checkpoints = impl->handles[1];
   impl->state = impl->handles[2];

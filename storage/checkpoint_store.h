@@ -45,6 +45,9 @@ struct StoreOptions {
   bool sync_commits = true;       // fsync the WAL on commit (a checkpoint survives power loss)
   uint64_t min_blob_size = 4096;  // values at least this large go to blob files
   uint64_t blob_file_size = 256ull << 20;
+  // Opens without RocksDB's lock, so any number of readers (every rollout
+  // actor of a node) may read a store while one writer holds it; writes throw.
+  bool read_only = false;
 };
 
 class CheckpointStore {

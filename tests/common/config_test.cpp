@@ -151,6 +151,23 @@ TEST(Config, CrossKeyChecks) {
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 2\n"),
             "job.toml:1:1: cluster.nodes: stage pretrain needs at least one data actor per "
             "learner, got 1 data actor(s) for 2 learner(s)");
+  // A policy job is one policy learner fed by rollout actors, on ports of their own.
+  EXPECT_EQ(refusal("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"),
+            "job.toml:3:1: cluster.nodes: a job that starts with stage policy needs exactly one "
+            "learner (the policy learner) and at least one rollout actor, got 1 learner(s) and 0 "
+            "rollout actor(s)");
+  EXPECT_NO_THROW(
+      parse_config("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"
+                   "rollout_actors = 2\n",
+                   "job.toml"));
+  EXPECT_EQ(refusal("[cluster]\nrollout_port_base = 7199\n[[cluster.nodes]]\nname = \"a\"\n"
+                    "data_actors = 2\nrollout_actors = 2\n"),
+            "job.toml:2:21: cluster.rollout_port_base: rollout ports [7199, 7201) overlap data "
+            "ports [7200, 7202)");
+  EXPECT_EQ(refusal("[cluster]\nmetrics_port = 7301\n[[cluster.nodes]]\nname = \"a\"\n"
+                    "rollout_actors = 2\n"),
+            "job.toml:2:16: cluster.metrics_port: port 7301 lies among the data or rollout actors' "
+            "ports");
   EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
             "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
             "got 0.5");

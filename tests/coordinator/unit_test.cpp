@@ -64,6 +64,24 @@ TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
   EXPECT_FALSE(completes_job(two_nodes(), wire::Role::DATA));
 }
 
+TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
+  const std::string nodes =
+      "[cluster]\nrollout_port_base = 9100\n"
+      "[[cluster.nodes]]\nname = \"a\"\nhost = \"ha\"\ndata_actors = 0\nlearners = 1\n"
+      "rollout_actors = 1\n"
+      "[[cluster.nodes]]\nname = \"b\"\nhost = \"hb\"\ndata_actors = 0\nlearners = 0\n"
+      "rollout_actors = 2\n";
+  const auto actors = place_actors(parse_config("[job]\nstages = [\"policy\"]\n" + nodes, "t"));
+  ASSERT_EQ(actors.size(), 4u);
+  std::map<std::pair<wire::Role, int>, Assignment> by;
+  for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
+  EXPECT_EQ(by.at({wire::Role::ROLLOUT, 0}).endpoint, "tcp://ha:9100");
+  EXPECT_EQ(by.at({wire::Role::ROLLOUT, 2}).endpoint, "tcp://hb:9102");
+  EXPECT_EQ(by.at({wire::Role::ROLLOUT, 2}).local_rank, 1);
+  EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).peers,
+            (std::vector<std::string>{"tcp://ha:9100", "tcp://hb:9101", "tcp://hb:9102"}));
+}
+
 TEST(StateStore, WritesSurviveReopening) {
   Dir dir;
   {

@@ -213,6 +213,10 @@ TEST(DataPlane, RequestsOfASilentServerAreResentToAnother) {
   ServerThread server(ds);
   RemoteBatchSource source(client_options(shard_of(30), {silent.endpoint(), server.endpoint()}),
                            {0, 0});
+  // Sockets are `immediate`: requests go only to connected actors. Let both
+  // connections come up, or on a loaded machine the live actor may serve all 8
+  // before the silent one is ever asked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto remote = take(source, 8);
   const auto local = local_batches(ds, {0, 0}, 8);
   ASSERT_EQ(remote.size(), 8u);

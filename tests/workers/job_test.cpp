@@ -18,6 +18,7 @@
 #include "dataloader/idx_dataset.h"
 #include "model/safetensors.h"
 #include "storage/checkpoint_store.h"
+#include "storage/rollout_store.h"
 #include "tests/coordinator/runtime_fixture.h"
 #include "tests/support/subprocess.h"
 
@@ -268,6 +269,68 @@ TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
   const std::set<int64_t> committed = verify_checkpoints(*db);
   ASSERT_EQ(committed.size(), 1u) << "exactly the drain's checkpoint";
   EXPECT_GE(*committed.begin(), reported);
+}
+
+// The policy stage as a job: a backbone pretrained and probed in one process,
+// then `saccade coordinator` + 2 agents run one policy learner on n0 and a
+// rollout actor on each node; every rollout batch is split across both.
+TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
+  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+  // The training images double as the validation split ([data] keys).
+  job.extra.insert(job.extra.find("loader_threads"),
+                   fmt::format("val_idx_images = \"{0}/images.idx.gz\"\n"
+                               "val_idx_labels = \"{0}/labels.idx.gz\"\n",
+                               dir_.path.string()));
+  job.extra +=
+      "[probe]\nepochs = 1\nbatch_size = 16\nlrs = [0.1]\nglimpses = 2\n"
+      "[policy]\nblocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\n"
+      "epochs = 1\nbatch_size = 16\nupdates = 2\nkeep_rollout_batches = 3\n";
+  const fs::path pre = write_config(job, "pretrain.toml");
+  const std::string saccade = build_path("saccade");
+  const ProcessResult pretrained =
+      run_process({saccade, "pretrain", pre.string(), "--steps", "4"}, 300s);
+  ASSERT_EQ(pretrained.exit_code, 0) << pretrained.err;
+  const ProcessResult probed = run_process({saccade, "probe", pre.string()}, 300s);
+  ASSERT_EQ(probed.exit_code, 0) << probed.err;
+
+  const char* node_toml =
+      "name = \"{}\"\nhost = \"127.0.0.1\"\ndata_actors = 0\nlearners = {}\n"
+      "rollout_actors = 1";
+  job.nodes = {fmt::format(fmt::runtime(node_toml), "n0", 1),
+               fmt::format(fmt::runtime(node_toml), "n1", 0)};
+  job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(2));
+  std::string toml = job_toml(job, work_dir());
+  toml.replace(toml.find("stages = [\"pretrain\"]"), 21, "stages = [\"policy\"]");
+  const fs::path config = dir_.path / "policy.toml";
+  std::ofstream(config) << toml;
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto done = wait_status(config, finished, 300s);
+  ASSERT_TRUE(done) << "the policy job did not finish";
+  EXPECT_EQ((*done)["stage"].str(), "policy");
+  EXPECT_EQ((*actor(*done, "learner", 0))["step"].num(), 1);  // epochs
+  for (int rank : {0, 1}) {
+    const Json& r = *actor(*done, "rollout", rank);
+    EXPECT_EQ(r["node"].str(), rank == 0 ? "n0" : "n1");
+    EXPECT_EQ(r["restarts"].num(), 0);
+  }
+  EXPECT_EQ(coord.wait(30s), 0);
+  EXPECT_EQ(a0.wait(20s), 0);
+  EXPECT_EQ(a1.wait(20s), 0);
+  // Both actors served (the status may predate their last report: read their logs).
+  for (Child* a : {&a0, &a1})
+    EXPECT_NE(a->log().find("rollout actor stops: 4 requests"), std::string::npos) << a->log();
+
+  std::ifstream report_file(work_dir() / "policy.json");
+  const std::string report((std::istreambuf_iterator<char>(report_file)), {});
+  EXPECT_NE(report.find("\"checkpoint_step\": 4"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"train_images\": 64"), std::string::npos) << report;
+  EXPECT_TRUE(fs::exists(work_dir() / "policy.safetensors"));
+  // 64 images in batches of 16: versions 0..3, the newest 3 kept, 16 images each.
+  auto rollouts = storage::RolloutStore::open((work_dir() / "rollouts.db").string(), 0);
+  EXPECT_EQ(rollouts->versions(), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(rollouts->read(3).size(), 16u);
 }
 
 }  // namespace

@@ -295,18 +295,9 @@ class DataActor : public runtime::ActorBody {
       options.expect = control::expect_for(config);
       options.threads = static_cast<int>(config.data.loader_threads);
       BatchServer server(dataset, view_options(config), options);
-      int64_t window_ms = control::steady_ms();
-      uint64_t window_images = 0;
+      runtime::RateReporter rate(ctx);  // batches served, images/s
       server.serve([&] {
-        const int64_t now = control::steady_ms();
-        if (now - window_ms >= 1000) {  // images/s over the last second or so
-          const uint64_t images = server.images_served();
-          ctx.report(static_cast<int64_t>(server.batches_served()),
-                     1000.0 * static_cast<double>(images - window_images) /
-                         static_cast<double>(now - window_ms));
-          window_ms = now;
-          window_images = images;
-        }
+        rate.tick(static_cast<int64_t>(server.batches_served()), server.images_served());
         return ctx.stopping();
       });
       spdlog::info("data actor stops: {} batches served, {} frames dropped",

@@ -13,7 +13,9 @@
 #include "model/policy.h"
 #include "model/weights.h"
 #include "workers/data/data_options.h"
+#include "workers/policy/policy_stage.h"
 #include "workers/policy/policy_trainer.h"
+#include "workers/policy/rollout_source.h"
 #include "workers/pretrain/pretrain_job.h"
 
 namespace saccade::workers {
@@ -71,21 +73,18 @@ std::string percents(const std::vector<double>& a) {
 
 }  // namespace
 
-PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
-  const std::filesystem::path dir = config.job.work_dir;
+PolicyStage load_policy_stage(const JobConfig& config) {
+  const std::filesystem::path dir =
+      config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
   auto [head, head_step] = load_probe_head(dir / "probe_head.safetensors");
-  PolicyReport report;
-  report.checkpoint_step = head_step;
   // The head was trained on one checkpoint's features: the policy must use that backbone.
-  const TeacherBackbone teacher = load_teacher_backbone(config, head_step);
+  const TeacherBackbone teacher = load_teacher_backbone(config, head_step, dir.string());
   model::FovealBackbone backbone = model::import_backbone(teacher.safetensors);
   for (auto& p : backbone->parameters()) p.set_requires_grad(false);
   if (head.weight.size(1) != backbone->options().width)
     throw std::runtime_error(fmt::format(
         "probe_head.safetensors has {} inputs but the backbone of checkpoint {} is {} wide",
         head.weight.size(1), head_step, backbone->options().width));
-
   model::PolicyOptions po;
   po.in_dim = backbone->options().width;
   po.n_state = backbone->options().n_state;
@@ -94,12 +93,15 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
   po.heads = config.policy.heads;
   po.n_mix = config.policy.mixtures;
   po.validate();
-  torch::manual_seed(static_cast<uint64_t>(config.job.seed));
-  model::GazePolicy policy(po);
+  return PolicyStage{std::move(head), head_step, std::move(backbone), po};
+}
 
-  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
-  const data::ViewOptions views = view_options(config);
+model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {
+  torch::manual_seed(static_cast<uint64_t>(config.job.seed));
+  return model::GazePolicy(stage.policy_options);
+}
+
+PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images) {
   PolicyTrainOptions train;
   train.epochs = config.policy.epochs;
   train.batch_size = config.policy.batch_size;
@@ -112,14 +114,29 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
   train.lr = config.policy.lr;
   train.std_start = config.policy.std_start;
   train.std_end = config.policy.std_end;
-  train.max_images = run.max_train_images;
+  train.max_images = max_train_images;
   train.threads = static_cast<int>(config.data.loader_threads);
   train.seed = static_cast<uint64_t>(config.job.seed);
+  return train;
+}
+
+PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
+                                       model::GazePolicyImpl& policy, RolloutSource& rollouts,
+                                       const PolicyRunOptions& run,
+                                       const std::function<void(const PolicyEpoch&)>& on_epoch) {
+  const std::filesystem::path dir = config.job.work_dir;
+  PolicyReport report;
+  report.checkpoint_step = stage.checkpoint_step;
+  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
+  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  const data::ViewOptions views = view_options(config);
+  const PolicyTrainOptions train = policy_train_options(config, run.max_train_images);
   report.train_images = run.max_train_images > 0 ? std::min(run.max_train_images, train_set->size())
                                                  : train_set->size();
   spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
-               report.train_images, head_step, train.group, train.steps);
-  train_policy(*backbone, head, *policy, *train_set, views, train, [&](const PolicyEpoch& e) {
+               report.train_images, stage.checkpoint_step, train.group, train.steps);
+  policy.to(stage.backbone->parameters().front().device());
+  train_policy(rollouts, policy, train_set->size(), train, [&](const PolicyEpoch& e) {
     report.epochs.push_back(
         {e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl, e.std, e.seconds});
     spdlog::info(
@@ -127,6 +144,7 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
         "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s",
         e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
         e.std, e.seconds);
+    if (on_epoch) on_epoch(e);
   });
 
   GazeEvalOptions eval;
@@ -137,10 +155,11 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
   eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
   report.val_images =
       run.max_val_images > 0 ? std::min(run.max_val_images, val_set->size()) : val_set->size();
+  model::FovealBackboneImpl& backbone = *stage.backbone;
   const GazeEvaluation random =
-      evaluate_gazes(*backbone, head, nullptr, GazeSource::kRandom, *val_set, views, eval);
+      evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kRandom, *val_set, views, eval);
   const GazeEvaluation learned =
-      evaluate_gazes(*backbone, head, policy.get(), GazeSource::kPolicyMode, *val_set, views, eval);
+      evaluate_gazes(backbone, stage.head, &policy, GazeSource::kPolicyMode, *val_set, views, eval);
   report.random_accuracy = random.accuracy;
   report.policy_accuracy = learned.accuracy;
   report.random_spread = random.gaze_spread;
@@ -153,15 +172,28 @@ PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
 
   report.policy_path = (dir / "policy.safetensors").string();
   report.report_path = (dir / "policy.json").string();
-  policy->to(torch::kCPU);
-  const model::Metadata meta{
-      {"format", "saccade.gaze_policy"},     {"checkpoint_step", std::to_string(head_step)},
-      {"in_dim", std::to_string(po.in_dim)}, {"n_state", std::to_string(po.n_state)},
-      {"width", std::to_string(po.width)},   {"depth", std::to_string(po.depth)},
-      {"heads", std::to_string(po.heads)},   {"n_mix", std::to_string(po.n_mix)}};
-  write_file_bytes(report.policy_path, model::save_modules({{"", policy.ptr().get()}}, meta));
+  policy.to(torch::kCPU);
+  const model::PolicyOptions& po = stage.policy_options;
+  const model::Metadata meta{{"format", "saccade.gaze_policy"},
+                             {"checkpoint_step", std::to_string(stage.checkpoint_step)},
+                             {"in_dim", std::to_string(po.in_dim)},
+                             {"n_state", std::to_string(po.n_state)},
+                             {"width", std::to_string(po.width)},
+                             {"depth", std::to_string(po.depth)},
+                             {"heads", std::to_string(po.heads)},
+                             {"n_mix", std::to_string(po.n_mix)}};
+  write_file_bytes(report.policy_path, model::save_modules({{"", &policy}}, meta));
   write_file_bytes(report.report_path, report_json(report));
   return report;
+}
+
+PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
+  at::set_num_threads(resolve_threads(config.ssl.threads));
+  PolicyStage stage = load_policy_stage(config);
+  model::GazePolicy policy = initial_policy(config, stage);
+  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
+  LocalRollouts local(*stage.backbone, stage.head, *train_set, view_options(config));
+  return train_and_evaluate_policy(config, stage, *policy, local, run);
 }
 
 }  // namespace saccade::workers

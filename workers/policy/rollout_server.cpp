@@ -191,6 +191,8 @@ void RolloutServer::serve(const std::function<bool()>& stopping) {
     for (uint64_t seed : seeds) batch.trace.image_seeds.push_back(seed);
     batch.trace.threads = s.options.threads;
     const Traces traces = s.rollouts.run(*s.policy, batch);
+    ++requests_;  // counted before the answers leave, so a peer that has them sees the count
+    traces_ += static_cast<uint64_t>(batch.indices.size()) * group;
     for (size_t b = 0; b < batch.indices.size(); ++b) {
       zmq::message_t reply = s.writer.make(0, [&](wire::Envelope::Builder out) {
         auto g = out.getBody().initRolloutGroup();
@@ -202,8 +204,6 @@ void RolloutServer::serve(const std::function<bool()>& stopping) {
       if (!send(routed->identity, std::move(reply)))
         spdlog::warn("could not answer rollout request {} of {}", request.getRequestId(), sender);
     }
-    ++requests_;
-    traces_ += static_cast<uint64_t>(batch.indices.size()) * group;
   }
 }
 

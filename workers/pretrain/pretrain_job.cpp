@@ -1,6 +1,7 @@
 #include "workers/pretrain/pretrain_job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -170,28 +171,33 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   return result;
 }
 
-TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step) {
-  const std::filesystem::path dir = config.job.work_dir;
-  TeacherBackbone out;
+TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
+                                      const std::string& dir_override) {
+  const std::filesystem::path dir = dir_override.empty() ? config.job.work_dir : dir_override;
+  storage::StoreOptions read_only;
+  read_only.read_only = true;  // a coordinator or other readers may hold it
+  std::vector<std::string> tried;
   for (const char* name : {"coordinator.db", "checkpoints.db"}) {
-    if (std::filesystem::exists(dir / name)) {
-      out.db = (dir / name).string();
-      break;
-    }
+    if (!std::filesystem::exists(dir / name)) continue;
+    const std::string db = (dir / name).string();
+    tried.push_back(db);
+    auto store = storage::CheckpointStore::open(db, read_only);
+    const auto info = step < 0 ? store->latest() : store->info(step);
+    if (!info) continue;  // e.g. a later job's coordinator.db beside pretrain's checkpoints.db
+    SslTrainer trainer(trainer_options(config, /*steps_per_epoch=*/1));
+    trainer.load(store->read_all(info->step));
+    TeacherBackbone out;
+    out.db = db;
+    out.step = info->step;
+    out.safetensors = trainer.export_backbone();
+    return out;
   }
-  if (out.db.empty())
+  if (tried.empty())
     throw std::runtime_error(fmt::format(
         "no checkpoints in {} (coordinator.db or checkpoints.db): pretrain first", dir.string()));
-  auto store = storage::CheckpointStore::open(out.db);
-  const auto info = step < 0 ? store->latest() : store->info(step);
-  if (!info)
-    throw std::runtime_error(fmt::format("{} has no committed checkpoint{}", out.db,
-                                         step < 0 ? "" : fmt::format(" {}", step)));
-  SslTrainer trainer(trainer_options(config, /*steps_per_epoch=*/1));
-  trainer.load(store->read_all(info->step));
-  out.step = info->step;
-  out.safetensors = trainer.export_backbone();
-  return out;
+  throw std::runtime_error(fmt::format("{} {} no committed checkpoint{}", fmt::join(tried, " and "),
+                                       tried.size() > 1 ? "have" : "has",
+                                       step < 0 ? "" : fmt::format(" {}", step)));
 }
 
 }  // namespace saccade::workers

@@ -42,6 +42,8 @@ struct TeacherBackbone {
   std::string db;           // the database it came from
   std::string safetensors;  // the backbone
 };
-TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1);  // -1: newest
+// Looks in `dir` (default job.work_dir), opening the databases read-only.
+TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1,  // -1: newest
+                                      const std::string& dir = "");
 
 }  // namespace saccade::workers

@@ -106,6 +106,26 @@ class ActorContext {
   virtual void touch() = 0;
 };
 
+// Reports a serving body's progress: `step` and the rate of `items` (a running
+// total) over about the last second, at most once a second.
+class RateReporter {
+ public:
+  explicit RateReporter(ActorContext& ctx) : ctx_(ctx), since_(std::chrono::steady_clock::now()) {}
+  void tick(int64_t step, uint64_t items) {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - since_).count();
+    if (seconds < 1.0) return;
+    ctx_.report(step, static_cast<double>(items - items_) / seconds);
+    since_ = now;
+    items_ = items;
+  }
+
+ private:
+  ActorContext& ctx_;  // borrowed: the body's
+  std::chrono::steady_clock::time_point since_;
+  uint64_t items_ = 0;
+};
+
 // One role's work. run() returns its exit code when done or when
 // ctx.stopping(); then, if the drain asked for it, checkpoint() runs while
 // the body and its state still exist.

@@ -1,0 +1,111 @@
+#include "workers/policy/policy_actors.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "dataloader/dataset_factory.h"
+#include "storage/rollout_store.h"
+#include "workers/data/data_options.h"
+#include "workers/policy/policy_stage.h"
+#include "workers/policy/rollout_client.h"
+#include "workers/policy/rollout_server.h"
+#include "workers/policy/rollout_source.h"
+#include "workers/pretrain/pretrain_job.h"
+
+namespace saccade::workers {
+namespace {
+
+void set_threads(const runtime::ActorContext& ctx) {
+  const uint32_t assigned = ctx.assignment().threads;
+  at::set_num_threads(assigned > 0 ? static_cast<int>(assigned)
+                                   : resolve_threads(ctx.config().ssl.threads));
+}
+
+class PolicyLearner : public runtime::ActorBody {
+ public:
+  int run(runtime::ActorContext& ctx) override {
+    const JobConfig& config = ctx.config();
+    try {
+      set_threads(ctx);
+      PolicyStage stage = load_policy_stage(config);
+      model::GazePolicy policy = initial_policy(config, stage);
+      RolloutClientOptions o;
+      o.endpoints = ctx.assignment().peers;
+      o.n_state = stage.backbone->options().n_state;
+      o.width = stage.backbone->options().width;
+      o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
+      o.security = control::load_security(config.security, /*as_server=*/false);
+      o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank,
+                  ctx.assignment().node};
+      o.expect = control::expect_for(config);
+      o.stopping = [&] { return ctx.stopping(); };
+      RolloutClient client(o);
+      const std::string db = (std::filesystem::path(config.job.work_dir) / "rollouts.db").string();
+      auto store = storage::RolloutStore::open(db, config.policy.keep_rollout_batches);
+      RecordedRollouts recorded(client, *store);
+      spdlog::info("policy learner: {} rollout actor(s), rollouts kept in {}", o.endpoints.size(),
+                   db);
+      const PolicyReport report = train_and_evaluate_policy(
+          config, stage, *policy, recorded, {}, [&](const PolicyEpoch& e) {
+            ctx.report(e.epoch + 1, static_cast<double>(e.images) / std::max(e.seconds, 1e-9),
+                       {{"loss", e.loss}, {"reward", e.mean_reward}});
+          });
+      spdlog::info("policy learner done: {} parts re-sent, {} frames dropped; {}", client.resent(),
+                   client.dropped(), report.policy_path);
+      return 0;
+    } catch (const std::exception& e) {
+      if (ctx.stopping()) {
+        spdlog::info("policy learner drained: {}", e.what());
+        return 0;
+      }
+      spdlog::error("policy learner failed: {}", e.what());
+      return 1;
+    }
+  }
+};
+
+class RolloutActor : public runtime::ActorBody {
+ public:
+  int run(runtime::ActorContext& ctx) override {
+    const JobConfig& config = ctx.config();
+    try {
+      set_threads(ctx);
+      PolicyStage stage = load_policy_stage(config);
+      const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
+      RolloutServerOptions o;
+      o.endpoint = ctx.assignment().endpoint;
+      o.security = control::load_security(config.security, /*as_server=*/true);
+      o.sender = {config.job.name, wire::Role::ROLLOUT, ctx.assignment().rank,
+                  ctx.assignment().node};
+      o.expect = control::expect_for(config);
+      o.threads = static_cast<int>(config.data.loader_threads);
+      RolloutServer server(*stage.backbone, stage.head, stage.policy_options, dataset,
+                           view_options(config), o);
+      runtime::RateReporter rate(ctx);  // requests served, traces/s
+      server.serve([&] {
+        rate.tick(static_cast<int64_t>(server.requests_served()), server.traces_served());
+        return ctx.stopping();
+      });
+      spdlog::info("rollout actor stops: {} requests, {} traces served, {} frames dropped",
+                   server.requests_served(), server.traces_served(), server.dropped());
+      return 0;
+    } catch (const std::exception& e) {
+      spdlog::error("rollout actor failed: {}", e.what());
+      return 1;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::ActorBody> make_policy_learner() {
+  return std::make_unique<PolicyLearner>();
+}
+
+std::unique_ptr<runtime::ActorBody> make_rollout_actor() {
+  return std::make_unique<RolloutActor>();
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,45 @@
+// The pieces of the policy stage that `saccade policy` (one process), the
+// policy learner and the rollout actors share: the frozen backbone and task
+// head, the initial policy, the training options from the config, and the
+// train-evaluate-write sequence.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "common/config.h"
+#include "model/backbone.h"
+#include "model/options.h"
+#include "model/policy.h"
+#include "workers/policy/gaze_traces.h"
+#include "workers/policy/policy_job.h"
+#include "workers/policy/policy_trainer.h"
+
+namespace saccade::workers {
+
+class RolloutSource;
+
+// The probe's head (job.work_dir/probe_head.safetensors) and the teacher
+// backbone of the checkpoint it names, frozen, on the CPU.
+struct PolicyStage {
+  TaskHead head;
+  int64_t checkpoint_step = -1;
+  model::FovealBackbone backbone{nullptr};
+  model::PolicyOptions policy_options;  // config [policy] on the backbone's state
+};
+
+// Throws std::runtime_error when the head or its checkpoint is missing.
+PolicyStage load_policy_stage(const JobConfig& config);
+// The policy GRPO starts from (seeded by job.seed: every process builds the same).
+model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
+PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
+
+// Trains `policy` with `rollouts` on the training split, evaluates it against
+// random gazes on the validation split, writes work_dir/policy.safetensors and
+// policy.json, and returns what it measured.
+PolicyReport train_and_evaluate_policy(
+    const JobConfig& config, PolicyStage& stage, model::GazePolicyImpl& policy,
+    RolloutSource& rollouts, const PolicyRunOptions& run,
+    const std::function<void(const PolicyEpoch&)>& on_epoch = {});
+
+}  // namespace saccade::workers
