@@ -44,17 +44,25 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
   static ProbeArgs probe_args;
   CLI::App* probe = app.add_subcommand(
       "probe",
-      "Train the linear task head on the frozen teacher of a checkpoint (config [probe]) and "
-      "report validation accuracy in ViT mode and after every random glimpse");
+      "Score the frozen teacher of a checkpoint with k-NN and a linear probe in ViT mode and "
+      "after every random glimpse, beside the baselines of probe.baselines (config [probe]), "
+      "and write the task head");
   probe->add_option("CONFIG", probe_file, "Job config (TOML)")
       ->required()
       ->check(CLI::ExistingFile);
   probe->add_option("--step", probe_args.step, "Checkpoint step (default: the newest)");
+  static std::string probe_init = "checkpoint";
+  probe
+      ->add_option("--init", probe_init,
+                   "checkpoint: the teacher of a checkpoint; random: the backbone's initial "
+                   "weights (job.seed), no checkpoint needed, no head written")
+      ->check(CLI::IsMember({"checkpoint", "random"}));
   probe->add_option("--max-train-images", probe_args.max_train_images,
-                    "Use the first N training images (default: all)");
+                    "Use the first N training images (default: probe.train_images)");
   probe->add_option("--max-val-images", probe_args.max_val_images,
-                    "Use the first N validation images (default: all)");
+                    "Use the first N validation images (default: probe.val_images)");
   probe->callback([&global] {
+    probe_args.random_init = probe_init == "random";
     probe_args.config_path = probe_file.c_str();
     probe_args.log_level = global.log_level.c_str();
     auto* entry = reinterpret_cast<int (*)(const ProbeArgs*)>(torch_entry("saccade_torch_probe"));

@@ -106,17 +106,17 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
     run.step = args->step;
     run.max_train_images = args->max_train_images;
     run.max_val_images = args->max_val_images;
+    run.random_init = args->random_init;
     const workers::ProbeReport r = workers::run_probe(config, run);
-    fmt::print("probe of checkpoint {} ({}): {} training, {} validation images\n",
-               r.checkpoint_step, r.checkpoint_db, r.train_images, r.val_images);
-    for (const auto& [lr, accuracy] : r.sweep)
-      fmt::print("  lr {:<8g} top-1 after {} glimpses {:.2f}%{}\n", lr, r.step_accuracy.size(),
-                 100 * accuracy, lr == r.lr ? "  (kept)" : "");
-    fmt::print("validation top-1: ViT mode {:.2f}%, random glimpses", 100 * r.vit_accuracy);
-    for (size_t k = 0; k < r.step_accuracy.size(); ++k)
-      fmt::print("{} {:.2f}%", k == 0 ? "" : ",", 100 * r.step_accuracy[k]);
-    fmt::print(" (after 1..{})\nhead: {}\nreport: {}\n", r.step_accuracy.size(), r.head_path,
-               r.report_path);
+    if (r.checkpoint_step >= 0)
+      fmt::print("probe of checkpoint {} ({})", r.checkpoint_step, r.checkpoint_db);
+    else
+      fmt::print("probe of the initial weights (job.seed {})", config.job.seed);
+    fmt::print(": {} training, {} validation images, first state token\n{}", r.train_images,
+               r.val_images, workers::format_probe_table(r));
+    fmt::print("features {:.1f} s, probes {:.1f} s\n", r.feature_seconds, r.fit_seconds);
+    if (!r.head_path.empty()) fmt::print("head: {}\n", r.head_path);
+    fmt::print("report: {}\n", r.report_path);
     return 0;
   });
 }

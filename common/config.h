@@ -141,18 +141,25 @@ struct SslConfig {
   int64_t head_bottleneck{};
   int64_t sinkhorn_iterations{};
   int64_t checkpoint_every_steps{};
-  std::string precision;  // fp32 | bf16
-  int64_t threads{};      // torch intra-op threads (0 = all cores)
+  std::string precision;       // fp32 | bf16
+  int64_t threads{};           // torch intra-op threads (0 = all cores)
+  int64_t knn_every_steps{};   // k-NN monitor period; 0 = off
+  int64_t knn_bank_images{};   // the last N training images
+  int64_t knn_query_images{};  // the last N validation images
 };
 
 struct ProbeConfig {
-  std::string head;  // linear | transformer
-  int64_t epochs{};
-  int64_t batch_size{};
-  std::vector<double> lrs;  // swept, best on validation reported
-  double momentum{};
-  double weight_decay{};
-  int64_t glimpses{};  // random glimpses that produce the features
+  std::string head;        // linear | transformer
+  int64_t batch_size{};    // images per forward pass while extracting features
+  int64_t glimpses{};      // random glimpses that produce the features
+  int64_t train_images{};  // the first N of the training split; 0 = all
+  int64_t val_images{};    // the first N of the validation split; 0 = all
+  std::vector<double> cs;  // inverse L2 strengths of the linear probe, chosen on held-apart images
+  double holdout_fraction{};  // of the probe's training images, to choose C on
+  int64_t max_iterations{};   // L-BFGS iterations per fit
+  int64_t knn_k{};
+  double knn_temperature{};
+  std::vector<std::string> baselines;  // measured in the same run: random_init, pixels
 };
 
 struct PolicyConfig {

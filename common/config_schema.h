@@ -221,20 +221,42 @@ void describe(V& v, SslConfig& c) {
   v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
            "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
   v.integer("threads", c.threads, 0, 0, 4096, "Torch intra-op threads; 0 = all cores.");
+  v.integer("knn_every_steps", c.knn_every_steps, 500, 0, kMaxInt,
+            "Steps between k-NN checks of the teacher (ViT mode, probe.knn_k and "
+            "probe.knn_temperature) on images held apart from the probe's reported split; shown "
+            "in the progress line, metrics and status; 0 = off.");
+  v.integer("knn_bank_images", c.knn_bank_images, 2000, 1, kMaxInt,
+            "k-NN check bank: the last N images of the training split.");
+  v.integer("knn_query_images", c.knn_query_images, 1000, 1, kMaxInt,
+            "k-NN check queries: the last N images of the validation split (keep them apart from "
+            "the first probe.val_images).");
 }
 
 template <class V>
 void describe(V& v, ProbeConfig& c) {
   v.choice("head", c.head, "linear", {"linear", "transformer"},
            "Task head on the frozen backbone.");
-  v.integer("epochs", c.epochs, 100, 1, 100000, "Probe training epochs.");
-  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24, "Probe batch size.");
-  v.numbers("lrs", c.lrs, {1e-4, 1e-3, 1e-2, 1e-1}, 0.0, 100.0,
-            "Learning rates swept; the best on validation is kept.");
-  v.number("momentum", c.momentum, 0.9, 0.0, 1.0, "SGD momentum.");
-  v.number("weight_decay", c.weight_decay, 0.0, 0.0, 10.0, "SGD weight decay.");
+  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24,
+            "Images per forward pass while extracting features.");
   v.integer("glimpses", c.glimpses, 8, 1, 1024,
             "Random glimpses that produce the probe's features.");
+  v.integer("train_images", c.train_images, 0, 0, kMaxInt,
+            "The probe's training images: the first N of the training split; 0 = all.");
+  v.integer("val_images", c.val_images, 0, 0, kMaxInt,
+            "The reported images: the first N of the validation split; 0 = all.");
+  v.numbers("cs", c.cs, {0.01, 0.1, 1.0, 10.0}, 1e-9, 1e9,
+            "Inverse L2 strengths of the linear probe (scikit-learn's C); the one best on "
+            "held-apart training images is refit on all of them.");
+  v.number("holdout_fraction", c.holdout_fraction, 0.1, 0.01, 0.5,
+           "Share of the probe's training images held apart to choose C on.");
+  v.integer("max_iterations", c.max_iterations, 1000, 1, 1000000,
+            "L-BFGS iterations per linear-probe fit.");
+  v.integer("knn_k", c.knn_k, 20, 1, 100000, "Neighbours of the k-NN classifier (DINO: 20).");
+  v.number("knn_temperature", c.knn_temperature, 0.07, 1e-4, 100.0,
+           "Temperature of the k-NN votes, weight exp(cosine / T) (DINO: 0.07).");
+  v.choices("baselines", c.baselines, {"random_init", "pixels"}, {"random_init", "pixels"},
+            "Baselines measured in the same run: the backbone at its initial weights, and raw "
+            "pixels of the ViT-mode grid.");
 }
 
 template <class V>

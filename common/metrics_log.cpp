@@ -68,9 +68,10 @@ void ProgressLine::update(int64_t step, double loss, double lr, double images_pe
   last_print_ = t;
   const double rate = (step - start_step_) / std::max(1e-9, t - start_);
   const double eta = rate > 0 ? static_cast<double>(total_ - step) / rate : NAN;
-  const std::string text = fmt::format(
-      "step {}/{} ({:.0f}%) | loss {:.4f} | lr {:.3g} | {:.1f} img/s | ETA {}", step, total_,
-      100.0 * step / std::max<int64_t>(1, total_), loss, lr, images_per_second, duration_text(eta));
+  const std::string text =
+      fmt::format("step {}/{} ({:.0f}%) | loss {:.4f} | lr {:.3g} | {:.1f} img/s | ETA {}{}{}",
+                  step, total_, 100.0 * step / std::max<int64_t>(1, total_), loss, lr,
+                  images_per_second, duration_text(eta), note_.empty() ? "" : " | ", note_);
   std::fprintf(stderr, tty_ ? "\r\033[K%s" : "%s\n", text.c_str());
   std::fflush(stderr);
 }

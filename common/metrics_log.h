@@ -37,6 +37,8 @@ class ProgressLine {
   ProgressLine(int64_t total_steps, bool enabled, double min_interval_s = 10.0);
   // Shows step, loss, lr, images/s and the ETA from the recent rate.
   void update(int64_t step, double loss, double lr, double images_per_second);
+  // Text shown at the end of every later line (e.g. the last k-NN check).
+  void set_note(std::string note) { note_ = std::move(note); }
   void finish();
 
  private:
@@ -47,6 +49,7 @@ class ProgressLine {
   double last_print_ = -1e300;
   double start_ = 0;
   int64_t start_step_ = -1;
+  std::string note_;
 };
 
 }  // namespace saccade

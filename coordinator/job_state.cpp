@@ -168,6 +168,10 @@ JobStatus JobState::status(int64_t now_ms) {
   s.total_steps = config_.ssl.steps_per_epoch * config_.ssl.epochs;
   s.loss = metrics.count("loss") ? metrics.at("loss") : NAN;
   s.lr = metrics.count("lr") ? metrics.at("lr") : NAN;
+  s.knn = metrics.count("knn") ? metrics.at("knn") : NAN;
+  s.target_entropy_ratio =
+      metrics.count("target_entropy_ratio") ? metrics.at("target_entropy_ratio") : NAN;
+  s.prototypes_used = metrics.count("prototypes_used") ? metrics.at("prototypes_used") : NAN;
   s.last_checkpoint_step = checkpoint_step;
   s.last_checkpoint_age_ms =
       checkpoint_step < 0 ? -1 : (wire::now_ns() - checkpoint_time_ns) / 1000000;

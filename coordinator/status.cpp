@@ -20,6 +20,9 @@ void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
   out.setImagesPerSecond(s.images_per_second);
   out.setLoss(s.loss);
   out.setLr(s.lr);
+  out.setKnn(s.knn);
+  out.setTargetEntropyRatio(s.target_entropy_ratio);
+  out.setPrototypesUsed(s.prototypes_used);
   out.setLastCheckpointStep(s.last_checkpoint_step);
   out.setLastCheckpointAgeMs(s.last_checkpoint_age_ms);
   out.setGeneration(s.generation);
@@ -67,6 +70,9 @@ JobStatus read_status(wire::StatusReply::Reader in) {
   s.images_per_second = in.getImagesPerSecond();
   s.loss = in.getLoss();
   s.lr = in.getLr();
+  s.knn = in.getKnn();
+  s.target_entropy_ratio = in.getTargetEntropyRatio();
+  s.prototypes_used = in.getPrototypesUsed();
   s.last_checkpoint_step = in.getLastCheckpointStep();
   s.last_checkpoint_age_ms = in.getLastCheckpointAgeMs();
   s.generation = in.getGeneration();
@@ -118,10 +124,13 @@ std::string status_table(const JobStatus& s) {
   std::string out = fmt::format(
       "job {}  stage {}  state {}{}\n"
       "step {}{}  images/s {:.1f}  loss {}  lr {}  generation {}\n"
+      "learning: k-NN {}  target entropy {} ln K  prototypes in use {}\n"
       "last checkpoint: {}\n",
       s.job_id, s.stage, s.state, s.reason.empty() ? "" : " (" + s.reason + ")", s.step,
       s.total_steps > 0 ? fmt::format("/{}", s.total_steps) : "", s.images_per_second,
       number_or_dash(s.loss, "{:.4f}"), number_or_dash(s.lr, "{:.3g}"), s.generation,
+      number_or_dash(100 * s.knn, "{:.1f}%"), number_or_dash(s.target_entropy_ratio, "{:.3f}"),
+      number_or_dash(s.prototypes_used, "{:.0f}"),
       s.last_checkpoint_step < 0
           ? std::string("none")
           : fmt::format("step {}, {} ago", s.last_checkpoint_step, age(s.last_checkpoint_age_ms)));
@@ -139,10 +148,12 @@ std::string status_table(const JobStatus& s) {
 std::string status_json(const JobStatus& s) {
   std::string out = fmt::format(
       "{{\"job\":{},\"stage\":{},\"state\":{},\"reason\":{},\"step\":{},\"total_steps\":{},"
-      "\"images_per_second\":{},\"loss\":{},\"lr\":{},\"last_checkpoint_step\":{},"
+      "\"images_per_second\":{},\"loss\":{},\"lr\":{},\"knn\":{},\"target_entropy_ratio\":{},"
+      "\"prototypes_used\":{},\"last_checkpoint_step\":{},"
       "\"last_checkpoint_age_ms\":{},\"generation\":{},\"actors\":[",
       quote_text(s.job_id), quote_text(s.stage), quote_text(s.state), quote_text(s.reason), s.step,
       s.total_steps, json_number(s.images_per_second), json_number(s.loss), json_number(s.lr),
+      json_number(s.knn), json_number(s.target_entropy_ratio), json_number(s.prototypes_used),
       s.last_checkpoint_step, s.last_checkpoint_age_ms, s.generation);
   for (size_t i = 0; i < s.actors.size(); ++i) {
     const ActorRow& a = s.actors[i];
@@ -180,6 +191,11 @@ std::string status_prometheus(const JobStatus& s) {
         s.images_per_second);
   gauge("saccade_loss", "Last reported loss.", job, s.loss);
   gauge("saccade_lr", "Last reported learning rate.", job, s.lr);
+  gauge("saccade_knn_top1", "Last k-NN check of the teacher (0..1).", job, s.knn);
+  gauge("saccade_target_entropy_ratio", "Entropy of the teacher's targets / ln K (1: uniform).",
+        job, s.target_entropy_ratio);
+  gauge("saccade_prototypes_used", "Prototypes that are some image's argmax.", job,
+        s.prototypes_used);
   gauge("saccade_generation", "Learner generation (bumps at every re-rendezvous).", job,
         static_cast<double>(s.generation));
   gauge("saccade_last_checkpoint_step", "Step of the last committed checkpoint (-1: none).", job,

@@ -44,8 +44,11 @@ struct JobStatus {
   int64_t step = 0;
   int64_t total_steps = 0;  // 0: unknown
   double images_per_second = 0;
-  double loss = 0;  // NaN: not reported yet
-  double lr = 0;    // NaN: not reported yet
+  double loss = 0;                  // NaN: not reported yet
+  double lr = 0;                    // NaN: not reported yet
+  double knn = 0;                   // last k-NN check of the teacher, 0..1; NaN: none yet
+  double target_entropy_ratio = 0;  // entropy of the teacher's targets / ln K; NaN: not reported
+  double prototypes_used = 0;       // NaN: not reported
   int64_t last_checkpoint_step = -1;
   int64_t last_checkpoint_age_ms = -1;
   uint64_t generation = 0;

@@ -146,6 +146,9 @@ struct StatusReply {
   state @11 :Text;                   # running, draining, finished, failed
   reason @12 :Text;                  # why a job failed
   nodes @13 :List(NodeStatus);
+  knn @14 :Float64;                  # last k-NN check of the teacher (0..1); NaN: none yet
+  targetEntropyRatio @15 :Float64;   # teacher targets' entropy / ln K; NaN: not reported
+  prototypesUsed @16 :Float64;       # prototypes that are some image's argmax; NaN: not reported
 }
 
 struct NodeStatus {

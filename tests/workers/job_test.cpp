@@ -271,27 +271,26 @@ TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
   EXPECT_GE(*committed.begin(), reported);
 }
 
-// The policy stage as a job: a backbone pretrained and probed in one process,
-// then `saccade coordinator` + 2 agents run one policy learner on n0 and a
-// rollout actor on each node; every rollout batch is split across both.
-TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
-  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+// A policy job on n0 (the policy learner and a rollout actor) and n1 (a
+// rollout actor), against a backbone pretrained and probed in one process
+// first; `policy` holds its [policy] keys. Returns the config.
+fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& work,
+                            const std::string& policy) {
   // The training images double as the validation split ([data] keys).
   job.extra.insert(job.extra.find("loader_threads"),
                    fmt::format("val_idx_images = \"{0}/images.idx.gz\"\n"
                                "val_idx_labels = \"{0}/labels.idx.gz\"\n",
-                               dir_.path.string()));
-  job.extra +=
-      "[probe]\nepochs = 1\nbatch_size = 16\nlrs = [0.1]\nglimpses = 2\n"
-      "[policy]\nblocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\n"
-      "epochs = 1\nbatch_size = 16\nupdates = 2\nkeep_rollout_batches = 3\n";
-  const fs::path pre = write_config(job, "pretrain.toml");
+                               dir.string()));
+  job.extra += "[probe]\nbatch_size = 16\ncs = [1.0]\nglimpses = 2\n[policy]\n" + policy +
+               "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\n"
+               "steps = 2\nupdates = 2\n";
+  const std::string pre = (dir / "pretrain.toml").string();
+  std::ofstream(pre) << job_toml(job, work);
   const std::string saccade = build_path("saccade");
-  const ProcessResult pretrained =
-      run_process({saccade, "pretrain", pre.string(), "--steps", "4"}, 300s);
-  ASSERT_EQ(pretrained.exit_code, 0) << pretrained.err;
-  const ProcessResult probed = run_process({saccade, "probe", pre.string()}, 300s);
-  ASSERT_EQ(probed.exit_code, 0) << probed.err;
+  const ProcessResult pretrained = run_process({saccade, "pretrain", pre, "--steps", "4"}, 300s);
+  EXPECT_EQ(pretrained.exit_code, 0) << pretrained.err;
+  const ProcessResult probed = run_process({saccade, "probe", pre}, 300s);
+  EXPECT_EQ(probed.exit_code, 0) << probed.err;
 
   const char* node_toml =
       "name = \"{}\"\nhost = \"127.0.0.1\"\ndata_actors = 0\nlearners = {}\n"
@@ -299,10 +298,19 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   job.nodes = {fmt::format(fmt::runtime(node_toml), "n0", 1),
                fmt::format(fmt::runtime(node_toml), "n1", 0)};
   job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(2));
-  std::string toml = job_toml(job, work_dir());
+  std::string toml = job_toml(job, work);
   toml.replace(toml.find("stages = [\"pretrain\"]"), 21, "stages = [\"policy\"]");
-  const fs::path config = dir_.path / "policy.toml";
+  const fs::path config = dir / "policy.toml";
   std::ofstream(config) << toml;
+  return config;
+}
+
+// Every rollout batch is split across both rollout actors.
+TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
+  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+  const fs::path config = prepare_policy_job(
+      job, dir_.path, work_dir(), "epochs = 1\nbatch_size = 16\nkeep_rollout_batches = 3\n");
+  ASSERT_FALSE(HasFailure());
   Child& coord = coordinator(config);
   Child& a0 = agent(config, job.port, "n0");
   Child& a1 = agent(config, job.port, "n1");

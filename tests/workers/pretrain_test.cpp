@@ -298,7 +298,7 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
          "local_grid = 2\nlocal_views = 1\nvit_grid = 3\n"
          "[ssl]\nepochs = 1\nbatch_size = 8\nhead_prototypes = 32\nhead_hidden = 32\n"
          "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
-         "[probe]\nepochs = 2\nbatch_size = 16\nlrs = [0.01, 0.1]\nglimpses = 3\n"
+         "[probe]\nbatch_size = 16\ncs = [0.1, 1.0]\nglimpses = 3\n"
          "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
          "batch_size = 8\nupdates = 2\n"
          "[logging]\nprogress = false\n";
@@ -337,12 +337,29 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   ASSERT_EQ(probed.exit_code, 0) << probed.err;
   EXPECT_NE(probed.out.find("probe of checkpoint 4"), std::string::npos) << probed.out;
   EXPECT_NE(probed.out.find("40 training, 24 validation images"), std::string::npos) << probed.out;
-  EXPECT_NE(probed.out.find("(after 1..3)"), std::string::npos) << probed.out;
+  EXPECT_NE(probed.out.find("glimpse 3"), std::string::npos) << probed.out;
+  EXPECT_NE(probed.out.find("random_init"), std::string::npos) << probed.out;
+  EXPECT_NE(probed.out.find("pixels"), std::string::npos) << probed.out;
   EXPECT_TRUE(std::filesystem::exists(dir / "run" / "probe_head.safetensors"));
   std::ifstream report_file(dir / "run" / "probe.json");
   const std::string report((std::istreambuf_iterator<char>(report_file)), {});
   EXPECT_NE(report.find("\"checkpoint_step\": 4"), std::string::npos) << report;
-  EXPECT_NE(report.find("\"vit_accuracy\""), std::string::npos) << report;
+  EXPECT_NE(report.find("\"name\": \"pretrained\", \"vit_knn\""), std::string::npos) << report;
+  // --init random probes the initial weights, in a process of its own: the same
+  // numbers as the random_init row measured beside the checkpoint.
+  std::vector<std::string> random_init = probe;
+  random_init.insert(random_init.begin() + 3, {"--init", "random"});
+  const auto probed_init = testing::run_process(random_init);
+  ASSERT_EQ(probed_init.exit_code, 0) << probed_init.err;
+  std::ifstream init_file(dir / "run" / "probe_random_init.json");
+  const std::string init_report((std::istreambuf_iterator<char>(init_file)), {});
+  auto row = [](const std::string& json, const std::string& name) {
+    const size_t at = json.find("{\"name\": \"" + name + "\"");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find('}', at) - at);
+  };
+  const std::string init_row = row(init_report, "random_init");
+  ASSERT_FALSE(init_row.empty()) << init_report;
+  EXPECT_EQ(init_row, row(report, "random_init"));
   // The policy stage against that head: GRPO epochs, then policy vs random gazes.
   const auto trained = testing::run_process(policy);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;

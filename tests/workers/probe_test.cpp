@@ -1,4 +1,4 @@
-// The probe stage's pieces: features of the frozen backbone and the linear head.
+// The probe stage's pieces: features of the frozen backbone, k-NN and the linear probe.
 #include "workers/probe/probe.h"
 
 #include <gtest/gtest.h>
@@ -15,52 +15,133 @@ namespace {
 using saccade::testing::small_backbone;
 using saccade::testing::small_views;
 
-// Features of three classes around distinct means: the last glimpse sees them
-// clearly, the first through noise.
-ProbeFeatures clustered(int64_t n, uint64_t seed) {
+// Features of `classes` classes around distinct means, with `noise` around them.
+torch::Tensor clustered(const torch::Tensor& labels, int64_t classes, double noise,
+                        int64_t dim = 16) {
+  const torch::Tensor means = torch::eye(classes, dim) * 3;
+  return means.index_select(0, labels) + noise * torch::randn({labels.size(0), dim});
+}
+
+// Three classes: the ViT mode and the last glimpse see them clearly, the first glimpse
+// through noise.
+ProbeFeatures three_classes(int64_t n, uint64_t seed) {
   torch::manual_seed(seed);
-  const torch::Tensor means = torch::eye(3, 6) * 3;
   ProbeFeatures f;
   f.labels = torch::arange(n) % 3;
-  const torch::Tensor centre = means.index_select(0, f.labels);
-  f.vit = centre + 0.3 * torch::randn({n, 6});
-  f.steps =
-      torch::stack({centre + 3.0 * torch::randn({n, 6}), centre + 0.3 * torch::randn({n, 6})});
+  f.vit = clustered(f.labels, 3, 0.3, 6);
+  f.steps = torch::stack({clustered(f.labels, 3, 3.0, 6), clustered(f.labels, 3, 0.3, 6)});
   return f;
 }
 
-TEST(LinearProbe, LearnsSeparableFeaturesAndKeepsTheBestRate) {
-  const ProbeFeatures train = clustered(300, 1), val = clustered(150, 2);
-  LinearProbeOptions o;
-  o.epochs = 10;
-  o.batch_size = 32;
-  o.lrs = {1e-7, 0.1};
-  const ProbeResult r = train_linear_probe(train, val, 3, o);
-  EXPECT_EQ(r.lr, 0.1);
-  ASSERT_EQ(r.sweep.size(), 2u);
-  EXPECT_LT(r.sweep[0].second, 0.8) << "a rate of 1e-7 barely moves the head from its init";
-  EXPECT_GT(r.sweep[1].second, 0.97);
-  EXPECT_EQ(r.sweep[1].second, r.step_accuracy.back());
-  EXPECT_GT(r.vit_accuracy, 0.97);
-  ASSERT_EQ(r.step_accuracy.size(), 2u);
-  EXPECT_LT(r.step_accuracy[0], r.step_accuracy[1]) << "the noisy first glimpse is harder";
-  EXPECT_EQ(r.weight.sizes(), (std::vector<int64_t>{3, 6}));
-  EXPECT_DOUBLE_EQ(probe_accuracy(val.vit, val.labels, r.weight, r.bias), r.vit_accuracy);
-  // The same seed trains the same head.
-  EXPECT_TRUE(torch::equal(train_linear_probe(train, val, 3, o).weight, r.weight));
+TEST(Knn, IsDinosWeightedVoteWorkedByHand) {
+  // Bank: two class-0 rows near the query, three class-1 rows a little further.
+  const torch::Tensor bank =
+      torch::tensor({{1.0f, 0.1f}, {1.0f, 0.2f}, {1.0f, 0.5f}, {1.0f, 0.6f}, {1.0f, 0.7f}});
+  const torch::Tensor bank_labels = torch::tensor({0, 0, 1, 1, 1}, torch::kInt64);
+  const torch::Tensor query = torch::tensor({{1.0f, 0.0f}});
+  // k = 5, T large: the votes are nearly equal, the majority (class 1) wins.
+  KnnOptions flat{5, 100.0};
+  EXPECT_EQ(knn_accuracy(bank, bank_labels, query, torch::tensor({1}, torch::kInt64), 2, flat), 1);
+  // T small: the nearest neighbours' exp(cos / T) outweighs the majority.
+  KnnOptions sharp{5, 0.05};
+  EXPECT_EQ(knn_accuracy(bank, bank_labels, query, torch::tensor({0}, torch::kInt64), 2, sharp), 1);
+  // k = 2: only the two class-0 rows vote. Scale does not matter (cosine).
+  KnnOptions two{2, 100.0};
+  EXPECT_EQ(
+      knn_accuracy(bank * 7, bank_labels, query * 0.01, torch::tensor({0}, torch::kInt64), 2, two),
+      1);
 }
 
-TEST(LinearProbe, BadInputIsRefused) {
-  const ProbeFeatures f = clustered(30, 3);
+TEST(Knn, SeparableFeaturesScoreHighAndShuffledLabelsScoreChance) {
+  torch::manual_seed(1);
+  const torch::Tensor train_y = torch::arange(2000) % 10, val_y = torch::arange(1000) % 10;
+  const torch::Tensor train = clustered(train_y, 10, 0.5), val = clustered(val_y, 10, 0.5);
+  KnnOptions o;
+  o.chunk = 300;  // several chunks
+  EXPECT_GE(knn_accuracy(train, train_y, val, val_y, 10, o), 0.95);
+  const torch::Tensor shuffled = train_y.index_select(0, torch::randperm(2000));
+  const double chance = knn_accuracy(train, shuffled, val, val_y, 10, o);
+  EXPECT_LT(chance, 0.16) << "10 classes: chance is 0.10";
+  EXPECT_THROW(knn_accuracy(train, train_y, val, val_y, 5, o), std::invalid_argument);  // labels
+  EXPECT_THROW(knn_accuracy(train, train_y, val.narrow(1, 0, 3), val_y, 10, o),
+               std::invalid_argument);
+}
+
+TEST(LinearProbe, SeparableFeaturesScoreHighAndShuffledLabelsScoreChance) {
+  torch::manual_seed(2);
+  const torch::Tensor train_y = torch::arange(2000) % 10, val_y = torch::arange(1000) % 10;
+  const torch::Tensor train = clustered(train_y, 10, 0.5), val = clustered(val_y, 10, 0.5);
+  const LinearClassifier fitted = fit_linear_probe(train.unsqueeze(0), train_y, 10);
+  EXPECT_GE(linear_accuracy(val, val_y, fitted.weight, fitted.bias), 0.95);
+  const torch::Tensor shuffled = train_y.index_select(0, torch::randperm(2000));
+  const LinearClassifier noise = fit_linear_probe(train.unsqueeze(0), shuffled, 10);
+  EXPECT_LT(linear_accuracy(val, val_y, noise.weight, noise.bias), 0.16) << "chance is 0.10";
+  // The C kept is the best of the sweep on the held-apart images, each C tried once.
+  ASSERT_EQ(fitted.sweep.size(), 4u);
+  double best = 0;
+  for (const auto& [c, accuracy] : fitted.sweep) best = std::max(best, accuracy);
+  for (const auto& [c, accuracy] : fitted.sweep) {
+    if (c == fitted.c) {
+      EXPECT_EQ(accuracy, best);
+    }
+  }
+  EXPECT_LT(fitted.evaluations, 1250) << "L-BFGS stopped at its cap, not at convergence";
+}
+
+// Standardisation: the class lives in one dimension 1e-4 as wide as the
+// others, which carry noise. Fitted on raw features under L2, that dimension
+// would cost 1e8 times more weight than the noise; standardised, it wins. The
+// head comes back folded: it works on the raw features.
+TEST(LinearProbe, StandardisesFeaturesAndFoldsTheScalingIntoTheHead) {
+  torch::manual_seed(3);
+  auto features = [](const torch::Tensor& y) {
+    torch::Tensor x = torch::randn({y.size(0), 8});
+    x.select(1, 0).copy_((y.to(torch::kFloat32) * 2 - 1 + 0.3 * torch::randn({y.size(0)})) * 1e-4 +
+                         5.0);  // offset too: the mean must come out as well
+    return x;
+  };
+  const torch::Tensor train_y = torch::arange(600) % 2, val_y = torch::arange(400) % 2;
+  const torch::Tensor train = features(train_y), val = features(val_y);
   LinearProbeOptions o;
-  o.epochs = 1;
-  EXPECT_THROW(train_linear_probe(f, f, 1, o), std::invalid_argument);  // one class
-  EXPECT_THROW(train_linear_probe(f, f, 2, o), std::invalid_argument);  // label 2 of 2 classes
-  o.lrs.clear();
-  EXPECT_THROW(train_linear_probe(f, f, 3, o), std::invalid_argument);
-  ProbeFeatures other = f;
-  other.steps = torch::zeros({2, 30, 5});  // another width
-  EXPECT_THROW(train_linear_probe(f, other, 3, LinearProbeOptions{}), std::invalid_argument);
+  o.cs = {0.01};  // strong L2: without standardisation this is chance
+  const LinearClassifier fitted = fit_linear_probe(train.unsqueeze(0), train_y, 2, o);
+  EXPECT_GT(linear_accuracy(val, val_y, fitted.weight, fitted.bias), 0.95);
+}
+
+TEST(LinearProbe, HoldsImagesNotRowsApartAndRefusesBadInput) {
+  // Two views per image; the same seed gives the same head.
+  const ProbeFeatures f = three_classes(90, 4);
+  const LinearClassifier a = fit_linear_probe(f.steps, f.labels, 3);
+  const LinearClassifier b = fit_linear_probe(f.steps, f.labels, 3);
+  EXPECT_TRUE(torch::equal(a.weight, b.weight));
+  EXPECT_EQ(a.weight.sizes(), (std::vector<int64_t>{3, 6}));
+  EXPECT_THROW(fit_linear_probe(f.steps, f.labels, 2), std::invalid_argument);  // label 2 of 2
+  EXPECT_THROW(fit_linear_probe(f.steps, f.labels, 1), std::invalid_argument);  // one class
+  EXPECT_THROW(fit_linear_probe(f.steps, f.labels.narrow(0, 0, 10), 3), std::invalid_argument);
+  LinearProbeOptions o;
+  o.cs.clear();
+  EXPECT_THROW(fit_linear_probe(f.steps, f.labels, 3, o), std::invalid_argument);
+  o.cs = {-1.0};
+  EXPECT_THROW(fit_linear_probe(f.steps, f.labels, 3, o), std::invalid_argument);
+}
+
+TEST(EvaluateBackbone, ScoresViTModeAndEveryGlimpseWithOneTaskHead) {
+  const ProbeFeatures train = three_classes(300, 5), val = three_classes(150, 6);
+  const BackboneEvaluation e = evaluate_backbone(train, val, 3, EvaluationOptions{});
+  EXPECT_GT(e.vit.knn, 0.97);
+  EXPECT_GT(e.vit.linear, 0.97);
+  ASSERT_EQ(e.steps.size(), 2u);
+  EXPECT_LT(e.steps[0].linear, e.steps[1].linear) << "the noisy first glimpse is harder";
+  EXPECT_LT(e.steps[0].knn, e.steps[1].knn);
+  EXPECT_GT(e.steps[1].linear, 0.97);
+  // The task head is one head for every glimpse: its accuracy is what the report says.
+  EXPECT_DOUBLE_EQ(linear_accuracy(val.steps[1], val.labels, e.task_head.weight, e.task_head.bias),
+                   e.steps[1].linear);
+  EXPECT_DOUBLE_EQ(linear_accuracy(val.vit, val.labels, e.vit_head.weight, e.vit_head.bias),
+                   e.vit.linear);
+  ProbeFeatures other = val;
+  other.steps = torch::zeros({2, 150, 5});  // another width
+  EXPECT_THROW(evaluate_backbone(train, other, 3, EvaluationOptions{}), std::invalid_argument);
 }
 
 // Random grey images of various sizes, labelled i % 2.
@@ -108,6 +189,11 @@ TEST(ProbeFeatures, AreTheBackbonesStatesWhateverTheBatching) {
   const ProbeFeatures other = extract_probe_features(*backbone, dataset, views, o);
   EXPECT_FALSE(torch::allclose(other.steps[0], f.steps[0], 1e-3, 1e-3));
   EXPECT_TRUE(torch::allclose(other.vit, f.vit, 1e-5, 1e-6));
+  // The raw-pixel baseline is the ViT-mode grid's patches, only when asked for.
+  EXPECT_FALSE(other.pixels.defined());
+  o.pixels = true;
+  const ProbeFeatures with_pixels = extract_probe_features(*backbone, dataset, views, o);
+  ASSERT_EQ(with_pixels.pixels.sizes(), (std::vector<int64_t>{10, 9 * 16}));
   // The ViT-mode feature is one step over the image's full grid.
   data::EvalBatch batch;
   batch.allocate(views, 1, 1);
@@ -121,6 +207,8 @@ TEST(ProbeFeatures, AreTheBackbonesStatesWhateverTheBatching) {
                  torch::from_blob(batch.vit.positions.data(), {1, 9, 3}))
           .state.select(1, 0);
   EXPECT_TRUE(torch::allclose(direct[0], f.vit[4], 1e-5, 1e-6));
+  EXPECT_TRUE(
+      torch::equal(with_pixels.pixels[4], torch::from_blob(batch.vit.patches.data(), {9 * 16})));
 }
 
 }  // namespace

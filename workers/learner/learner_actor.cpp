@@ -11,6 +11,7 @@
 #include "workers/data/batch_client.h"
 #include "workers/learner/learner_group.h"
 #include "workers/pretrain/job_options.h"
+#include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::workers {
@@ -70,6 +71,9 @@ class LearnerActor final : public runtime::ActorBody {
     spdlog::info("learner {} of {} on {} ({} threads): {} steps of {} images, {} data actor(s)",
                  me.rank, world, me.device, threads, total, batch_, me.peers.size());
 
+    // Learner 0 measures k-NN: every learner holds the same teacher.
+    const std::unique_ptr<KnnMonitor> knn =
+        me.rank == 0 ? KnnMonitor::from_config(config) : nullptr;
     uint64_t generation = 0;
     while (!ctx.stopping()) {
       const auto r = ctx.wait_rendezvous(generation,
@@ -107,16 +111,25 @@ class LearnerActor final : public runtime::ActorBody {
         }
         images += batch_;
         const double per_second = images / std::max(1e-9, seconds_since(started));
-        ctx.report(trainer_->step(), per_second,
-                   {{"loss", s.loss},
-                    {"lr", s.lr},
-                    {"dino", s.dino},
-                    {"koleo", s.koleo},
-                    {"target_entropy", s.target_entropy},
-                    {"prototypes_used", static_cast<double>(s.prototypes_used)},
-                    {"grad_norm", s.grad_norm},
-                    {"step_seconds", s.seconds},
-                    {"images_per_second", per_second}});
+        std::vector<std::pair<std::string, double>> metrics{
+            {"loss", s.loss},
+            {"lr", s.lr},
+            {"dino", s.dino},
+            {"koleo", s.koleo},
+            {"target_entropy", s.target_entropy},
+            {"target_entropy_ratio", s.target_entropy_ratio},
+            {"prototypes_used", static_cast<double>(s.prototypes_used)},
+            {"grad_norm", s.grad_norm},
+            {"step_seconds", s.seconds},
+            {"images_per_second", per_second}};
+        if (knn && knn->due(trainer_->step())) {
+          ctx.touch();
+          const double accuracy = knn->measure(*trainer_);
+          metrics.emplace_back("knn", accuracy);
+          spdlog::info("step {} k-NN {:.2f}%, target entropy {:.3f} ln K, {} prototypes in use",
+                       trainer_->step(), 100 * accuracy, s.target_entropy_ratio, s.prototypes_used);
+        }
+        ctx.report(trainer_->step(), per_second, metrics);
         if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||
                              trainer_->step() == total))
           save(ctx);

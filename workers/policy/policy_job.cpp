@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/file_bytes.h"
+#include "common/quoted.h"
 #include "dataloader/dataset_factory.h"
 #include "model/backbone.h"
 #include "model/policy.h"
@@ -42,12 +43,6 @@ std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) 
           std::stoll(step->second)};
 }
 
-std::string accuracies_json(const std::vector<double>& a) {
-  std::string out;
-  for (double v : a) out += fmt::format("{}{:.6f}", out.empty() ? "" : ", ", v);
-  return "[" + out + "]";
-}
-
 std::string report_json(const PolicyReport& r) {
   std::string epochs;
   for (const PolicyEpochReport& e : r.epochs)
@@ -60,9 +55,9 @@ std::string report_json(const PolicyReport& r) {
       "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, \"epochs\": [{}], "
       "\"random_accuracy\": {}, \"policy_accuracy\": {}, \"random_gaze_spread\": {}, "
       "\"policy_gaze_spread\": {}}}\n",
-      r.checkpoint_step, r.train_images, r.val_images, epochs, accuracies_json(r.random_accuracy),
-      accuracies_json(r.policy_accuracy), accuracies_json(r.random_spread),
-      accuracies_json(r.policy_spread));
+      r.checkpoint_step, r.train_images, r.val_images, epochs, json_numbers(r.random_accuracy),
+      json_numbers(r.policy_accuracy), json_numbers(r.random_spread),
+      json_numbers(r.policy_spread));
 }
 
 std::string percents(const std::vector<double>& a) {
@@ -168,7 +163,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
       "policy: validation top-1 by glimpse, random [{}], policy [{}]; gaze spread (short "
       "sides) random [{}], policy [{}]",
       percents(report.random_accuracy), percents(report.policy_accuracy),
-      accuracies_json(report.random_spread), accuracies_json(report.policy_spread));
+      json_numbers(report.random_spread), json_numbers(report.policy_spread));
 
   report.policy_path = (dir / "policy.safetensors").string();
   report.report_path = (dir / "policy.json").string();

@@ -13,6 +13,7 @@
 #include "dataloader/ssl_loader.h"
 #include "storage/checkpoint_store.h"
 #include "workers/pretrain/job_options.h"
+#include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::workers {
@@ -102,6 +103,10 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
+  const std::unique_ptr<KnnMonitor> knn = KnnMonitor::from_config(config);
+  if (knn)
+    spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
+                 config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());
   ProgressLine progress(total_steps, config.logging.progress);
   auto checkpoint = [&](const data::DataPosition& at) {
     store->commit(trainer.step(), trainer.save(),
@@ -129,25 +134,40 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     images += batch;
     result.final_loss = s.loss;
     const double images_per_second = images / std::max(1e-9, seconds_since(wall_start));
+    std::vector<std::pair<std::string, double>> checks;
+    if (knn && knn->due(trainer.step())) {
+      const auto knn_start = Clock::now();
+      const double accuracy = knn->measure(trainer);
+      checks.emplace_back("knn", accuracy);
+      spdlog::info(
+          "pretrain: step {} k-NN {:.2f}%, target entropy {:.3f} ln K, {} prototypes "
+          "in use ({:.1f} s)",
+          trainer.step(), 100 * accuracy, s.target_entropy_ratio, s.prototypes_used,
+          seconds_since(knn_start));
+      progress.set_note(fmt::format("k-NN {:.1f}%", 100 * accuracy));
+    }
     progress.update(trainer.step(), s.loss, s.lr, images_per_second);
-    metrics.append("pretrain", s.step,
-                   {{"loss", s.loss},
-                    {"dino", s.dino},
-                    {"koleo", s.koleo},
-                    {"global", s.global},
-                    {"local", s.local},
-                    {"sequential", s.sequential},
-                    {"lr", s.lr},
-                    {"wd", s.weight_decay},
-                    {"momentum", s.teacher_momentum},
-                    {"teacher_temp", s.teacher_temp},
-                    {"grad_norm", s.grad_norm},
-                    {"target_entropy", s.target_entropy},
-                    {"prototypes_used", static_cast<double>(s.prototypes_used)},
-                    {"step_seconds", s.seconds},
-                    {"prep_seconds", loaded.prep_seconds},
-                    {"images_per_second", images_per_second},
-                    {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}});
+    std::vector<std::pair<std::string, double>> values{
+        {"loss", s.loss},
+        {"dino", s.dino},
+        {"koleo", s.koleo},
+        {"global", s.global},
+        {"local", s.local},
+        {"sequential", s.sequential},
+        {"lr", s.lr},
+        {"wd", s.weight_decay},
+        {"momentum", s.teacher_momentum},
+        {"teacher_temp", s.teacher_temp},
+        {"grad_norm", s.grad_norm},
+        {"target_entropy", s.target_entropy},
+        {"target_entropy_ratio", s.target_entropy_ratio},
+        {"prototypes_used", static_cast<double>(s.prototypes_used)},
+        {"step_seconds", s.seconds},
+        {"prep_seconds", loaded.prep_seconds},
+        {"images_per_second", images_per_second},
+        {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}};
+    values.insert(values.end(), checks.begin(), checks.end());
+    metrics.append("pretrain", s.step, values);
     if (trainer.step() % config.ssl.checkpoint_every_steps == 0 || trainer.step() == total_steps)
       checkpoint(position);
   }
@@ -169,6 +189,10 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       result.steps - result.first_step, result.images_per_second, 100 * result.data_share,
       100 * result.stall_share, dataset->stats().skipped_corrupt());
   return result;
+}
+
+std::string initial_backbone(const JobConfig& config) {
+  return SslTrainer(trainer_options(config, /*steps_per_epoch=*/1)).export_backbone();
 }
 
 TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,

@@ -46,4 +46,8 @@ struct TeacherBackbone {
 TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1,  // -1: newest
                                       const std::string& dir = "");
 
+// The teacher backbone before any step of this job's pretraining (job.seed):
+// the random-init baseline, as model::export_backbone's safetensors.
+std::string initial_backbone(const JobConfig& config);
+
 }  // namespace saccade::workers

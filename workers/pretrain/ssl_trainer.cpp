@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include "model/backbone.h"
@@ -218,6 +219,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   stats.teacher_momentum = sched.teacher_momentum;
   stats.teacher_temp = sched.teacher_temp;
   stats.target_entropy = target_stats.mean_entropy;
+  stats.target_entropy_ratio =
+      target_stats.mean_entropy / std::log(static_cast<double>(m.options.head.n_prototypes));
   stats.prototypes_used = target_stats.prototypes_used;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

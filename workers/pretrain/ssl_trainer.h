@@ -52,9 +52,10 @@ struct StepStats {
   double global = 0, local = 0, sequential = 0;
   double lr = 0, weight_decay = 0, teacher_momentum = 0, teacher_temp = 0;
   double grad_norm = 0;
-  double target_entropy = 0;    // mean entropy of the teacher's targets (collapse monitor)
-  int64_t prototypes_used = 0;  // distinct argmax prototypes over the targets
-  double seconds = 0;           // wall time of the step
+  double target_entropy = 0;        // mean entropy of the teacher's targets (collapse monitor)
+  double target_entropy_ratio = 0;  // target_entropy / ln K: 1 = uniform targets
+  int64_t prototypes_used = 0;      // distinct argmax prototypes over the targets
+  double seconds = 0;               // wall time of the step
 };
 
 class SslTrainer {

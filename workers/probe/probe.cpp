@@ -53,6 +53,10 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       batch.labels[static_cast<size_t>(slot)] = s.label;
     });
     const ViewTensors vit_views = to_tensors(batch.vit, device);
+    if (o.pixels) {
+      if (first == 0) f.pixels = torch::empty({n, vit_views.patches[0].numel()});
+      f.pixels.narrow(0, first, b).copy_(vit_views.patches.reshape({b, -1}).cpu());
+    }
     const torch::Tensor vit =
         backbone.step(vit_views.patches, vit_views.positions).state.select(1, 0);
     f.vit.narrow(0, first, b).copy_(vit.to(torch::kCPU, torch::kFloat32));
@@ -70,73 +74,36 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
   return f;
 }
 
-double probe_accuracy(const at::Tensor& features, const at::Tensor& labels,
-                      const at::Tensor& weight, const at::Tensor& bias) {
-  torch::NoGradGuard no_grad;
-  const torch::Tensor predicted = torch::addmm(bias, features, weight.t()).argmax(1);
-  return predicted.eq(labels).to(torch::kFloat64).mean().item<double>();
+ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels,
+                         const at::Tensor& val, const at::Tensor& val_labels, int64_t classes,
+                         const EvaluationOptions& o, LinearClassifier* head) {
+  ModeScores scores;
+  scores.knn = knn_accuracy(train, train_labels, val, val_labels, classes, o.knn);
+  LinearClassifier fitted = fit_linear_probe(train.unsqueeze(0), train_labels, classes, o.linear);
+  scores.linear = linear_accuracy(val, val_labels, fitted.weight, fitted.bias);
+  if (head) *head = std::move(fitted);
+  return scores;
 }
 
-ProbeResult train_linear_probe(const ProbeFeatures& train, const ProbeFeatures& val,
-                               int64_t classes, const LinearProbeOptions& o) {
-  if (!train.steps.defined() || train.steps.dim() != 3 || train.steps.size(1) < 1 ||
-      !val.steps.defined() || val.steps.dim() != 3 || val.steps.size(2) != train.steps.size(2))
-    throw std::invalid_argument("train_linear_probe: expected [K, N, D] features of equal D");
-  if (classes < 2) throw std::invalid_argument("train_linear_probe: needs >= 2 classes");
-  if (o.lrs.empty() || o.epochs < 1 || o.batch_size < 1)
-    throw std::invalid_argument("train_linear_probe: needs lrs, epochs >= 1 and batch_size >= 1");
-  if (train.labels.min().item<int64_t>() < 0 || train.labels.max().item<int64_t>() >= classes)
+BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeatures& val,
+                                     int64_t classes, const EvaluationOptions& o) {
+  if (!train.steps.defined() || train.steps.dim() != 3 || !val.steps.defined() ||
+      val.steps.dim() != 3 || val.steps.size(2) != train.steps.size(2) ||
+      val.steps.size(0) != train.steps.size(0) || !train.vit.defined() || !val.vit.defined() ||
+      train.vit.size(1) != val.vit.size(1))
     throw std::invalid_argument(
-        fmt::format("train_linear_probe: labels must be in [0, {})", classes));
-  const int64_t K = train.steps.size(0), N = train.steps.size(1), D = train.steps.size(2);
-  const torch::Tensor x = train.steps.reshape({K * N, D});
-  const torch::Tensor y = train.labels.repeat({K});
-  const int64_t examples = K * N;
-  const int64_t steps_per_epoch = (examples + o.batch_size - 1) / o.batch_size;
-  const int64_t total = o.epochs * steps_per_epoch;
-  const int64_t last = val.steps.size(0) - 1;
-
-  ProbeResult best;
-  best.sweep.reserve(o.lrs.size());
-  double best_accuracy = -1;
-  for (double lr : o.lrs) {
-    torch::manual_seed(o.seed);
-    torch::Tensor weight = (torch::randn({classes, D}) * 0.01).requires_grad_();  // DINO's init
-    torch::Tensor bias = torch::zeros({classes}).requires_grad_();
-    torch::optim::SGD sgd(
-        {weight, bias},
-        torch::optim::SGDOptions(lr).momentum(o.momentum).weight_decay(o.weight_decay));
-    std::mt19937_64 rng(o.seed);
-    std::vector<int64_t> order(static_cast<size_t>(examples));
-    int64_t step = 0;
-    for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), rng);
-      const torch::Tensor perm = torch::from_blob(order.data(), {examples}, torch::kInt64);
-      for (int64_t start = 0; start < examples; start += o.batch_size, ++step) {
-        const torch::Tensor idx = perm.narrow(0, start, std::min(o.batch_size, examples - start));
-        const double rate = 0.5 * lr * (1 + std::cos(M_PI * static_cast<double>(step) / total));
-        for (auto& group : sgd.param_groups())
-          static_cast<torch::optim::SGDOptions&>(group.options()).lr(rate);
-        sgd.zero_grad();
-        const torch::Tensor logits = torch::addmm(bias, x.index_select(0, idx), weight.t());
-        torch::nn::functional::cross_entropy(logits, y.index_select(0, idx)).backward();
-        sgd.step();
-      }
-    }
-    const double accuracy = probe_accuracy(val.steps[last], val.labels, weight, bias);
-    best.sweep.emplace_back(lr, accuracy);
-    if (accuracy > best_accuracy) {
-      best_accuracy = accuracy;
-      best.lr = lr;
-      best.weight = weight.detach();
-      best.bias = bias.detach();
-    }
+        "evaluate_backbone: expected [K, N, D] glimpse states and [N, D] ViT-mode features of "
+        "equal K and D in both splits");
+  BackboneEvaluation e;
+  e.vit = evaluate_view(train.vit, train.labels, val.vit, val.labels, classes, o, &e.vit_head);
+  e.task_head = fit_linear_probe(train.steps, train.labels, classes, o.linear);
+  for (int64_t k = 0; k < train.steps.size(0); ++k) {
+    ModeScores s;
+    s.knn = knn_accuracy(train.steps[k], train.labels, val.steps[k], val.labels, classes, o.knn);
+    s.linear = linear_accuracy(val.steps[k], val.labels, e.task_head.weight, e.task_head.bias);
+    e.steps.push_back(s);
   }
-  best.vit_accuracy = probe_accuracy(val.vit, val.labels, best.weight, best.bias);
-  for (int64_t k = 0; k <= last; ++k)
-    best.step_accuracy.push_back(probe_accuracy(val.steps[k], val.labels, best.weight, best.bias));
-  return best;
+  return e;
 }
 
 }  // namespace saccade::workers

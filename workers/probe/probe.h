@@ -1,6 +1,6 @@
-// The probe (paper, "Linear Probing (Task Head)"): a linear head on the first
-// state token of the FROZEN backbone, trained on the states that random
-// glimpses produce, then measured in ViT mode and after every glimpse.
+// The probe (paper, "Linear Probing (Task Head)") under the standard protocol
+// (NOTES.md section 8): the FROZEN backbone's first state token, in ViT mode
+// and after every random glimpse, scored by k-NN and by a linear probe.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,6 +12,7 @@
 
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
+#include "workers/probe/classifiers.h"
 
 namespace saccade::model {
 class FovealBackboneImpl;
@@ -23,6 +24,7 @@ namespace saccade::workers {
 struct ProbeFeatures {
   at::Tensor vit;               // [N, D]: first state token after one ViT-mode step
   at::Tensor steps;             // [K, N, D]: first state token after glimpse k of a random sequence
+  at::Tensor pixels;            // [N, T*C*P*P]: the ViT-mode grid's pixels (FeatureOptions::pixels)
   at::Tensor labels;            // [N] int64
   int64_t skipped_corrupt = 0;  // images skipped (their next good neighbour stands in)
 };
@@ -33,6 +35,7 @@ struct FeatureOptions {
   int64_t batch_size = 256;  // images per forward pass
   int threads = 1;           // view-cutting threads
   uint64_t seed = 0;         // gazes of image i come from (seed, i) only
+  bool pixels = false;       // also keep the ViT-mode grid's pixels (the raw-pixel baseline)
 };
 
 // Runs the backbone (eval mode, no gradient) over the dataset's images in
@@ -41,33 +44,34 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
                                      const data::Dataset& dataset, const data::ViewOptions& views,
                                      const FeatureOptions& options);
 
-struct LinearProbeOptions {
-  int64_t epochs = 100;
-  int64_t batch_size = 256;
-  std::vector<double> lrs = {1e-4, 1e-3, 1e-2, 1e-1};  // one head per rate, the best is kept
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  uint64_t seed = 0;  // initialisation and shuffling
+// One way of reading the image, scored both ways on the validation split.
+struct ModeScores {
+  double knn = 0;     // DINO's weighted k-NN top-1, bank = the training split
+  double linear = 0;  // linear-probe top-1
 };
 
-struct ProbeResult {
-  double lr = 0;                                 // the rate kept: best on validation
-  std::vector<std::pair<double, double>> sweep;  // (lr, validation accuracy after glimpse K)
-  double vit_accuracy = 0;                       // validation top-1, ViT mode
-  std::vector<double> step_accuracy;             // validation top-1 after glimpse k
-  at::Tensor weight;                             // [classes, D] of the kept head
-  at::Tensor bias;                               // [classes]
+struct EvaluationOptions {
+  KnnOptions knn;
+  LinearProbeOptions linear;
 };
 
-// Trains one linear head per rate with SGD (momentum, weight decay, cosine
-// decay to 0) on every glimpse state of `train` (K x N examples), keeps the
-// one best on `val` after its last glimpse. Throws std::invalid_argument on
-// empty or mismatched features.
-ProbeResult train_linear_probe(const ProbeFeatures& train, const ProbeFeatures& val,
-                               int64_t classes, const LinearProbeOptions& options);
+// ViT mode gets its own head and k-NN bank. The glimpse states share one head
+// fitted on all K of them (the paper's task head: used after every glimpse and
+// as the policy's reward); glimpse k's k-NN bank is the training images'
+// glimpse-k states.
+struct BackboneEvaluation {
+  ModeScores vit;
+  std::vector<ModeScores> steps;  // after glimpse k
+  LinearClassifier vit_head, task_head;
+};
 
-// Top-1 accuracy of argmax(features W^T + b) against labels.
-double probe_accuracy(const at::Tensor& features, const at::Tensor& labels,
-                      const at::Tensor& weight, const at::Tensor& bias);
+// Throws std::invalid_argument on mismatched features.
+BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeatures& val,
+                                     int64_t classes, const EvaluationOptions& options);
+
+// One feature row per image ([N, D] each): a head and a k-NN bank of its own.
+ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels,
+                         const at::Tensor& val, const at::Tensor& val_labels, int64_t classes,
+                         const EvaluationOptions& options, LinearClassifier* head = nullptr);
 
 }  // namespace saccade::workers

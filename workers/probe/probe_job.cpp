@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
 
 #include "common/file_bytes.h"
+#include "common/quoted.h"
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "workers/data/data_options.h"
@@ -19,21 +21,60 @@
 namespace saccade::workers {
 namespace {
 
-std::string report_json(const ProbeReport& r) {
-  std::string sweep, steps;
-  for (const auto& [lr, accuracy] : r.sweep)
-    sweep += fmt::format("{}{{\"lr\": {}, \"accuracy\": {:.6f}}}", sweep.empty() ? "" : ", ", lr,
-                         accuracy);
-  for (double a : r.step_accuracy) steps += fmt::format("{}{:.6f}", steps.empty() ? "" : ", ", a);
+std::string report_json(const ProbeReport& r, const JobConfig& config) {
+  std::string rows;
+  for (const ProbeScores& s : r.rows)
+    rows += fmt::format(
+        "{}{{\"name\": \"{}\", \"vit_knn\": {:.6f}, \"vit_linear\": {:.6f}, \"vit_c\": {}, "
+        "\"task_c\": {}, \"step_knn\": {}, \"step_linear\": {}}}",
+        rows.empty() ? "" : ", ", s.name, s.vit_knn, s.vit_linear, s.vit_c, s.task_c,
+        json_numbers(s.step_knn), json_numbers(s.step_linear));
   return fmt::format(
       "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, "
-      "\"skipped_corrupt\": {}, \"lr\": {}, \"sweep\": [{}], \"vit_accuracy\": {:.6f}, "
-      "\"step_accuracy\": [{}]}}\n",
-      r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt, r.lr, sweep,
-      r.vit_accuracy, steps);
+      "\"skipped_corrupt\": {}, \"feature\": \"first state token\", \"knn_k\": {}, "
+      "\"knn_temperature\": {}, \"holdout_fraction\": {}, \"feature_seconds\": {:.1f}, "
+      "\"fit_seconds\": {:.1f}, \"rows\": [{}]}}\n",
+      r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt, config.probe.knn_k,
+      config.probe.knn_temperature, config.probe.holdout_fraction, r.feature_seconds, r.fit_seconds,
+      rows);
+}
+
+ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
+  ProbeScores s;
+  s.name = name;
+  s.vit_knn = e.vit.knn;
+  s.vit_linear = e.vit.linear;
+  s.vit_c = e.vit_head.c;
+  s.task_c = e.task_head.c;
+  for (const ModeScores& m : e.steps) {
+    s.step_knn.push_back(m.knn);
+    s.step_linear.push_back(m.linear);
+  }
+  return s;
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 }  // namespace
+
+std::string format_probe_table(const ProbeReport& r) {
+  const size_t steps = r.rows.empty() ? 0 : r.rows[0].step_knn.size();
+  std::string out = fmt::format("{:<14}{:>16}", "top-1 (%)", "ViT mode");
+  for (size_t k = 0; k < steps; ++k) out += fmt::format("{:>16}", fmt::format("glimpse {}", k + 1));
+  out += fmt::format("\n{:<14}", "");
+  for (size_t k = 0; k <= steps; ++k) out += fmt::format("{:>8}{:>8}", "k-NN", "linear");
+  out += "\n";
+  for (const ProbeScores& s : r.rows) {
+    out += fmt::format("{:<14}{:>8.1f}{:>8.1f}", s.name, 100 * s.vit_knn, 100 * s.vit_linear);
+    for (size_t k = 0; k < s.step_knn.size(); ++k)
+      out += fmt::format("{:>8.1f}{:>8.1f}", 100 * s.step_knn[k], 100 * s.step_linear[k]);
+    out += "\n";
+  }
+  return out;
+}
 
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
   if (config.probe.head != "linear")
@@ -41,61 +82,105 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
         fmt::format("probe.head = \"{}\": only the linear head is implemented", config.probe.head));
   at::set_num_threads(resolve_threads(config.ssl.threads));
   ProbeReport report;
-  const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
-  report.checkpoint_step = teacher.step;
-  report.checkpoint_db = teacher.db;
-  model::FovealBackbone backbone = model::import_backbone(teacher.safetensors);
+  model::FovealBackbone backbone{nullptr};
+  if (run.random_init) {
+    backbone = model::import_backbone(initial_backbone(config));
+  } else {
+    const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
+    report.checkpoint_step = teacher.step;
+    report.checkpoint_db = teacher.db;
+    backbone = model::import_backbone(teacher.safetensors);
+  }
 
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
   if (train_set->num_classes() < 2)
     throw std::runtime_error("the probe needs labels: the training split has no classes");
-  FeatureOptions features;
-  features.glimpses = static_cast<int>(config.probe.glimpses);
-  features.threads = static_cast<int>(config.data.loader_threads);
-  features.seed = static_cast<uint64_t>(config.job.seed);
-  features.batch_size = config.probe.batch_size;
+  const auto& baselines = config.probe.baselines;
+  auto wants = [&](const char* b) {
+    return std::find(baselines.begin(), baselines.end(), b) != baselines.end();
+  };
+  FeatureOptions train_features;
+  train_features.glimpses = static_cast<int>(config.probe.glimpses);
+  train_features.threads = static_cast<int>(config.data.loader_threads);
+  train_features.seed = static_cast<uint64_t>(config.job.seed);
+  train_features.batch_size = config.probe.batch_size;
+  train_features.max_images =
+      run.max_train_images > 0 ? run.max_train_images : config.probe.train_images;
+  train_features.pixels = wants("pixels");
+  FeatureOptions val_features = train_features;
+  val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
+  val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
   const data::ViewOptions views = view_options(config);
-  const auto t0 = std::chrono::steady_clock::now();
-  features.max_images = run.max_train_images;
-  const ProbeFeatures train = extract_probe_features(*backbone, *train_set, views, features);
-  features.max_images = run.max_val_images;
-  features.seed ^= 0x7a1du;  // validation gazes are not the training ones
-  const ProbeFeatures val = extract_probe_features(*backbone, *val_set, views, features);
-  report.feature_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  EvaluationOptions eval;
+  eval.knn.k = config.probe.knn_k;
+  eval.knn.temperature = config.probe.knn_temperature;
+  eval.linear.cs = config.probe.cs;
+  eval.linear.holdout_fraction = config.probe.holdout_fraction;
+  eval.linear.max_iterations = config.probe.max_iterations;
+  eval.linear.seed = static_cast<uint64_t>(config.job.seed);
+  const int64_t classes = train_set->num_classes();
+
+  auto t0 = Clock::now();
+  const ProbeFeatures train = extract_probe_features(*backbone, *train_set, views, train_features);
+  const ProbeFeatures val = extract_probe_features(*backbone, *val_set, views, val_features);
+  report.feature_seconds += seconds_since(t0);
   report.train_images = train.labels.size(0);
   report.val_images = val.labels.size(0);
   report.skipped_corrupt = train.skipped_corrupt + val.skipped_corrupt;
   spdlog::info("probe: features of {} + {} images in {:.1f} s ({} corrupt skipped)",
                report.train_images, report.val_images, report.feature_seconds,
                report.skipped_corrupt);
+  t0 = Clock::now();
+  const BackboneEvaluation probed = evaluate_backbone(train, val, classes, eval);
+  report.fit_seconds += seconds_since(t0);
+  report.rows.push_back(scores_of(run.random_init ? "random_init" : "pretrained", probed));
 
-  LinearProbeOptions probe;
-  probe.epochs = config.probe.epochs;
-  probe.batch_size = config.probe.batch_size;
-  probe.lrs = config.probe.lrs;
-  probe.momentum = config.probe.momentum;
-  probe.weight_decay = config.probe.weight_decay;
-  probe.seed = static_cast<uint64_t>(config.job.seed);
-  const ProbeResult result = train_linear_probe(train, val, train_set->num_classes(), probe);
-  report.lr = result.lr;
-  report.sweep = result.sweep;
-  report.vit_accuracy = result.vit_accuracy;
-  report.step_accuracy = result.step_accuracy;
+  if (!run.random_init && wants("random_init")) {
+    model::FovealBackbone initial = model::import_backbone(initial_backbone(config));
+    t0 = Clock::now();
+    FeatureOptions no_pixels = train_features;
+    no_pixels.pixels = false;
+    const ProbeFeatures train0 = extract_probe_features(*initial, *train_set, views, no_pixels);
+    no_pixels = val_features;
+    no_pixels.pixels = false;
+    const ProbeFeatures val0 = extract_probe_features(*initial, *val_set, views, no_pixels);
+    report.feature_seconds += seconds_since(t0);
+    t0 = Clock::now();
+    report.rows.push_back(scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
+    report.fit_seconds += seconds_since(t0);
+  }
+  if (wants("pixels")) {
+    t0 = Clock::now();
+    ProbeScores pixels;
+    pixels.name = "pixels";
+    LinearClassifier head;
+    const ModeScores m =
+        evaluate_view(train.pixels, train.labels, val.pixels, val.labels, classes, eval, &head);
+    pixels.vit_knn = m.knn;
+    pixels.vit_linear = m.linear;
+    pixels.vit_c = head.c;
+    report.rows.push_back(pixels);
+    report.fit_seconds += seconds_since(t0);
+  }
 
   const std::filesystem::path dir = config.job.work_dir;
-  report.head_path = (dir / "probe_head.safetensors").string();
-  report.report_path = (dir / "probe.json").string();
-  const model::Metadata meta{{"format", "saccade.linear_probe"},
-                             {"checkpoint_step", std::to_string(report.checkpoint_step)},
-                             {"lr", fmt::format("{}", report.lr)},
-                             {"input", "first state token"}};
-  write_file_bytes(report.head_path,
-                   model::serialize_safetensors({{"weight", model::to_raw_tensor(result.weight)},
-                                                 {"bias", model::to_raw_tensor(result.bias)}},
-                                                meta));
-  write_file_bytes(report.report_path, report_json(report));
+  std::filesystem::create_directories(dir);
+  report.report_path = (dir / (run.random_init ? "probe_random_init.json" : "probe.json")).string();
+  if (!run.random_init) {  // the policy stage reads the head beside its checkpoint
+    report.head_path = (dir / "probe_head.safetensors").string();
+    const model::Metadata meta{{"format", "saccade.linear_probe"},
+                               {"checkpoint_step", std::to_string(report.checkpoint_step)},
+                               {"c", fmt::format("{}", probed.task_head.c)},
+                               {"input", "first state token"}};
+    write_file_bytes(
+        report.head_path,
+        model::serialize_safetensors({{"weight", model::to_raw_tensor(probed.task_head.weight)},
+                                      {"bias", model::to_raw_tensor(probed.task_head.bias)}},
+                                     meta));
+  }
+  write_file_bytes(report.report_path, report_json(report, config));
   return report;
 }
 

@@ -1,7 +1,10 @@
 // `saccade probe CONFIG`: the probe stage in one process. Loads the teacher
 // backbone of a committed pretraining checkpoint, extracts the features of the
-// training and validation splits, sweeps the linear head's learning rates and
-// keeps the best on validation. Torch-free header.
+// first probe.train_images training and probe.val_images validation images,
+// and scores them with k-NN and a linear probe (workers/probe/classifiers.h)
+// beside the baselines of probe.baselines, measured in the same run. Writes
+// the task head (the linear probe on the glimpse states) for the policy stage.
+// Torch-free header.
 #pragma once
 
 #include <cstdint>
@@ -15,24 +18,35 @@ namespace saccade::workers {
 
 struct ProbeRunOptions {
   int64_t step = -1;             // the checkpoint to probe; -1 = the newest
-  int64_t max_train_images = 0;  // 0 = the whole training split
-  int64_t max_val_images = 0;    // 0 = the whole validation split
+  bool random_init = false;      // probe the backbone's initial weights instead (no checkpoint)
+  int64_t max_train_images = 0;  // overrides probe.train_images when > 0
+  int64_t max_val_images = 0;    // overrides probe.val_images when > 0
+};
+
+// One row of the report: one backbone (or the raw pixels), validation top-1.
+struct ProbeScores {
+  std::string name;  // "pretrained", "random_init" or "pixels"
+  double vit_knn = 0, vit_linear = 0;
+  std::vector<double> step_knn, step_linear;  // after glimpse k (empty for pixels)
+  double vit_c = 0, task_c = 0;               // the linear probes' C, chosen on held-apart images
 };
 
 struct ProbeReport {
-  int64_t checkpoint_step = -1;
+  int64_t checkpoint_step = -1;  // -1: the random-init backbone was probed
   std::string checkpoint_db;
   int64_t train_images = 0;
   int64_t val_images = 0;
   int64_t skipped_corrupt = 0;
-  double feature_seconds = 0;                    // extracting both splits' features
-  double lr = 0;                                 // kept
-  std::vector<std::pair<double, double>> sweep;  // (lr, validation top-1 after the last glimpse)
-  double vit_accuracy = 0;
-  std::vector<double> step_accuracy;  // validation top-1 after glimpse k
-  std::string head_path;              // job.work_dir/probe_head.safetensors
-  std::string report_path;            // job.work_dir/probe.json
+  double feature_seconds = 0;     // extracting every row's features
+  double fit_seconds = 0;         // k-NN and linear probes
+  std::vector<ProbeScores> rows;  // rows[0]: the probed backbone; then the baselines
+  std::string head_path;          // job.work_dir/probe_head.safetensors ("" with random_init)
+  std::string report_path;        // job.work_dir/probe.json (probe_random_init.json)
 };
+
+// The table `saccade probe` prints: k-NN and linear top-1 per row, ViT mode
+// and after every glimpse.
+std::string format_probe_table(const ProbeReport& report);
 
 // Throws std::runtime_error when there is no checkpoint or no labels.
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& options = {});
