@@ -15,5 +15,5 @@ bash scripts/build.sh
 ./build/saccade config check configs/*.toml
 ./build/saccade bench extract --quick --no-photos
 ./build/saccade pretrain configs/tiny.toml "$@"
-./build/saccade probe configs/tiny.toml --max-train-images 10000 --max-val-images 2000
+./build/saccade probe configs/tiny.toml
 ./build/saccade policy configs/tiny.toml --max-train-images 10000 --max-val-images 2000
