@@ -16,4 +16,8 @@ bash scripts/build.sh
 ./build/saccade bench extract --quick --no-photos
 ./build/saccade pretrain configs/tiny.toml "$@"
 ./build/saccade probe configs/tiny.toml
+# Debian's python3 has matplotlib (install-deps.sh); a pyenv python3 on PATH may not.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+"$PY" scripts/plot_learning.py runs/tiny  # runs/tiny/learning_knn.png, probe_glimpses.png
 ./build/saccade policy configs/tiny.toml --max-train-images 10000 --max-val-images 2000

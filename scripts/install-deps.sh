@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-format python3
+  # plots of the demo and the documents (scripts/plot_*.py)
+  python3-matplotlib
   # ML: Debian's CPU LibTorch (1.13) with Gloo, and a fast BLAS (NOTES.md section 7)
   libtorch-dev libgloo-dev libopenblas0-pthread
   # runtime: messaging, serialisation, storage, config, logging, CLI

@@ -103,11 +103,18 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
+  ProgressLine progress(total_steps, config.logging.progress);
   const std::unique_ptr<KnnMonitor> knn = KnnMonitor::from_config(config);
-  if (knn)
+  if (knn) {
     spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
                  config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());
-  ProgressLine progress(total_steps, config.logging.progress);
+    if (trainer.step() == 0) {  // the starting point of the curve: the initial weights
+      const double accuracy = knn->measure(trainer);
+      spdlog::info("pretrain: step 0 k-NN {:.2f}% (initial weights)", 100 * accuracy);
+      metrics.append("pretrain", 0, {{"knn", accuracy}});
+      progress.set_note(fmt::format("k-NN {:.1f}%", 100 * accuracy));
+    }
+  }
   auto checkpoint = [&](const data::DataPosition& at) {
     store->commit(trainer.step(), trainer.save(),
                   {{"data_position", position_text(at)}, {"job", config.job.name}});

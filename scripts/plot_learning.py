@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Plots of learning: k-NN over pretraining steps, and probe top-1 per glimpse.
+
+Usage: scripts/plot_learning.py WORK_DIR [OUT_DIR]
+Reads WORK_DIR/metrics.jsonl (the pretraining's k-NN checks, target entropy)
+and WORK_DIR/probe.json (`saccade probe`), writes OUT_DIR/learning_knn.png and
+OUT_DIR/probe_glimpses.png (OUT_DIR defaults to WORK_DIR). Needs matplotlib
+(Debian: python3-matplotlib, installed by scripts/install-deps.sh).
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_knn(metrics_path, out):
+    knn, entropy = [], []
+    with open(metrics_path) as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("stage") != "pretrain":
+                continue
+            # A training line's "step" is the step just taken; the initial check has no loss.
+            step = row["step"] + 1 if "loss" in row else row["step"]
+            if row.get("knn") is not None:
+                knn.append((step, 100 * row["knn"]))
+            if row.get("target_entropy_ratio") is not None:
+                entropy.append((step, row["target_entropy_ratio"]))
+    if not knn:
+        print(f"{metrics_path}: no k-NN checks (ssl.knn_every_steps = 0?)", file=sys.stderr)
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(*zip(*knn), "o-", color="tab:blue", label="k-NN top-1 (teacher, ViT mode)")
+    ax.set_xlabel("pretraining step")
+    ax.set_ylabel("k-NN top-1 (%)", color="tab:blue")
+    ax.grid(alpha=0.3)
+    if entropy:
+        ax2 = ax.twinx()
+        ax2.plot(*zip(*entropy), color="tab:orange", alpha=0.6, lw=0.8,
+                 label="target entropy / ln K")
+        ax2.set_ylabel("target entropy / ln K", color="tab:orange")
+        ax2.set_ylim(0, 1.05)
+    ax.set_title("Learning while it happens (held-apart k-NN check)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    return True
+
+
+def plot_glimpses(probe_path, out):
+    with open(probe_path) as f:
+        report = json.load(f)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green"}
+    for ax, kind in zip(axes, ("knn", "linear")):
+        for row in report["rows"]:
+            color = colors.get(row["name"], None)
+            steps = row[f"step_{kind}"]
+            vit = 100 * row[f"vit_{kind}"]
+            if steps:
+                xs = list(range(1, len(steps) + 1))
+                ax.plot(xs, [100 * v for v in steps], "o-", color=color,
+                        label=f"{row['name']}, glimpses")
+                ax.plot([0], [vit], "s", color=color, ms=8, label=f"{row['name']}, ViT mode")
+            else:
+                ax.axhline(vit, ls="--", color=color, label=f"{row['name']} (ViT grid)")
+        longest = max(len(r[f"step_{kind}"]) for r in report["rows"])
+        ax.set_xticks(range(0, longest + 1))
+        ax.set_xlabel("glimpse (0 = ViT mode)")
+        ax.set_title(f"{'k-NN' if kind == 'knn' else 'linear'} top-1")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation top-1 (%)")
+    axes[1].legend(fontsize=7, loc="center right")
+    fig.suptitle(f"probe of checkpoint {report['checkpoint_step']}: "
+                 f"{report['train_images']} train / {report['val_images']} val images")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    return True
+
+
+def main(work_dir, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    wrote = []
+    metrics = os.path.join(work_dir, "metrics.jsonl")
+    if os.path.exists(metrics) and plot_knn(metrics, os.path.join(out_dir, "learning_knn.png")):
+        wrote.append("learning_knn.png")
+    probe = os.path.join(work_dir, "probe.json")
+    if os.path.exists(probe) and plot_glimpses(probe, os.path.join(out_dir, "probe_glimpses.png")):
+        wrote.append("probe_glimpses.png")
+    if not wrote:
+        print(f"{work_dir}: nothing to plot (no metrics.jsonl k-NN checks, no probe.json)",
+              file=sys.stderr)
+        return 1
+    print("wrote " + ", ".join(os.path.join(out_dir, w) for w in wrote))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else sys.argv[1]))

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/plot_learning.py on a made-up run: both PNGs are written and are
+# PNGs; a run with nothing to plot fails with a message naming the folder.
+set -euo pipefail
+script="$1"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cat > "$dir/metrics.jsonl" <<'JSON'
+{"time": 1, "stage": "pretrain", "step": 0, "knn": 0.62}
+{"time": 2, "stage": "pretrain", "step": 0, "loss": 7.1, "target_entropy_ratio": 0.9}
+{"time": 3, "stage": "pretrain", "step": 249, "loss": 6.9, "target_entropy_ratio": 0.95, "knn": 0.7}
+JSON
+cat > "$dir/probe.json" <<'JSON'
+{"checkpoint_step": 250, "train_images": 100, "val_images": 50, "rows": [
+ {"name": "pretrained", "vit_knn": 0.7, "vit_linear": 0.72, "vit_c": 1, "task_c": 1, "step_knn": [0.4, 0.5], "step_linear": [0.41, 0.52]},
+ {"name": "pixels", "vit_knn": 0.8, "vit_linear": 0.85, "vit_c": 1, "task_c": 0, "step_knn": [], "step_linear": []}]}
+JSON
+"$PY" "$script" "$dir" "$dir/out"
+for png in learning_knn.png probe_glimpses.png; do
+  [ "$(head -c 4 "$dir/out/$png" | od -An -c | tr -d ' ')" = "211PNG" ] || {
+    echo "$png is not a PNG" >&2
+    exit 1
+  }
+done
+mkdir "$dir/empty"
+if "$PY" "$script" "$dir/empty" 2> "$dir/err"; then
+  echo "an empty run was plotted" >&2
+  exit 1
+fi
+grep -q "nothing to plot" "$dir/err" || { cat "$dir/err" >&2; exit 1; }
+echo "plot_learning: ok"
