@@ -143,6 +143,7 @@ struct SslConfig {
   int64_t checkpoint_every_steps{};
   std::string precision;       // fp32 | bf16
   int64_t threads{};           // torch intra-op threads (0 = all cores)
+  std::string objective;       // dino | supervised (the labelled baseline)
   int64_t knn_every_steps{};   // k-NN monitor period; 0 = off
   int64_t knn_bank_images{};   // the last N training images
   int64_t knn_query_images{};  // the last N validation images

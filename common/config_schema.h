@@ -221,6 +221,11 @@ void describe(V& v, SslConfig& c) {
   v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
            "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
   v.integer("threads", c.threads, 0, 0, 4096, "Torch intra-op threads; 0 = all cores.");
+  v.choice("objective", c.objective, "dino", {"dino", "supervised"},
+           "dino: sequential-to-global self-distillation. supervised: the labelled baseline with "
+           "the same backbone, views, loss weights and optimiser, the teacher's targets replaced "
+           "by the images' labels (head_prototypes must equal the number of classes; the DINO "
+           "head is then a cosine classifier at student_temp).");
   v.integer("knn_every_steps", c.knn_every_steps, 500, 0, kMaxInt,
             "Steps between k-NN checks of the teacher (ViT mode, probe.knn_k and "
             "probe.knn_temperature) on images held apart from the probe's reported split; shown "

@@ -29,6 +29,22 @@ struct DinoNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(DinoNet);
 
+// The supervised baseline's targets [2, B, K]: each image's one-hot label in
+// both target slots, so the sequential-to-global loss becomes the labelled
+// cross-entropy of every student view with the same weights.
+torch::Tensor label_targets(const data::SslBatch& batch, int64_t classes,
+                            const torch::Device& device) {
+  for (const int64_t label : batch.labels) {
+    if (label < 0 || label >= classes)
+      throw std::invalid_argument(fmt::format(
+          "ssl.objective = \"supervised\": label {} of a batch image is not in [0, {}) (the "
+          "data need labels and ssl.head_prototypes must equal the number of classes)",
+          label, classes));
+  }
+  const torch::Tensor labels = torch::tensor(batch.labels, torch::kInt64).to(device);
+  return torch::one_hot(labels, classes).to(torch::kFloat32).unsqueeze(0).expand({2, -1, -1});
+}
+
 }  // namespace
 
 struct SslTrainer::Impl {
@@ -131,6 +147,7 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.device = device;
   o.bf16 = c.ssl.precision == "bf16";
   o.seed = static_cast<uint64_t>(c.job.seed);
+  o.supervised = c.ssl.objective == "supervised";
   return o;
 }
 
@@ -170,7 +187,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   ssl::StudentOutputs student;
   {
     model::AutocastGuard autocast(m.device.type(), m.options.bf16);
-    {
+    if (!m.options.supervised) {
       torch::NoGradGuard no_grad;
       teacher_global = m.teacher->head->forward(
           m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
@@ -191,7 +208,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   torch::Tensor targets;
   {
     torch::NoGradGuard no_grad;
-    targets = ssl::teacher_targets(teacher_global, teacher_final, objective);
+    targets = m.options.supervised ? label_targets(batch, m.options.head.n_prototypes, m.device)
+                                   : ssl::teacher_targets(teacher_global, teacher_final, objective);
   }
   const ssl::LossParts parts = ssl::sequential_to_global_loss(targets, student, objective);
 

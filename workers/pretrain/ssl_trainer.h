@@ -35,6 +35,9 @@ struct TrainerOptions {
   std::string device;    // "cpu" or "cuda:N"
   bool bf16 = false;     // forward passes under bf16 autocast; weights, loss and update in fp32
   uint64_t seed = 0;     // initial weights
+  // The labelled baseline: one-hot labels replace the teacher's targets (the
+  // head's K must be the number of classes); the teacher is then only the EMA.
+  bool supervised = false;
 };
 
 // The trainer of a job: [model], [ssl] and job.seed, with the schedules of
