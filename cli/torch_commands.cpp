@@ -112,8 +112,10 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
       fmt::print("probe of checkpoint {} ({})", r.checkpoint_step, r.checkpoint_db);
     else
       fmt::print("probe of the initial weights (job.seed {})", config.job.seed);
-    fmt::print(": {} training, {} validation images, first state token\n{}", r.train_images,
-               r.val_images, workers::format_probe_table(r));
+    fmt::print(
+        ": {} training, {} validation images (rows NAME: the first state token, "
+        "NAME/all_states: every state token)\n{}",
+        r.train_images, r.val_images, workers::format_probe_table(r));
     fmt::print("features {:.1f} s, probes {:.1f} s\n", r.feature_seconds, r.fit_seconds);
     if (!r.head_path.empty()) fmt::print("head: {}\n", r.head_path);
     fmt::print("report: {}\n", r.report_path);

@@ -161,6 +161,7 @@ struct ProbeConfig {
   int64_t knn_k{};
   double knn_temperature{};
   std::vector<std::string> baselines;  // measured in the same run: random_init, pixels
+  std::vector<std::string> features;   // first_state (the head's input), all_states
 };
 
 struct PolicyConfig {

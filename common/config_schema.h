@@ -262,6 +262,10 @@ void describe(V& v, ProbeConfig& c) {
   v.choices("baselines", c.baselines, {"random_init", "pixels"}, {"random_init", "pixels"},
             "Baselines measured in the same run: the backbone at its initial weights, and raw "
             "pixels of the ViT-mode grid.");
+  v.choices("features", c.features, {"first_state"}, {"first_state", "all_states"},
+            "Features reported per backbone: first_state (the paper's; the task head written for "
+            "the policy reads it) and all_states (every state token concatenated, rows named "
+            "NAME/all_states).");
 }
 
 template <class V>

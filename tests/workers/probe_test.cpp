@@ -192,8 +192,17 @@ TEST(ProbeFeatures, AreTheBackbonesStatesWhateverTheBatching) {
   // The raw-pixel baseline is the ViT-mode grid's patches, only when asked for.
   EXPECT_FALSE(other.pixels.defined());
   o.pixels = true;
+  o.all_states = true;
   const ProbeFeatures with_pixels = extract_probe_features(*backbone, dataset, views, o);
   ASSERT_EQ(with_pixels.pixels.sizes(), (std::vector<int64_t>{10, 9 * 16}));
+  // Every state token, concatenated: the first D columns are the first token.
+  ASSERT_EQ(with_pixels.vit_all_states.sizes(), (std::vector<int64_t>{10, 2 * 16}));
+  // o.glimpses is 1 here.
+  ASSERT_EQ(with_pixels.steps_all_states.sizes(), (std::vector<int64_t>{1, 10, 2 * 16}));
+  EXPECT_TRUE(torch::allclose(with_pixels.vit_all_states.narrow(1, 0, 16), with_pixels.vit));
+  EXPECT_TRUE(
+      torch::allclose(with_pixels.steps_all_states[0].narrow(1, 0, 16), with_pixels.steps[0]));
+  EXPECT_FALSE(torch::allclose(with_pixels.vit_all_states.narrow(1, 16, 16), with_pixels.vit));
   // The ViT-mode feature is one step over the image's full grid.
   data::EvalBatch batch;
   batch.allocate(views, 1, 1);

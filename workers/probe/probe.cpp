@@ -57,15 +57,23 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       if (first == 0) f.pixels = torch::empty({n, vit_views.patches[0].numel()});
       f.pixels.narrow(0, first, b).copy_(vit_views.patches.reshape({b, -1}).cpu());
     }
-    const torch::Tensor vit =
-        backbone.step(vit_views.patches, vit_views.positions).state.select(1, 0);
-    f.vit.narrow(0, first, b).copy_(vit.to(torch::kCPU, torch::kFloat32));
+    const torch::Tensor vit_state = backbone.step(vit_views.patches, vit_views.positions).state;
+    f.vit.narrow(0, first, b).copy_(vit_state.select(1, 0).to(torch::kCPU, torch::kFloat32));
+    if (o.all_states) {
+      if (first == 0) {
+        f.vit_all_states = torch::empty({n, vit_state[0].numel()});
+        f.steps_all_states = torch::empty({o.glimpses, n, vit_state[0].numel()});
+      }
+      f.vit_all_states.narrow(0, first, b).copy_(vit_state.reshape({b, -1}).cpu());
+    }
     const ViewTensors seq = to_tensors(batch.seq, device);
     torch::Tensor state;
     for (int k = 0; k < o.glimpses; ++k) {  // step-major: glimpse k of the batch is one slice
       const ViewTensors glimpse = seq.rows(k * b, b);
       state = backbone.step(glimpse.patches, glimpse.positions, state).state;
       f.steps[k].narrow(0, first, b).copy_(state.select(1, 0).to(torch::kCPU, torch::kFloat32));
+      if (o.all_states)
+        f.steps_all_states[k].narrow(0, first, b).copy_(state.reshape({b, -1}).cpu());
     }
     f.labels.narrow(0, first, b).copy_(torch::from_blob(batch.labels.data(), {b}, torch::kInt64));
   }

@@ -22,9 +22,12 @@ namespace saccade::workers {
 
 // What the frozen backbone says about each image, fp32 on the CPU.
 struct ProbeFeatures {
-  at::Tensor vit;               // [N, D]: first state token after one ViT-mode step
-  at::Tensor steps;             // [K, N, D]: first state token after glimpse k of a random sequence
-  at::Tensor pixels;            // [N, T*C*P*P]: the ViT-mode grid's pixels (FeatureOptions::pixels)
+  at::Tensor vit;     // [N, D]: first state token after one ViT-mode step
+  at::Tensor steps;   // [K, N, D]: first state token after glimpse k of a random sequence
+  at::Tensor pixels;  // [N, T*C*P*P]: the ViT-mode grid's pixels (FeatureOptions::pixels)
+  // Every state token concatenated (FeatureOptions::all_states), the input the
+  // paper's transformer head pools: [N, S*D] and [K, N, S*D].
+  at::Tensor vit_all_states, steps_all_states;
   at::Tensor labels;            // [N] int64
   int64_t skipped_corrupt = 0;  // images skipped (their next good neighbour stands in)
 };
@@ -36,6 +39,7 @@ struct FeatureOptions {
   int threads = 1;           // view-cutting threads
   uint64_t seed = 0;         // gazes of image i come from (seed, i) only
   bool pixels = false;       // also keep the ViT-mode grid's pixels (the raw-pixel baseline)
+  bool all_states = false;   // also keep every state token (vit_all_states, steps_all_states)
 };
 
 // Runs the backbone (eval mode, no gradient) over the dataset's images in

@@ -1,6 +1,7 @@
 #include "workers/probe/probe_job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -31,10 +32,11 @@ std::string report_json(const ProbeReport& r, const JobConfig& config) {
         json_numbers(s.step_knn), json_numbers(s.step_linear));
   return fmt::format(
       "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, "
-      "\"skipped_corrupt\": {}, \"feature\": \"first state token\", \"knn_k\": {}, "
+      "\"skipped_corrupt\": {}, \"features\": [{}], \"knn_k\": {}, "
       "\"knn_temperature\": {}, \"holdout_fraction\": {}, \"feature_seconds\": {:.1f}, "
       "\"fit_seconds\": {:.1f}, \"rows\": [{}]}}\n",
-      r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt, config.probe.knn_k,
+      r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt,
+      fmt::format("\"{}\"", fmt::join(config.probe.features, "\", \"")), config.probe.knn_k,
       config.probe.knn_temperature, config.probe.holdout_fraction, r.feature_seconds, r.fit_seconds,
       rows);
 }
@@ -53,6 +55,19 @@ ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
   return s;
 }
 
+// The NAME/all_states row, when those features were extracted.
+void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
+                         const ProbeFeatures& val, int64_t classes, const EvaluationOptions& eval,
+                         ProbeReport& report) {
+  if (!train.vit_all_states.defined()) return;
+  ProbeFeatures t = train, v = val;
+  t.vit = train.vit_all_states;
+  t.steps = train.steps_all_states;
+  v.vit = val.vit_all_states;
+  v.steps = val.steps_all_states;
+  report.rows.push_back(scores_of(name + "/all_states", evaluate_backbone(t, v, classes, eval)));
+}
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -62,13 +77,13 @@ double seconds_since(Clock::time_point t) {
 
 std::string format_probe_table(const ProbeReport& r) {
   const size_t steps = r.rows.empty() ? 0 : r.rows[0].step_knn.size();
-  std::string out = fmt::format("{:<14}{:>16}", "top-1 (%)", "ViT mode");
+  std::string out = fmt::format("{:<24}{:>16}", "top-1 (%)", "ViT mode");
   for (size_t k = 0; k < steps; ++k) out += fmt::format("{:>16}", fmt::format("glimpse {}", k + 1));
-  out += fmt::format("\n{:<14}", "");
+  out += fmt::format("\n{:<24}", "");
   for (size_t k = 0; k <= steps; ++k) out += fmt::format("{:>8}{:>8}", "k-NN", "linear");
   out += "\n";
   for (const ProbeScores& s : r.rows) {
-    out += fmt::format("{:<14}{:>8.1f}{:>8.1f}", s.name, 100 * s.vit_knn, 100 * s.vit_linear);
+    out += fmt::format("{:<24}{:>8.1f}{:>8.1f}", s.name, 100 * s.vit_knn, 100 * s.vit_linear);
     for (size_t k = 0; k < s.step_knn.size(); ++k)
       out += fmt::format("{:>8.1f}{:>8.1f}", 100 * s.step_knn[k], 100 * s.step_linear[k]);
     out += "\n";
@@ -108,6 +123,11 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
   train_features.max_images =
       run.max_train_images > 0 ? run.max_train_images : config.probe.train_images;
   train_features.pixels = wants("pixels");
+  const auto& features = config.probe.features;
+  const bool first_state =
+      std::find(features.begin(), features.end(), "first_state") != features.end();
+  train_features.all_states =
+      std::find(features.begin(), features.end(), "all_states") != features.end();
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
   val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
@@ -133,9 +153,12 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
                report.train_images, report.val_images, report.feature_seconds,
                report.skipped_corrupt);
   t0 = Clock::now();
+  // The head written for the policy always reads the first state token.
   const BackboneEvaluation probed = evaluate_backbone(train, val, classes, eval);
+  const std::string name = run.random_init ? "random_init" : "pretrained";
+  if (first_state) report.rows.push_back(scores_of(name, probed));
+  add_all_states_rows(name, train, val, classes, eval, report);
   report.fit_seconds += seconds_since(t0);
-  report.rows.push_back(scores_of(run.random_init ? "random_init" : "pretrained", probed));
 
   if (!run.random_init && wants("random_init")) {
     model::FovealBackbone initial = model::import_backbone(initial_backbone(config));
@@ -148,7 +171,10 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
     const ProbeFeatures val0 = extract_probe_features(*initial, *val_set, views, no_pixels);
     report.feature_seconds += seconds_since(t0);
     t0 = Clock::now();
-    report.rows.push_back(scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
+    if (first_state)
+      report.rows.push_back(
+          scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
+    add_all_states_rows("random_init", train0, val0, classes, eval, report);
     report.fit_seconds += seconds_since(t0);
   }
   if (wants("pixels")) {
