@@ -1,5 +1,6 @@
 #include "workers/pretrain/knn_monitor.h"
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -48,8 +49,17 @@ torch::Tensor features_of(const SslTrainer& trainer, const std::vector<data::Pat
 std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
   if (config.ssl.knn_every_steps == 0) return nullptr;
   const auto train = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  if (train->num_classes() < 2) return nullptr;
-  const auto val = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  if (train->num_classes() < 2) {
+    spdlog::warn("k-NN check off: the training split has no labels");
+    return nullptr;
+  }
+  std::shared_ptr<const data::Dataset> val;
+  try {  // the check is optional: a job without a validation split trains without it
+    val = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  } catch (const std::exception& e) {
+    spdlog::warn("k-NN check off (ssl.knn_every_steps): no validation split: {}", e.what());
+    return nullptr;
+  }
   std::unique_ptr<KnnMonitor> m(new KnnMonitor);
   m->every_ = config.ssl.knn_every_steps;
   m->classes_ = train->num_classes();
