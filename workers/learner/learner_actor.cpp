@@ -111,17 +111,8 @@ class LearnerActor final : public runtime::ActorBody {
         }
         images += batch_;
         const double per_second = images / std::max(1e-9, seconds_since(started));
-        std::vector<std::pair<std::string, double>> metrics{
-            {"loss", s.loss},
-            {"lr", s.lr},
-            {"dino", s.dino},
-            {"koleo", s.koleo},
-            {"target_entropy", s.target_entropy},
-            {"target_entropy_ratio", s.target_entropy_ratio},
-            {"prototypes_used", static_cast<double>(s.prototypes_used)},
-            {"grad_norm", s.grad_norm},
-            {"step_seconds", s.seconds},
-            {"images_per_second", per_second}};
+        std::vector<std::pair<std::string, double>> metrics = step_metrics(s);
+        metrics.emplace_back("images_per_second", per_second);
         if (knn && knn->due(trainer_->step())) {
           ctx.touch();
           const double accuracy = knn->measure(*trainer_);

@@ -154,25 +154,11 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       progress.set_note(fmt::format("k-NN {:.1f}%", 100 * accuracy));
     }
     progress.update(trainer.step(), s.loss, s.lr, images_per_second);
-    std::vector<std::pair<std::string, double>> values{
-        {"loss", s.loss},
-        {"dino", s.dino},
-        {"koleo", s.koleo},
-        {"global", s.global},
-        {"local", s.local},
-        {"sequential", s.sequential},
-        {"lr", s.lr},
-        {"wd", s.weight_decay},
-        {"momentum", s.teacher_momentum},
-        {"teacher_temp", s.teacher_temp},
-        {"grad_norm", s.grad_norm},
-        {"target_entropy", s.target_entropy},
-        {"target_entropy_ratio", s.target_entropy_ratio},
-        {"prototypes_used", static_cast<double>(s.prototypes_used)},
-        {"step_seconds", s.seconds},
-        {"prep_seconds", loaded.prep_seconds},
-        {"images_per_second", images_per_second},
-        {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}};
+    std::vector<std::pair<std::string, double>> values = step_metrics(s);
+    values.insert(values.end(),
+                  {{"prep_seconds", loaded.prep_seconds},
+                   {"images_per_second", images_per_second},
+                   {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}});
     values.insert(values.end(), checks.begin(), checks.end());
     metrics.append("pretrain", s.step, values);
     if (trainer.step() % config.ssl.checkpoint_every_steps == 0 || trainer.step() == total_steps)

@@ -151,6 +151,24 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   return o;
 }
 
+std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
+  return {{"loss", s.loss},
+          {"dino", s.dino},
+          {"koleo", s.koleo},
+          {"global", s.global},
+          {"local", s.local},
+          {"sequential", s.sequential},
+          {"lr", s.lr},
+          {"wd", s.weight_decay},
+          {"momentum", s.teacher_momentum},
+          {"teacher_temp", s.teacher_temp},
+          {"grad_norm", s.grad_norm},
+          {"target_entropy", s.target_entropy},
+          {"target_entropy_ratio", s.target_entropy_ratio},
+          {"prototypes_used", static_cast<double>(s.prototypes_used)},
+          {"step_seconds", s.seconds}};
+}
+
 SslTrainer::SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce, int world_size)
     : impl_(std::make_unique<Impl>(options, std::move(all_reduce), world_size)) {}
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -60,6 +61,9 @@ struct StepStats {
   int64_t prototypes_used = 0;      // distinct argmax prototypes over the targets
   double seconds = 0;               // wall time of the step
 };
+
+// A step's figures as named metrics (metrics.jsonl, the learner's reports).
+std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s);
 
 class SslTrainer {
  public:
