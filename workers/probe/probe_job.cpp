@@ -1,7 +1,6 @@
 #include "workers/probe/probe_job.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -22,6 +21,12 @@
 namespace saccade::workers {
 namespace {
 
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + quote_text(item);
+  return out;
+}
+
 std::string report_json(const ProbeReport& r, const JobConfig& config) {
   std::string rows;
   for (const ProbeScores& s : r.rows)
@@ -36,9 +41,8 @@ std::string report_json(const ProbeReport& r, const JobConfig& config) {
       "\"knn_temperature\": {}, \"holdout_fraction\": {}, \"feature_seconds\": {:.1f}, "
       "\"fit_seconds\": {:.1f}, \"rows\": [{}]}}\n",
       r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt,
-      fmt::format("\"{}\"", fmt::join(config.probe.features, "\", \"")), config.probe.knn_k,
-      config.probe.knn_temperature, config.probe.holdout_fraction, r.feature_seconds, r.fit_seconds,
-      rows);
+      quoted_list(config.probe.features), config.probe.knn_k, config.probe.knn_temperature,
+      config.probe.holdout_fraction, r.feature_seconds, r.fit_seconds, rows);
 }
 
 ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
