@@ -147,6 +147,9 @@ JobStatus sample() {
   s.step = 7;
   s.loss = NAN;
   s.lr = 0.001;
+  s.knn = 0.715;
+  s.target_entropy_ratio = 0.875;
+  s.prototypes_used = NAN;
   s.actors.push_back({"learner", 0, "n\n0", 42, "running", 12, 1, 7, 3.5, true});
   s.nodes.push_back({"n0", "h", 2, 0, 1 << 20, "registered", 3});
   return s;
@@ -161,16 +164,28 @@ TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
   EXPECT_EQ(back.actors[0].state, "running");
   EXPECT_TRUE(back.actors[0].straggler);
   EXPECT_TRUE(std::isnan(back.loss));
+  EXPECT_EQ(back.knn, 0.715);
+  EXPECT_EQ(back.target_entropy_ratio, 0.875);
+  EXPECT_TRUE(std::isnan(back.prototypes_used));
 
   const auto json = testing::JsonReader::parse(status_json(back));
   EXPECT_EQ(json["job"].str(), "j\"1");
   EXPECT_TRUE(json["loss"].is_null());
+  EXPECT_EQ(json["knn"].num(), 0.715);
+  EXPECT_EQ(json["target_entropy_ratio"].num(), 0.875);
+  EXPECT_TRUE(json["prototypes_used"].is_null());
   EXPECT_EQ(json["actors"].array()[0]["node"].str(), "n\n0");
   EXPECT_TRUE(json["actors"].array()[0]["straggler"].boolean());
   EXPECT_NE(status_table(back).find("learner"), std::string::npos);
+  EXPECT_NE(status_table(back).find("learning: k-NN 71.5%  target entropy 0.875 ln K  prototypes "
+                                    "in use -"),
+            std::string::npos)
+      << status_table(back);
   const std::string prom = status_prometheus(back);
   EXPECT_NE(prom.find("saccade_step{job=\"j\\\"1\"} 7"), std::string::npos) << prom;
   EXPECT_EQ(prom.find("saccade_loss"), std::string::npos) << "unknown values are left out";
+  EXPECT_NE(prom.find("saccade_knn_top1{job=\"j\\\"1\"} 0.715"), std::string::npos) << prom;
+  EXPECT_EQ(prom.find("saccade_prototypes_used"), std::string::npos) << prom;
   EXPECT_NE(prom.find("node=\"n\\n0\"} 1"), std::string::npos) << prom;
 }
 
