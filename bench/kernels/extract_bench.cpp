@@ -16,6 +16,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "common/seconds_since.h"
 #include "kernels/crop_resize.h"
 #include "kernels/extract.h"
 #include "kernels/geometry.h"
@@ -27,10 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace saccade::kernels;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // CPU time of the calling thread: on a shared machine, a single-threaded run's
 // CPU time excludes the time other processes held the core.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/seconds_since.h"
 #include "coordinator/control.h"
 #include "coordinator/process.h"
 #include "coordinator/status.h"
@@ -36,10 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 // One line of a job's metrics.jsonl (common/metrics_log.h).

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "common/seconds_since.h"
 #include "coordinator/control.h"
 #include "workers/data/batch_client.h"
 #include "workers/learner/learner_group.h"
@@ -20,10 +21,6 @@ namespace {
 using runtime::ActorContext;
 using runtime::RendezvousInfo;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // The sampler position after `step` optimiser steps of `batch` images: every
 // rank draws the same number of entries per step, so the step is the position.

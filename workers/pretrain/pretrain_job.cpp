@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/metrics_log.h"
+#include "common/seconds_since.h"
 #include "dataloader/ssl_loader.h"
 #include "storage/checkpoint_store.h"
 #include "workers/pretrain/job_options.h"
@@ -20,10 +21,6 @@ namespace saccade::workers {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Debian's LibTorch runs on whatever libblas.so.3 is installed: the reference
 // BLAS is ~30x slower than OpenBLAS (NOTES.md section 7). Say so loudly.

@@ -11,6 +11,7 @@
 
 #include "common/file_bytes.h"
 #include "common/quoted.h"
+#include "common/seconds_since.h"
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "workers/data/data_options.h"
@@ -73,9 +74,6 @@ void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
 }
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 }  // namespace
 
