@@ -211,6 +211,12 @@ void describe(V& v, SslConfig& c) {
   v.integer("freeze_last_layer_epochs", c.freeze_last_layer_epochs, 1, 0, 100000,
             "Epochs with the head's last layer frozen.");
   v.number("koleo_weight", c.koleo_weight, 0.1, 0.0, 100.0, "KoLeo regulariser weight; 0 = off.");
+  v.number("global_weight", c.global_weight, 0.125, 0.0, 1.0,
+           "Share of the global view in the static term, the rest the local views' "
+           "(Algorithm 1: 1/8 global, 7/8 local).");
+  v.number("sequential_weight", c.sequential_weight, 0.5, 0.0, 1.0,
+           "Share of the sequential term (the mean over glimpses) in the DINO loss, the rest the "
+           "static term's (Algorithm 1: 1/2).");
   v.integer("head_prototypes", c.head_prototypes, 65536, 2, 1 << 24, "DINO head prototypes K.");
   v.integer("head_hidden", c.head_hidden, 2048, 1, 1 << 20, "DINO head hidden width.");
   v.integer("head_bottleneck", c.head_bottleneck, 256, 1, 1 << 20, "DINO head bottleneck width.");
@@ -227,8 +233,9 @@ void describe(V& v, SslConfig& c) {
            "by the images' labels (head_prototypes must equal the number of classes; the DINO "
            "head is then a cosine classifier at student_temp).");
   v.integer("knn_every_steps", c.knn_every_steps, 500, 0, kMaxInt,
-            "Steps between k-NN checks of the teacher (ViT mode, probe.knn_k and "
-            "probe.knn_temperature) on images held apart from the probe's reported split; shown "
+            "Steps between k-NN checks of the teacher (ViT mode and after each of probe.glimpses "
+            "random glimpses; probe.knn_k and probe.knn_temperature) on images held apart from "
+            "the probe's reported split; shown "
             "in the progress line, metrics and status; 0 = off.");
   v.integer("knn_bank_images", c.knn_bank_images, 2000, 1, kMaxInt,
             "k-NN check bank: the last N images of the training split.");

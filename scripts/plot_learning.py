@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_knn(metrics_path, out):
-    knn, entropy = [], []
+    knn, glimpse, entropy = [], [], []
+    glimpse_key = None  # the last glimpse the checks measured: knn_glimpse_<G>
     with open(metrics_path) as f:
         for line in f:
             row = json.loads(line)
@@ -28,13 +29,22 @@ def plot_knn(metrics_path, out):
             step = row["step"] + 1 if "loss" in row else row["step"]
             if row.get("knn") is not None:
                 knn.append((step, 100 * row["knn"]))
+                keys = sorted((k for k in row if k.startswith("knn_glimpse_")),
+                              key=lambda k: int(k.rsplit("_", 1)[1]))
+                if keys:
+                    glimpse_key = keys[-1]
+                    glimpse.append((step, 100 * row[glimpse_key]))
             if row.get("target_entropy_ratio") is not None:
                 entropy.append((step, row["target_entropy_ratio"]))
     if not knn:
         print(f"{metrics_path}: no k-NN checks (ssl.knn_every_steps = 0?)", file=sys.stderr)
         return False
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot(*zip(*knn), "o-", color="tab:blue", label="k-NN top-1 (teacher, ViT mode)")
+    ax.plot(*zip(*knn), "o-", color="tab:blue", label="ViT mode")
+    if glimpse:
+        n = glimpse_key.rsplit("_", 1)[1]
+        ax.plot(*zip(*glimpse), "s--", color="tab:green", label=f"after {n} random glimpses")
+    ax.legend(loc="lower right", title="k-NN top-1 (teacher)")
     ax.set_xlabel("pretraining step")
     ax.set_ylabel("k-NN top-1 (%)", color="tab:blue")
     ax.grid(alpha=0.3)

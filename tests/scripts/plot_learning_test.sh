@@ -8,9 +8,9 @@ PY=/usr/bin/python3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat > "$dir/metrics.jsonl" <<'JSON'
-{"time": 1, "stage": "pretrain", "step": 0, "knn": 0.62}
+{"time": 1, "stage": "pretrain", "step": 0, "knn": 0.62, "knn_glimpse_1": 0.3, "knn_glimpse_2": 0.35}
 {"time": 2, "stage": "pretrain", "step": 0, "loss": 7.1, "target_entropy_ratio": 0.9}
-{"time": 3, "stage": "pretrain", "step": 249, "loss": 6.9, "target_entropy_ratio": 0.95, "knn": 0.7}
+{"time": 3, "stage": "pretrain", "step": 249, "loss": 6.9, "target_entropy_ratio": 0.95, "knn": 0.7, "knn_glimpse_1": 0.4, "knn_glimpse_2": 0.45}
 JSON
 cat > "$dir/probe.json" <<'JSON'
 {"checkpoint_step": 250, "train_images": 100, "val_images": 50, "rows": [

@@ -224,6 +224,14 @@ TEST(Loss, EqualsHandComputedValueWithUniformTeacher) {
   EXPECT_NEAR(parts.dino.item<double>(), dino, 1e-5);
   EXPECT_NEAR(parts.koleo.item<double>(), koleo, 1e-5);
   EXPECT_NEAR(parts.loss.item<double>(), dino + 0.1 * koleo, 1e-5);
+
+  // Other weights (ssl.global_weight, ssl.sequential_weight) move each share.
+  o.global_weight = 0.25;
+  o.local_weight = 0.75;
+  o.sequential_weight = 0.8;
+  const LossParts reweighted = sequential_to_global_loss(targets, s, o);
+  EXPECT_NEAR(reweighted.dino.item<double>(), 0.2 * (g / 4 + 3 * l / 4) + 0.8 * (k1 + k2) / 2,
+              1e-5);
 }
 
 TEST(Loss, EqualsIndependentComputationWithSkewedTeacher) {

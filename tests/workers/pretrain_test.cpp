@@ -16,6 +16,8 @@
 
 #include "dataloader/idx_dataset.h"
 #include "dataloader/ssl_loader.h"
+#include "model/backbone.h"
+#include "model/weights.h"
 #include "tests/support/subprocess.h"
 #include "workers/pretrain/ssl_trainer.h"
 
@@ -373,6 +375,8 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   for (std::string line; std::getline(metrics, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_NE(lines[0].find("\"step\": 0, \"knn\": "), std::string::npos) << lines[0];
+  // ... in ViT mode and after each of probe.glimpses random glimpses.
+  EXPECT_NE(lines[0].find("\"knn_glimpse_3\": "), std::string::npos) << lines[0];
   for (size_t i = 1; i < lines.size(); ++i)
     EXPECT_EQ(lines[i].find("\"knn\""), std::string::npos) << lines[i];
   // The probe stage on the newest checkpoint: a head, a report, every glimpse measured.
@@ -444,6 +448,43 @@ TEST(SslTrainer, TeacherFeaturesAreOneDeterministicRowPerView) {
   for (int64_t j = 0; j < a.dim; ++j) diff += std::fabs(a.rows[j] - a.rows[a.dim + j]);
   EXPECT_GT(diff, 1e-6);
   for (float v : a.rows) ASSERT_TRUE(std::isfinite(v));
+}
+
+// A sequence's features carry the state from glimpse to glimpse: step k's rows are what
+// the exported backbone gives when its own state is fed back, and differ from step k
+// seen alone (a monitor that dropped the state would score every glimpse as the first).
+TEST(SslTrainer, TeacherFeaturesOfASequenceCarryTheState) {
+  auto ds = shapes(16);
+  SslTrainer trainer(trainer_options(5));
+  const data::LoadedBatch b = loader(ds, {0, 0})->next();
+  const data::PatchBatch& seq = b.batch->teacher_seq;  // K x 8 views, step-major
+  const int64_t steps = seq.views / b.batch->batch_size, batch = b.batch->batch_size;
+  ASSERT_GT(steps, 1);
+  const std::vector<float> f = trainer.teacher_features(seq, steps);
+  ASSERT_EQ(static_cast<int64_t>(f.size()), steps * batch * 32);
+
+  model::FovealBackbone backbone = model::import_backbone(trainer.export_backbone());
+  torch::NoGradGuard no_grad;
+  auto patches =
+      torch::from_blob(const_cast<float*>(seq.patches.data()),
+                       {seq.views, seq.tokens, seq.channels, seq.patch_size, seq.patch_size});
+  auto positions =
+      torch::from_blob(const_cast<float*>(seq.positions.data()), {seq.views, seq.tokens, 3});
+  torch::Tensor state;
+  for (int64_t k = 0; k < steps; ++k) {
+    const auto out = backbone->step(patches.narrow(0, k * batch, batch),
+                                    positions.narrow(0, k * batch, batch), state);
+    state = out.state;
+    const auto expected = out.state.select(1, 0).contiguous();
+    const auto got = torch::from_blob(const_cast<float*>(f.data()) + k * batch * 32, {batch, 32});
+    EXPECT_TRUE(torch::allclose(got, expected, 1e-4, 1e-5)) << "step " << k;
+    if (k > 0) {  // the same glimpse without the carried state gives other features
+      const auto alone = backbone->step(patches.narrow(0, k * batch, batch),
+                                        positions.narrow(0, k * batch, batch));
+      EXPECT_FALSE(torch::allclose(alone.state.select(1, 0), expected, 1e-4, 1e-5));
+    }
+  }
+  EXPECT_THROW(trainer.teacher_features(seq, 3 * steps), std::invalid_argument);
 }
 
 // The "2-minute CPU run" (45 s here): 900 steps of batch 32 on generated stripes of

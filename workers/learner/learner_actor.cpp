@@ -112,10 +112,11 @@ class LearnerActor final : public runtime::ActorBody {
         metrics.emplace_back("images_per_second", per_second);
         if (knn && knn->due(trainer_->step())) {
           ctx.touch();
-          const double accuracy = knn->measure(*trainer_);
-          metrics.emplace_back("knn", accuracy);
-          spdlog::info("step {} k-NN {:.2f}%, target entropy {:.3f} ln K, {} prototypes in use",
-                       trainer_->step(), 100 * accuracy, s.target_entropy_ratio, s.prototypes_used);
+          const KnnCheck check = knn->measure(*trainer_);
+          for (const auto& m : check.metrics()) metrics.push_back(m);
+          spdlog::info("step {} {}, target entropy {:.3f} ln K, {} prototypes in use",
+                       trainer_->step(), check.summary(), s.target_entropy_ratio,
+                       s.prototypes_used);
         }
         ctx.report(trainer_->step(), per_second, metrics);
         if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||

@@ -1,11 +1,13 @@
 #include "workers/pretrain/knn_monitor.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 
 #include "dataloader/dataset_factory.h"
+#include "dataloader/random.h"
 #include "workers/data/data_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/classifiers.h"
@@ -13,38 +15,71 @@
 namespace saccade::workers {
 namespace {
 
-constexpr int64_t kChunk = 256;  // views per teacher forward pass
+constexpr int64_t kChunk = 256;  // images per teacher forward pass
 
-// The ViT-mode views of the last `count` images of `dataset`, in chunks.
-void cut_last(const data::Dataset& dataset, int64_t count, const data::ViewOptions& views,
-              std::vector<data::PatchBatch>& chunks, std::vector<int64_t>& labels) {
+// The evaluation views of the last `count` images of `dataset`, in chunks: the
+// ViT-mode grid and `glimpses` glimpses at gazes seeded by the image's index.
+struct Views {
+  std::vector<data::PatchBatch> vit, seq;
+  std::vector<int64_t> labels;
+};
+
+Views cut_last(const data::Dataset& dataset, int64_t count, const data::ViewOptions& views,
+               int64_t glimpses, uint64_t seed) {
+  Views out;
   const int64_t n = std::min(count, dataset.size());
   const int64_t first = dataset.size() - n;
   data::EvalBatch batch;
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t b = std::min(kChunk, n - start);
-    batch.allocate(views, b, /*glimpses=*/1);
+    batch.allocate(views, b, glimpses);
     for (int64_t slot = 0; slot < b; ++slot) {
-      const data::Sample s = data::get_or_next_good(dataset, first + start + slot);
-      data::make_eval_views(views, s.image, /*seed=*/0, slot, batch);
-      labels.push_back(s.label);
+      const int64_t index = first + start + slot;
+      const data::Sample s = data::get_or_next_good(dataset, index);
+      data::make_eval_views(views, s.image, data::mix_seed(seed, static_cast<uint64_t>(index)),
+                            slot, batch);
+      out.labels.push_back(s.label);
     }
-    chunks.push_back(batch.vit);
+    out.vit.push_back(batch.vit);
+    if (glimpses > 0) out.seq.push_back(batch.seq);
   }
+  return out;
 }
 
-torch::Tensor features_of(const SslTrainer& trainer, const std::vector<data::PatchBatch>& chunks) {
+// Features [steps, images, width] of chunks of `steps`-step views.
+torch::Tensor features_of(const SslTrainer& trainer, const std::vector<data::PatchBatch>& chunks,
+                          int64_t steps) {
   std::vector<torch::Tensor> parts;
   for (const data::PatchBatch& chunk : chunks) {
-    std::vector<float> f = trainer.teacher_features(chunk);
+    std::vector<float> f = trainer.teacher_features(chunk, steps);
+    const int64_t images = chunk.views / steps;
     parts.push_back(
-        torch::from_blob(f.data(), {chunk.views, static_cast<int64_t>(f.size()) / chunk.views})
+        torch::from_blob(f.data(), {steps, images, static_cast<int64_t>(f.size()) / chunk.views})
             .clone());
   }
-  return torch::cat(parts);
+  return torch::cat(parts, 1);
+}
+
+torch::Tensor as_tensor(const std::vector<int64_t>& labels) {
+  return torch::from_blob(const_cast<int64_t*>(labels.data()),
+                          {static_cast<int64_t>(labels.size())}, torch::kInt64);
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, double>> KnnCheck::metrics() const {
+  std::vector<std::pair<std::string, double>> out = {{"knn", vit}};
+  for (size_t k = 0; k < glimpses.size(); ++k)
+    out.emplace_back(fmt::format("knn_glimpse_{}", k + 1), glimpses[k]);
+  return out;
+}
+
+std::string KnnCheck::summary() const {
+  std::string s = fmt::format("k-NN {:.1f}%", 100 * vit);
+  if (!glimpses.empty())
+    s += fmt::format(", {} glimpses {:.1f}%", glimpses.size(), 100 * glimpses.back());
+  return s;
+}
 
 std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
   if (config.ssl.knn_every_steps == 0) return nullptr;
@@ -65,23 +100,39 @@ std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
   m->classes_ = train->num_classes();
   m->k_ = config.probe.knn_k;
   m->temperature_ = config.probe.knn_temperature;
+  m->glimpses_ = config.probe.glimpses;
   data::ViewOptions views = view_options(config);
   views.augment = false;
-  cut_last(*train, config.ssl.knn_bank_images, views, m->bank_, m->bank_labels_);
-  cut_last(*val, config.ssl.knn_query_images, views, m->queries_, m->query_labels_);
+  const auto seed = static_cast<uint64_t>(config.job.seed);
+  Views bank = cut_last(*train, config.ssl.knn_bank_images, views, m->glimpses_, seed);
+  Views queries = cut_last(*val, config.ssl.knn_query_images, views, m->glimpses_, seed ^ 0x7a1du);
+  m->bank_ = std::move(bank.vit);
+  m->bank_seq_ = std::move(bank.seq);
+  m->bank_labels_ = std::move(bank.labels);
+  m->queries_ = std::move(queries.vit);
+  m->query_seq_ = std::move(queries.seq);
+  m->query_labels_ = std::move(queries.labels);
   return m;
 }
 
-double KnnMonitor::measure(const SslTrainer& trainer) const {
+KnnCheck KnnMonitor::measure(const SslTrainer& trainer) const {
   KnnOptions o;
   o.k = k_;
   o.temperature = temperature_;
-  auto labels = [](const std::vector<int64_t>& l) {
-    return torch::from_blob(const_cast<int64_t*>(l.data()), {static_cast<int64_t>(l.size())},
-                            torch::kInt64);
-  };
-  return knn_accuracy(features_of(trainer, bank_), labels(bank_labels_),
-                      features_of(trainer, queries_), labels(query_labels_), classes_, o);
+  const torch::Tensor bank_labels = as_tensor(bank_labels_);
+  const torch::Tensor query_labels = as_tensor(query_labels_);
+  KnnCheck check;
+  check.vit = knn_accuracy(features_of(trainer, bank_, 1)[0], bank_labels,
+                           features_of(trainer, queries_, 1)[0], query_labels, classes_, o);
+  if (glimpses_ > 0) {
+    const torch::Tensor bank = features_of(trainer, bank_seq_, glimpses_);
+    const torch::Tensor queries = features_of(trainer, query_seq_, glimpses_);
+    for (int64_t k = 0; k < glimpses_; ++k) {
+      check.glimpses.push_back(
+          knn_accuracy(bank[k], bank_labels, queries[k], query_labels, classes_, o));
+    }
+  }
+  return check;
 }
 
 }  // namespace saccade::workers

@@ -106,10 +106,10 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
                  config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());
     if (trainer.step() == 0) {  // the starting point of the curve: the initial weights
-      const double accuracy = knn->measure(trainer);
-      spdlog::info("pretrain: step 0 k-NN {:.2f}% (initial weights)", 100 * accuracy);
-      metrics.append("pretrain", 0, {{"knn", accuracy}});
-      progress.set_note(fmt::format("k-NN {:.1f}%", 100 * accuracy));
+      const KnnCheck check = knn->measure(trainer);
+      spdlog::info("pretrain: step 0 {} (initial weights)", check.summary());
+      metrics.append("pretrain", 0, check.metrics());
+      progress.set_note(check.summary());
     }
   }
   auto checkpoint = [&](const data::DataPosition& at) {
@@ -141,14 +141,13 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     std::vector<std::pair<std::string, double>> checks;
     if (knn && knn->due(trainer.step())) {
       const auto knn_start = Clock::now();
-      const double accuracy = knn->measure(trainer);
-      checks.emplace_back("knn", accuracy);
+      const KnnCheck check = knn->measure(trainer);
+      checks = check.metrics();
       spdlog::info(
-          "pretrain: step {} k-NN {:.2f}%, target entropy {:.3f} ln K, {} prototypes "
-          "in use ({:.1f} s)",
-          trainer.step(), 100 * accuracy, s.target_entropy_ratio, s.prototypes_used,
+          "pretrain: step {} {}, target entropy {:.3f} ln K, {} prototypes in use ({:.1f} s)",
+          trainer.step(), check.summary(), s.target_entropy_ratio, s.prototypes_used,
           seconds_since(knn_start));
-      progress.set_note(fmt::format("k-NN {:.1f}%", 100 * accuracy));
+      progress.set_note(check.summary());
     }
     progress.update(trainer.step(), s.loss, s.lr, images_per_second);
     std::vector<std::pair<std::string, double>> values = step_metrics(s);

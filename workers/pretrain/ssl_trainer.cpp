@@ -142,6 +142,8 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
   o.student_temp = c.ssl.student_temp;
   o.koleo_weight = c.ssl.koleo_weight;
+  o.global_weight = c.ssl.global_weight;
+  o.sequential_weight = c.ssl.sequential_weight;
   o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
   o.clip_grad = c.ssl.clip_grad;
   o.device = device;
@@ -194,6 +196,9 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   objective.teacher_temp = sched.teacher_temp;
   objective.student_temp = m.options.student_temp;
   objective.koleo_weight = m.options.koleo_weight;
+  objective.global_weight = m.options.global_weight;
+  objective.local_weight = 1.0 - m.options.global_weight;
+  objective.sequential_weight = m.options.sequential_weight;
   objective.sinkhorn.iterations = m.options.sinkhorn_iterations;
   objective.sinkhorn.all_reduce_sum = m.all_reduce;
 
@@ -262,19 +267,30 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   return stats;
 }
 
-std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views) const {
+std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views,
+                                                int64_t steps) const {
   Impl& m = *impl_;
   if (views.tokens < 1) throw std::invalid_argument("teacher_features: views without tokens");
+  if (steps < 1 || views.views % steps != 0) {
+    throw std::invalid_argument(fmt::format(
+        "teacher_features: {} views are not {} steps of the same batch", views.views, steps));
+  }
   torch::NoGradGuard no_grad;
-  torch::Tensor features;
+  const int64_t batch = views.views / steps;
+  std::vector<torch::Tensor> features;
   {
     model::AutocastGuard autocast(m.device.type(), m.options.bf16);
     const ViewTensors v = to_tensors(views, m.device);
-    features = m.teacher->backbone->step(v.patches, v.positions).state.select(1, 0);
+    torch::Tensor state;
+    for (int64_t k = 0; k < steps; ++k) {
+      const ViewTensors step = v.rows(k * batch, batch);
+      state = m.teacher->backbone->step(step.patches, step.positions, state).state;
+      features.push_back(state.select(1, 0));
+    }
   }
-  features = features.to(torch::kCPU, torch::kFloat).contiguous();
-  const float* p = features.data_ptr<float>();
-  return std::vector<float>(p, p + features.numel());
+  const torch::Tensor all = torch::cat(features).to(torch::kCPU, torch::kFloat).contiguous();
+  const float* p = all.data_ptr<float>();
+  return std::vector<float>(p, p + all.numel());
 }
 
 std::map<std::string, std::string> SslTrainer::save() const {

@@ -31,6 +31,8 @@ struct TrainerOptions {
   ssl::ScheduleOptions schedule;
   double student_temp = 0;
   double koleo_weight = 0;
+  double global_weight = 1.0 / 8;      // of the static term; the local views get the rest
+  double sequential_weight = 1.0 / 2;  // of the DINO loss; the static term gets the rest
   int64_t sinkhorn_iterations = 0;
   double clip_grad = 0;  // 0 = no clipping
   std::string device;    // "cpu" or "cuda:N"
@@ -87,10 +89,12 @@ class SslTrainer {
   std::map<std::string, std::string> save() const;
   void load(const std::map<std::string, std::string>& blobs);
 
-  // The teacher's features of single-step views (one row per view of `views`):
-  // its first state token, [views.views x width] row-major, in fp32. What kNN
-  // checks and probes read (DINO evaluates the teacher).
-  std::vector<float> teacher_features(const data::PatchBatch& views) const;
+  // The teacher's features: its first state token, in fp32. What k-NN checks
+  // read (DINO evaluates the teacher). `views` holds `steps` x B views stored
+  // step-major (glimpse k of image b is view k * B + b); the state is carried
+  // from step to step, and the result is [steps x B x width] row-major, the
+  // features after each step. steps = 1: one single-step view per image.
+  std::vector<float> teacher_features(const data::PatchBatch& views, int64_t steps = 1) const;
 
   // The teacher's backbone as safetensors (DINO evaluates the teacher).
   std::string export_backbone() const;

@@ -9,6 +9,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "dataloader/random.h"
 #include "kernels/parallel.h"
 #include "model/backbone.h"
 #include "workers/pretrain/view_tensors.h"
@@ -16,12 +17,10 @@
 namespace saccade::workers {
 namespace {
 
-// Seed of image i's gazes: a SplitMix64 step, so that neighbouring images differ.
+// Seed of image i's gazes: one SplitMix64 step apart per image, so that
+// neighbouring images differ.
 uint64_t image_seed(uint64_t seed, int64_t index) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return data::splitmix64(seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index));
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutp
   const at::Tensor per_step = cross_entropy(student.sequential);
   const at::Tensor sequential = per_step.mean();
   const at::Tensor static_loss = options.global_weight * global + options.local_weight * local;
-  const at::Tensor dino = 0.5 * (static_loss + sequential);
+  const at::Tensor dino =
+      (1.0 - options.sequential_weight) * static_loss + options.sequential_weight * sequential;
   at::Tensor koleo = torch::zeros({}, dino.options());
   if (options.koleo_weight != 0) {
     if (!student.global_token.defined() || student.global_token.dim() != 2 ||

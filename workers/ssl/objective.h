@@ -59,13 +59,14 @@ struct ObjectiveOptions {
   double koleo_weight = 0.1;
   double global_weight = 1.0 / 8;  // L_static = global_weight H_global + local_weight H_local
   double local_weight = 7.0 / 8;
-  SinkhornOptions sinkhorn;  // its all-reduce makes the centring global
+  double sequential_weight = 1.0 / 2;  // dino = (1 - it) L_static + it mean_k H(step_k)
+  SinkhornOptions sinkhorn;            // its all-reduce makes the centring global
 };
 
 // Parts of the loss for logging: detached scalars (call .item() when logging).
 struct LossParts {
   at::Tensor loss;         // the differentiable total: dino + koleo_weight * koleo
-  at::Tensor dino;         // 1/2 (static + sequential)
+  at::Tensor dino;         // (1 - w) static + w sequential; w = sequential_weight (1/2)
   at::Tensor static_loss;  // global_weight * global + local_weight * local
   at::Tensor global;       // H(student global, targets)
   at::Tensor local;        // mean over local views of H(local_l, targets)
@@ -81,7 +82,8 @@ at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& t
                            const ObjectiveOptions& options);
 
 // H(s, targets) = mean over the 2 targets t and the batch of -sum_k t_k log_softmax(s / tau_s)_k.
-// The loss: L = 1/2 (L_static + mean_k H(step_k)) + koleo_weight * KoLeo(global_token).
+// The loss: L = (1 - w) L_static + w mean_k H(step_k) + koleo_weight * KoLeo(global_token),
+// w = sequential_weight (Algorithm 1: 1/2).
 // Every student view is matched with BOTH teacher targets (teacher and student
 // crops are distinct, so no pair is skipped). Computed in fp32 whatever the
 // inputs' dtype (bf16 logits from autocast). Throws std::invalid_argument on
