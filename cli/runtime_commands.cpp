@@ -42,6 +42,9 @@ void add_coordinator(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--bind", options.bind_host,
                   "Interface of the control and metrics sockets (default: all)");
+  cmd->add_flag("--fresh", options.fresh,
+                "Delete the job's database and checkpoints under job.work_dir and start over "
+                "(default: resume a drained or failed job; a finished one stays finished)");
   cmd->callback([&global] {
     const JobConfig c = load_or_exit(file);
     start_logging(global, "coordinator", c);
@@ -126,6 +129,9 @@ void add_run(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--actor-binary", options.actor_binary,
                   "Executable run as `BINARY actor ...` (default: this one)");
+  cmd->add_flag("--fresh", options.fresh,
+                "Delete the job's database and checkpoints under job.work_dir and start over "
+                "(default: resume a drained or failed job; a finished one stays finished)");
   cmd->callback([&global] {
     const JobConfig c = load_or_exit(options.config_file);
     start_logging(global, "run", c);

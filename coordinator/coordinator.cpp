@@ -63,8 +63,9 @@ class Coordinator {
   }
 
   int run() {
-    if (job_.ended()) {
-      spdlog::info("job \"{}\" already ended: {} {}", config_.job.name, job_.state, job_.reason);
+    if (job_.finished()) {
+      spdlog::info("job \"{}\" already finished in {}; start it over with --fresh",
+                   config_.job.name, config_.job.work_dir);
       ended_ms_ = steady_ms() - config_.cluster.status_linger_ms;
     }
     int64_t next_tick = 0;
@@ -92,7 +93,8 @@ class Coordinator {
     job_.flush(true);
     spdlog::info("job \"{}\" {}{}", config_.job.name, job_.state,
                  job_.reason.empty() ? "" : ": " + job_.reason);
-    return job_.state == "failed" ? kExitJobFailed : kExitJobFinished;
+    if (job_.state == "failed") return kExitJobFailed;
+    return job_.finished() ? kExitJobFinished : kExitJobDrained;
   }
 
  private:
@@ -789,6 +791,15 @@ class Coordinator {
 }  // namespace
 
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) {
+  if (options.fresh) {
+    const std::filesystem::path db = coordinator_db_path(config);
+    std::error_code ec;
+    if (std::filesystem::remove_all(db, ec) > 0)
+      spdlog::warn("--fresh: deleted {} (the job's state and checkpoints)", db.string());
+    if (ec)
+      throw std::runtime_error(
+          fmt::format("--fresh: cannot delete {}: {}", db.string(), ec.message()));
+  }
   Coordinator coordinator(config, options);
   return coordinator.run();
 }

@@ -12,18 +12,23 @@
 
 namespace saccade::control {
 
-inline constexpr int kExitJobFinished = 0;  // finished, or drained (SIGTERM / preemption)
+// Exit codes of `saccade coordinator` and `saccade run` (docs/runtime.md):
+inline constexpr int kExitJobFinished = 0;  // the whole budget is done: the job is over
 inline constexpr int kExitJobFailed = 3;    // restart cap hit, node lost: reason in status and log
+// Drained before the budget (SIGTERM, scancel, preemption, time limit, requeue):
+// paused, not over. The next launch of the same config and work_dir resumes it.
+inline constexpr int kExitJobDrained = 4;
 
 struct CoordinatorOptions {
   std::string bind_host = "*";  // interface of the control and metrics sockets
+  bool fresh = false;           // delete the job's database (and checkpoints) and start over
 };
 
 // Path of the coordinator's database for a job.
 std::filesystem::path coordinator_db_path(const JobConfig& config);
 
-// Runs (or resumes) the job until it ends; returns kExitJobFinished or
-// kExitJobFailed. SIGTERM/SIGINT drain the job. Throws std::runtime_error when
+// Runs (or resumes) the job until it ends; returns kExitJobFinished,
+// kExitJobDrained or kExitJobFailed. SIGTERM/SIGINT drain the job. Throws std::runtime_error when
 // it cannot start (port taken, database of another job, unreadable keys).
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options);
 

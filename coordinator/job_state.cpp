@@ -107,6 +107,28 @@ void JobState::load(int64_t now_ms) {
   }
   spdlog::info("resumed job \"{}\" from its database: state {}, generation {}, checkpoint step {}",
                config_.job.name, state, generation, checkpoint_step);
+  if (state == "drained" || state == "failed") relaunch(now_ms);
+}
+
+void JobState::relaunch(int64_t now_ms) {
+  spdlog::info(
+      "job \"{}\" {} in an earlier launch{}: this launch resumes it from checkpoint {} with a "
+      "fresh restart budget (start over with --fresh)",
+      config_.job.name, state, reason.empty() ? "" : " (" + reason + ")", checkpoint_step);
+  state = "running";
+  reason.clear();
+  ++generation;  // the learners of this launch form a new group
+  for (auto& [role, n] : role_restarts) n = 0;
+  for (auto& [k, a] : actors) {
+    a.phase = Phase::kPending;
+    a.pid = 0;
+    a.restarts = 0;
+    a.kill_sent_ms = -1;
+    a.last_heartbeat_ms = a.started_ms = now_ms;
+    mark(a);
+  }
+  mark_job();
+  flush(true);
 }
 
 void JobState::flush(bool sync) {

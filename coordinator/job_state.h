@@ -59,7 +59,9 @@ class JobState {
  public:
   JobState(const JobConfig& config, StateStore& store, int64_t now_ms);
 
-  // Refuses a database of another job; resumes one of this job.
+  // Refuses a database of another job; resumes one of this job. A job that
+  // drained or failed in an earlier launch runs again from its last committed
+  // checkpoint (relaunch); only a finished job stays ended.
   void load(int64_t now_ms);
   void flush(bool sync = false);
 
@@ -77,6 +79,7 @@ class JobState {
   // The stage running now (stages run in config order; only the first is implemented).
   std::string stage() const { return config_.job.stages.empty() ? "" : config_.job.stages.front(); }
   bool ended() const { return state == "finished" || state == "drained" || state == "failed"; }
+  bool finished() const { return state == "finished"; }
   void mark(const ActorRecord& a) {
     dirty_actors_.push_back({a.assignment.role, a.assignment.rank});
   }
@@ -89,6 +92,8 @@ class JobState {
   void update_stragglers();
 
  private:
+  void relaunch(int64_t now_ms);
+
   const JobConfig& config_;  // not owned
   StateStore& store_;        // not owned
   std::vector<ActorKey> dirty_actors_;

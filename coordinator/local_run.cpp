@@ -29,8 +29,9 @@ int run_local(const LocalRunOptions& o) {
     children[s.pid] = what;
     return s.pid;
   };
-  const pid_t coordinator =
-      start({"coordinator", o.config_file, "--bind", "127.0.0.1"}, "coordinator");
+  std::vector<std::string> coordinator_args = {"coordinator", o.config_file, "--bind", "127.0.0.1"};
+  if (o.fresh) coordinator_args.push_back("--fresh");
+  const pid_t coordinator = start(coordinator_args, "coordinator");
   const std::string address = fmt::format("127.0.0.1:{}", config.cluster.coordinator_port);
   for (const NodeSpec& node : config.cluster.nodes) {
     std::vector<std::string> args = {"agent",   "--coordinator", address,      "--node",

@@ -6,7 +6,8 @@
 # under it), reachable by `ssh HOST` without a password, with saccade on its
 # PATH (or SACCADE=/path/to/saccade) and CONFIG (and any [security] key files)
 # at the same path. Ctrl-C (or SIGTERM) drains the job; the script exits with
-# the coordinator's code (0 finished or drained, 3 failed).
+# the coordinator's code (0 finished, 4 drained before the budget: run the same
+# command again to resume, 3 failed).
 set -euo pipefail
 
 CONFIG=${1:?usage: saccade-ssh.sh CONFIG HOST1 [HOST2 ...]}

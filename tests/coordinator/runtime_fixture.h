@@ -36,8 +36,10 @@ class RuntimeFixture : public ::testing::Test {
   // An agent for `node`; its actors run `actor_binary_` (empty: saccade itself, the real bodies).
   Child& agent(const std::filesystem::path& config, int port, const std::string& node,
                std::vector<std::string> env = {});
-  // `saccade run CONFIG` (coordinator and one local agent in one process tree).
-  Child& run(const std::filesystem::path& config);
+  // `saccade run CONFIG [extra...]` (coordinator and one local agent in one process
+  // tree), logged as `name`.log.
+  Child& run(const std::filesystem::path& config, std::vector<std::string> extra = {},
+             const std::string& name = "run");
 
   // One `saccade status --json` reply, nullopt when the status command failed.
   std::optional<Json> status(const std::filesystem::path& config, int* exit_code = nullptr);

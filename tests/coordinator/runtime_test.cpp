@@ -311,15 +311,43 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
       20s);
   ASSERT_TRUE(s);
   run.signal(SIGTERM);
-  EXPECT_EQ(run.wait(15s), 0);
+  EXPECT_EQ(run.wait(15s), 4) << "drained before the budget: paused, exit 4";
   // The final checkpoint was streamed to the coordinator and committed whole.
-  auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
-  const auto latest = store->latest();
-  ASSERT_TRUE(latest) << "no final checkpoint";
-  EXPECT_GE(latest->step, 15);
-  EXPECT_EQ(store->read(latest->step, "state"), fmt::format("step {}", latest->step));
-  EXPECT_EQ(store->read(latest->step, "weights"), test_weights(latest->step, 3000));
+  int64_t drained_at = 0;
+  {
+    auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
+    const auto latest = store->latest();
+    ASSERT_TRUE(latest) << "no final checkpoint";
+    EXPECT_GE(latest->step, 15);
+    EXPECT_EQ(store->read(latest->step, "state"), fmt::format("step {}", latest->step));
+    EXPECT_EQ(store->read(latest->step, "weights"), test_weights(latest->step, 3000));
+    drained_at = latest->step;
+  }
   EXPECT_NE(run.log().find("job drained"), std::string::npos);
+
+  // Launching the same job again resumes it from that checkpoint (the test learner checks
+  // the bytes it gets back) and runs it to its budget, 20 steps on.
+  job.steps = static_cast<int>(drained_at) + 20;
+  write_config(job);
+  Child& resumed = RuntimeFixture::run(config, {}, "run-resumed");
+  EXPECT_EQ(resumed.wait(30s), 0);
+  EXPECT_NE(resumed.log().find(fmt::format("resumes it from checkpoint {}", drained_at)),
+            std::string::npos);
+  EXPECT_NE(resumed.log().find(fmt::format("resumed from checkpoint {}", drained_at)),
+            std::string::npos);
+  EXPECT_NE(resumed.log().find("job finished"), std::string::npos);
+
+  // A finished job stays finished: the next launch says so and exits 0 at once ...
+  Child& after = RuntimeFixture::run(config, {}, "run-after");
+  EXPECT_EQ(after.wait(15s), 0);
+  EXPECT_NE(after.log().find("already finished"), std::string::npos);
+  EXPECT_EQ(after.log().find("resumed from checkpoint"), std::string::npos);
+  // ... and --fresh starts it over from step 0, without a checkpoint.
+  Child& fresh = RuntimeFixture::run(config, {"--fresh"}, "run-fresh");
+  EXPECT_EQ(fresh.wait(30s), 0);
+  EXPECT_NE(fresh.log().find("--fresh: deleted"), std::string::npos);
+  EXPECT_EQ(fresh.log().find("resumed from checkpoint"), std::string::npos);
+  EXPECT_NE(fresh.log().find("job finished"), std::string::npos);
 }
 
 TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHolds) {
@@ -390,7 +418,7 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   for (const Json& n : (*s)["nodes"].array())
     EXPECT_EQ(n["state"].str(), n["name"].str() == "n1" ? "waiting" : "registered");
   coord.signal(SIGTERM);  // drains the job
-  EXPECT_EQ(coord.wait(20s), 0);
+  EXPECT_EQ(coord.wait(20s), 4);
   EXPECT_EQ(good.wait(10s), 0);
   EXPECT_FALSE(bad.poll()) << "the refused agent waits for a coordinator that never answers";
   bad.signal(SIGTERM);

@@ -263,12 +263,25 @@ TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
   ASSERT_TRUE(s) << "never trained 3 steps";
   const int64_t reported = static_cast<int64_t>((*actor(*s, "learner", 0))["step"].num());
   r.signal(SIGTERM);
-  EXPECT_EQ(r.wait(60s), 0);
+  EXPECT_EQ(r.wait(60s), 4) << "a drain before the budget is a pause, not the end";
   EXPECT_NE(r.log().find("job drained"), std::string::npos);
-  auto db = open_db(work_dir());
-  const std::set<int64_t> committed = verify_checkpoints(*db);
-  ASSERT_EQ(committed.size(), 1u) << "exactly the drain's checkpoint";
-  EXPECT_GE(*committed.begin(), reported);
+  int64_t drained_at = 0;
+  {
+    auto db = open_db(work_dir());
+    const std::set<int64_t> committed = verify_checkpoints(*db);
+    ASSERT_EQ(committed.size(), 1u) << "exactly the drain's checkpoint";
+    drained_at = *committed.begin();
+    EXPECT_GE(drained_at, reported);
+  }
+  // The next launch (here with a budget 2 steps past the drain) resumes the real
+  // learner from the drain's checkpoint and finishes.
+  job.steps = static_cast<int>(drained_at) + 2;
+  write_config(job);
+  Child& again = run(config, {}, "run-resumed");
+  EXPECT_EQ(again.wait(120s), 0);
+  EXPECT_NE(again.log().find(fmt::format("resumed from checkpoint {}", drained_at)),
+            std::string::npos);
+  EXPECT_NE(again.log().find("job finished"), std::string::npos);
 }
 
 // A policy job on n0 (the policy learner and a rollout actor) and n1 (a
