@@ -112,6 +112,7 @@ class Agent {
     reap(false);  // also here: signals of several children may arrive as one
     if (stopping_) {
       if (children_.empty()) {
+        if (refused_) return kExitRefused;
         report_agent(wire::ActorState::EXITED, "all actors ended");
         return 0;
       }
@@ -209,6 +210,12 @@ class Agent {
         return on_assign(body.getAssignRoles());
       case Body::ACTOR_COMMAND:
         return on_command(body.getActorCommand());
+      case Body::REFUSAL:
+        spdlog::error("the coordinator at {} refused node \"{}\": {}", options_.coordinator,
+                      options_.node, body.getRefusal().getReason().cStr());
+        refused_ = true;
+        if (!stopping_) stop(true);
+        return;
       case Body::SHUTDOWN:
         if (!stopping_) {
           spdlog::info("shutdown: {}", body.getShutdown().getReason().cStr());
@@ -392,6 +399,7 @@ class Agent {
   DropLog drops_;
   bool registered_ = false;
   bool stopping_ = false;
+  bool refused_ = false;  // the coordinator refused this agent: exit kExitRefused
   bool term_sent_ = false;
   int64_t stop_deadline_ms_ = 0;
   int64_t last_coordinator_ms_ = 0;

@@ -12,6 +12,7 @@
 namespace saccade::control {
 
 inline constexpr int kExitCoordinatorLost = 4;  // no coordinator for cluster.reconnect_grace_s
+inline constexpr int kExitRefused = 5;  // the coordinator refused this agent (job, node): see log
 
 struct AgentOptions {
   std::string coordinator;   // HOST:PORT
@@ -22,8 +23,10 @@ struct AgentOptions {
   JobConfig bootstrap;
 };
 
-// Runs until the job ends (0), the agent is drained by SIGTERM (0), or the
-// coordinator stays lost (kExitCoordinatorLost). Every actor is reaped first.
+// Runs until the job ends (0), the agent is drained by SIGTERM (0), the
+// coordinator refuses it (kExitRefused: another job's coordinator, or a node
+// name not in its cluster.nodes), or the coordinator stays lost
+// (kExitCoordinatorLost). Every actor is reaped first.
 int run_agent(const AgentOptions& options);
 
 }  // namespace saccade::control

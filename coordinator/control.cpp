@@ -330,4 +330,10 @@ wire::Expect expect_for(const JobConfig& config) {
   return {config.job.name, static_cast<size_t>(config.cluster.max_message_bytes)};
 }
 
+wire::Expect expect_any_job(const JobConfig& config) {
+  wire::Expect e = expect_for(config);
+  e.any_job = true;
+  return e;
+}
+
 }  // namespace saccade::control

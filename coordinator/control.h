@@ -134,5 +134,7 @@ class DropLog {
 
 // What a receiver of this job accepts: its id and the frame size limit.
 wire::Expect expect_for(const JobConfig& config);
+// The coordinator's: frames of other jobs are opened too, to be answered with a Refusal.
+wire::Expect expect_any_job(const JobConfig& config);
 
 }  // namespace saccade::control

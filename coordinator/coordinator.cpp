@@ -39,7 +39,7 @@ class Coordinator {
             (std::filesystem::path(config.job.work_dir) / config.logging.metrics_file).string()),
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
-        expect_(expect_for(config)),
+        expect_(expect_any_job(config)),
         timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
     job_.load(steady_ms());
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
@@ -137,6 +137,12 @@ class Coordinator {
     const auto body = env.getBody();
     const int64_t now = steady_ms();
     const wire::Role role = sender.getRole();
+    if (env.getJobId() != config_.job.name.c_str()) {  // answered, so the peer need not guess
+      const std::string why = fmt::format("this coordinator runs job \"{}\", not \"{}\"",
+                                          config_.job.name, env.getJobId().cStr());
+      refuse(id, why);
+      return why;
+    }
     if (role == wire::Role::CLIENT) {
       if (m.kind() != Body::STATUS_REQUEST) return "clients may only ask for status";
       reply(id, [&](wire::Envelope::Builder e) {
@@ -148,7 +154,15 @@ class Coordinator {
       const std::string node = sender.getNode();
       if (id != agent_identity(node)) return fmt::format("identity {} is not agent {}", id, node);
       auto it = job_.nodes.find(node);
-      if (it == job_.nodes.end()) return fmt::format("node \"{}\" is not in cluster.nodes", node);
+      if (it == job_.nodes.end()) {
+        std::string known;
+        for (const auto& [name, n] : job_.nodes) known += (known.empty() ? "" : ", ") + name;
+        const std::string why =
+            fmt::format("node \"{}\" is not in cluster.nodes of job \"{}\" ({})", node,
+                        config_.job.name, known);
+        refuse(id, why);
+        return why;
+      }
       return handle_agent(it->second, m, now);
     }
     const ActorKey key{role, sender.getRank()};
@@ -719,6 +733,14 @@ class Coordinator {
   }
   void reply(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
     send_to(id, fill);
+  }
+  // A final answer to a peer this coordinator will not serve.
+  void refuse(const std::string& id, const std::string& why) {
+    send_to(id, [&](wire::Envelope::Builder e) {
+      auto r = e.getBody().initRefusal();
+      r.setReason(why);
+      r.setJobId(config_.job.name);
+    });
   }
   void send_shutdown(const std::string& id, bool checkpoint) {
     send_to(id, [&](wire::Envelope::Builder e) {

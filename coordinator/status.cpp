@@ -248,6 +248,12 @@ std::optional<JobStatus> query_status(const std::string& endpoint, const JobConf
     if (r.status == wire::RecvStatus::kOk &&
         r.message->kind() == wire::Envelope::Body::STATUS_REPLY)
       return read_status(r.message->envelope().getBody().getStatusReply());
+    if (r.status == wire::RecvStatus::kOk && r.message->kind() == wire::Envelope::Body::REFUSAL) {
+      const auto refusal = r.message->envelope().getBody().getRefusal();
+      why = fmt::format("{} refused the request: {} (ask with --job {} or that job's --config)",
+                        endpoint, refusal.getReason().cStr(), refusal.getJobId().cStr());
+      return std::nullopt;
+    }
     if (r.status == wire::RecvStatus::kRefused) why = "refused a reply: " + r.why;
   }
   return std::nullopt;

@@ -57,6 +57,7 @@ struct Envelope {
     actorCommand @23 :ActorCommand;
     batchRequest @24 :BatchRequest;
     checkpointRequest @25 :CheckpointRequest;
+    refusal @26 :Refusal;
   }
 }
 
@@ -179,6 +180,15 @@ struct Rendezvous {
 struct Shutdown {
   reason @0 :Text;
   checkpointFirst @1 :Bool;          # SIGTERM/preemption: checkpoint, then exit
+}
+
+# Coordinator -> a peer it will not serve (a client or agent of another job, an
+# agent whose node is not in cluster.nodes). Final: an agent exits, a client
+# prints the reason. The only kind accepted whatever its jobId, so that it
+# reaches the peers of other jobs.
+struct Refusal {
+  reason @0 :Text;
+  jobId @1 :Text;                    # the job this coordinator runs
 }
 
 # Coordinator -> agent: start (or restart) one actor, or kill its process group.

@@ -97,14 +97,15 @@ std::optional<Message> Message::open(AlignedFrame frame, const Expect& expect, s
                         PROTOCOL_VERSION);
       return std::nullopt;
     }
-    if (env.getJobId() != expect.job_id.c_str()) {
-      why = fmt::format("job id \"{}\" is not this job's (\"{}\")", env.getJobId().cStr(),
-                        expect.job_id);
-      return std::nullopt;
-    }
     const auto which = static_cast<uint16_t>(env.getBody().which());
     if (which >= body_schema().getUnionFields().size()) {
       why = fmt::format("unknown message kind {}", which);
+      return std::nullopt;
+    }
+    if (env.getJobId() != expect.job_id.c_str() && !expect.any_job &&
+        env.getBody().which() != Envelope::Body::REFUSAL) {
+      why = fmt::format("job id \"{}\" is not this job's (\"{}\")", env.getJobId().cStr(),
+                        expect.job_id);
       return std::nullopt;
     }
     return Message(std::move(owned), std::move(reader));

@@ -22,8 +22,9 @@ namespace saccade::wire {
 
 // What a receiver accepts.
 struct Expect {
-  std::string job_id;          // frames of another job are refused
+  std::string job_id;          // frames of another job are refused (but Refusals)...
   size_t max_frame_bytes = 0;  // larger frames are refused unread (cluster.max_message_bytes)
+  bool any_job = false;        // ...unless set: the coordinator answers them with a Refusal
 };
 
 // A frame copied into aligned words. Owns its memory.

@@ -428,3 +428,49 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
 
 }  // namespace
 }  // namespace saccade::testing
+
+namespace saccade::testing {
+namespace {
+
+TEST_F(Runtime, PeersOfAnotherJobOrNodeAreRefusedAtOnceWithTheReason) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100000;
+  job.nodes = {kTwoNodes[0]};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  ASSERT_TRUE(wait_until([&] { return status(config).has_value(); }, 20s));
+  const std::string address = "127.0.0.1:" + std::to_string(job.port);
+
+  // Status for another job name: answered with the name of the job this coordinator runs.
+  const ProcessResult other = run_process({kSaccade, "status", "--coordinator", address, "--job",
+                                           "someone-else", "--timeout-ms", "3000"});
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("runs job \"rt-test\", not \"someone-else\""), std::string::npos)
+      << other.err;
+  EXPECT_NE(other.err.find("--job rt-test"), std::string::npos) << other.err;
+
+  // An agent whose node is not in cluster.nodes exits at once, naming it and the known ones.
+  const auto start = std::chrono::steady_clock::now();
+  Child& stray = agent(config, job.port, "n7");
+  EXPECT_EQ(stray.wait(10s), 5) << "kExitRefused";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_NE(stray.log().find("node \"n7\" is not in cluster.nodes of job \"rt-test\" (n0)"),
+            std::string::npos)
+      << stray.log();
+
+  // An agent of another job (same port, another job.name) is refused the same way.
+  TestJob stranger = job;
+  stranger.name = "rt-other";
+  const fs::path other_config = write_config(stranger, "other.toml");
+  Child& foreign = agent(other_config, job.port, "n0");
+  EXPECT_EQ(foreign.wait(10s), 5);
+  EXPECT_NE(foreign.log().find("runs job \"rt-test\", not \"rt-other\""), std::string::npos)
+      << foreign.log();
+
+  coord.signal(SIGTERM);
+  EXPECT_EQ(coord.wait(20s), 4) << "drained before its budget";
+}
+
+}  // namespace
+}  // namespace saccade::testing

@@ -141,6 +141,15 @@ TEST(Wire, OtherJobAndOtherVersionAreRefused) {
   stranger.job_id = "job-b";
   Received r = open_frame(heartbeat_message(1, stranger), kExpect);
   EXPECT_EQ(r.why, "job id \"job-b\" is not this job's (\"job-a\")");
+  // The coordinator opens them (any_job) to answer with a Refusal, which any job accepts.
+  Expect any = kExpect;
+  any.any_job = true;
+  EXPECT_EQ(open_frame(heartbeat_message(1, stranger), any).status, RecvStatus::kOk);
+  capnp::MallocMessageBuilder refusal;
+  start_envelope(refusal, stranger, 0, 0).getBody().initRefusal().setReason("not yours");
+  Received refused = open_frame(to_zmq(refusal), kExpect);
+  ASSERT_EQ(refused.status, RecvStatus::kOk) << refused.why;
+  EXPECT_EQ(refused.message->kind(), Envelope::Body::REFUSAL);
 
   capnp::MallocMessageBuilder builder;
   start_envelope(builder, kFrom, 0, 0).setVersion(PROTOCOL_VERSION + 1);
