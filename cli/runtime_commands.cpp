@@ -1,5 +1,6 @@
 // saccade coordinator | agent | actor | status | run | keys: the distributed runtime.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -35,8 +36,12 @@ void start_logging(const GlobalOptions& g, const std::string& role, const JobCon
                 g.log_dir.empty() ? c.logging.dir : g.log_dir});
 }
 
+constexpr const char* kLaunchHelp =
+    "This launch's identity; peers of another launch are refused (default: $SACCADE_LAUNCH, "
+    "else slurm-$SLURM_JOB_ID";
+
 void add_coordinator(CLI::App& app, GlobalOptions& global) {
-  static std::string file;
+  static std::string file, launch;
   static control::CoordinatorOptions options;
   CLI::App* cmd = app.add_subcommand("coordinator", "Run (or resume) a job's coordinator");
   cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
@@ -45,9 +50,11 @@ void add_coordinator(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--fresh", options.fresh,
                 "Delete the job's database and checkpoints under job.work_dir and start over "
                 "(default: resume a drained or failed job; a finished one stays finished)");
+  cmd->add_option("--launch", launch, std::string(kLaunchHelp) + ", else a fresh token)");
   cmd->callback([&global] {
     const JobConfig c = load_or_exit(file);
     start_logging(global, "coordinator", c);
+    spdlog::info("launch {}", control::resolve_launch(launch, true));
     const int code = control::run_coordinator(c, options);
     if (code != 0) throw Exit{code};
   });
@@ -55,7 +62,7 @@ void add_coordinator(CLI::App& app, GlobalOptions& global) {
 
 void add_agent(CLI::App& app, GlobalOptions& global) {
   static control::AgentOptions options;
-  static std::string config_file, job;
+  static std::string config_file, job, launch;
   CLI::App* cmd = app.add_subcommand("agent", "Run a node agent: starts and watches actors");
   cmd->add_option("--coordinator", options.coordinator, "Coordinator HOST:PORT")->required();
   cmd->add_option("--node", options.node, "This node's name in [[cluster.nodes]]")->required();
@@ -65,12 +72,16 @@ void add_agent(CLI::App& app, GlobalOptions& global) {
                   "Job config: job name and [security] keys until the coordinator sends its own")
       ->check(CLI::ExistingFile);
   cmd->add_option("--job", job, "Job name when no --config is given (default: saccade)");
+  cmd->add_option("--launch", launch,
+                  std::string(kLaunchHelp) + ", else none: any launch of the job)");
   cmd->callback([&global] {
     options.bootstrap = config_file.empty() ? default_config() : load_or_exit(config_file);
     if (!job.empty()) options.bootstrap.job.name = job;
     init_logging({"agent", 0,
                   global.log_level.empty() ? options.bootstrap.logging.level : global.log_level,
                   global.log_dir});
+    const std::string mine = control::resolve_launch(launch, false);
+    spdlog::info("launch {}", mine.empty() ? "(any)" : mine);
     const int code = control::run_agent(options);
     if (code != 0) throw Exit{code};
   });

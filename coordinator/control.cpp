@@ -1,11 +1,15 @@
 #include "coordinator/control.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -279,15 +283,43 @@ void DropLog::refused(const std::string& from, const std::string& why) {
   e.suppressed = 0;
 }
 
+namespace {
+
+// tcp://NAME:PORT -> tcp://ADDRESS:PORT for a host name; "" when it is no tcp
+// endpoint with a host name that resolves.
+std::string resolved_endpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos) return "";
+  const std::string host = endpoint.substr(6, colon - 6);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (host.empty() || host == "*" || getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+    return "";
+  char address[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, address,
+            sizeof address);
+  freeaddrinfo(found);
+  return address == host ? "" : fmt::format("tcp://{}{}", address, endpoint.substr(colon));
+}
+
+}  // namespace
+
 std::string bind_router(zmq::socket_t& router, const std::string& endpoint) {
   try {
     router.bind(endpoint);
-  } catch (const zmq::error_t& e) {
-    const size_t colon = endpoint.rfind(':');
-    if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos) throw;
-    const std::string any = "tcp://*" + endpoint.substr(colon);
-    spdlog::warn("cannot bind {} ({}); binding {}", endpoint, e.what(), any);
-    router.bind(any);
+  } catch (const zmq::error_t& first) {
+    const std::string resolved = resolved_endpoint(endpoint);
+    try {
+      if (resolved.empty()) throw first;
+      router.bind(resolved);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error(fmt::format(
+          "cannot bind {}{}: {}{}", endpoint, resolved.empty() ? "" : " (" + resolved + ")",
+          e.what(),
+          e.num() == EADDRINUSE ? ": the port is taken (another job or process on this node?)"
+                                : ""));
+    }
   }
   return router.get(zmq::sockopt::last_endpoint);
 }
@@ -327,7 +359,26 @@ std::optional<RoutedFrame> recv_routed(zmq::socket_t& router, const wire::Expect
 }
 
 wire::Expect expect_for(const JobConfig& config) {
-  return {config.job.name, static_cast<size_t>(config.cluster.max_message_bytes)};
+  return {config.job.name, static_cast<size_t>(config.cluster.max_message_bytes), false,
+          wire::process_launch()};
+}
+
+std::string resolve_launch(const std::string& flag, bool generate) {
+  std::string launch = flag;
+  if (launch.empty()) {
+    if (const char* env = std::getenv(kLaunchVariable)) launch = env;
+  }
+  if (launch.empty()) {
+    if (const char* slurm = std::getenv("SLURM_JOB_ID")) launch = std::string("slurm-") + slurm;
+  }
+  if (launch.empty() && generate) {
+    std::random_device random;
+    launch = fmt::format("launch-{:08x}{:08x}", random(), random());
+  }
+  // Children (the agent's actors) inherit it.
+  if (!launch.empty()) ::setenv(kLaunchVariable, launch.c_str(), 1);
+  wire::set_process_launch(launch);
+  return launch;
 }
 
 wire::Expect expect_any_job(const JobConfig& config) {

@@ -67,9 +67,11 @@ void configure_client(zmq::socket_t& socket, const Security& security, const std
 // Server side (ROUTER): CURVE server with ZAP domain "saccade" when on.
 void configure_server(zmq::socket_t& socket, const Security& security);
 
-// Binds a server's ROUTER to `endpoint` and returns the bound endpoint (a
-// wildcard port resolved); a TCP host that is no local interface (a node's
-// name) is bound on every interface instead, at the same port.
+// Binds a server socket to `endpoint` and returns the bound endpoint (a
+// wildcard port resolved). A TCP host name (a node's name) is resolved to its
+// address first: ZeroMQ binds only addresses and interfaces, and nothing
+// listens on every interface unless the endpoint says `*`. Throws
+// std::runtime_error naming the endpoint and why (a port another job holds).
 std::string bind_router(zmq::socket_t& router, const std::string& endpoint);
 
 // A ROUTER's routing id (binary bytes) as text for logs.
@@ -136,5 +138,13 @@ class DropLog {
 wire::Expect expect_for(const JobConfig& config);
 // The coordinator's: frames of other jobs are opened too, to be answered with a Refusal.
 wire::Expect expect_any_job(const JobConfig& config);
+
+// The launch (one start of a job) this process belongs to: `flag` (--launch),
+// else $SACCADE_LAUNCH, else "slurm-$SLURM_JOB_ID", else a fresh random token
+// when `generate` (the coordinator) or "" (an agent that accepts any launch).
+// Sets it as the process's launch (wire::set_process_launch) and exports
+// $SACCADE_LAUNCH so that the actors an agent starts belong to it too.
+inline constexpr const char* kLaunchVariable = "SACCADE_LAUNCH";
+std::string resolve_launch(const std::string& flag, bool generate);
 
 }  // namespace saccade::control

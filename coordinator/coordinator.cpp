@@ -50,11 +50,12 @@ class Coordinator {
     router_.set(zmq::sockopt::router_mandatory, 1);
     const std::string bind =
         fmt::format("tcp://{}:{}", options.bind_host, config.cluster.coordinator_port);
-    router_.bind(bind);
+    bind_router(router_, bind);
     if (config.cluster.metrics_port > 0) {
       metrics_.emplace(context_, zmq::socket_type::stream);
       metrics_->set(zmq::sockopt::linger, 0);
-      metrics_->bind(fmt::format("tcp://{}:{}", options.bind_host, config.cluster.metrics_port));
+      bind_router(*metrics_,
+                  fmt::format("tcp://{}:{}", options.bind_host, config.cluster.metrics_port));
     }
     spdlog::info(
         "coordinator of job \"{}\" on {} (CURVE {}, metrics port {}), {} actors on {} nodes",
@@ -140,6 +141,14 @@ class Coordinator {
     if (env.getJobId() != config_.job.name.c_str()) {  // answered, so the peer need not guess
       const std::string why = fmt::format("this coordinator runs job \"{}\", not \"{}\"",
                                           config_.job.name, env.getJobId().cStr());
+      refuse(id, why);
+      return why;
+    }
+    const std::string& launch = wire::process_launch();
+    if (env.getLaunch().size() > 0 && env.getLaunch() != launch.c_str()) {
+      const std::string why =
+          fmt::format("{} of launch \"{}\", but this coordinator of job \"{}\" is launch \"{}\"",
+                      role_name(role), env.getLaunch().cStr(), config_.job.name, launch);
       refuse(id, why);
       return why;
     }

@@ -29,13 +29,16 @@ int run_local(const LocalRunOptions& o) {
     children[s.pid] = what;
     return s.pid;
   };
-  std::vector<std::string> coordinator_args = {"coordinator", o.config_file, "--bind", "127.0.0.1"};
+  // One launch identity for the coordinator and agents (and so the actors) of this run.
+  const std::string launch = resolve_launch("", true);
+  std::vector<std::string> coordinator_args = {"coordinator", o.config_file, "--bind",
+                                               "127.0.0.1",   "--launch",    launch};
   if (o.fresh) coordinator_args.push_back("--fresh");
   const pid_t coordinator = start(coordinator_args, "coordinator");
   const std::string address = fmt::format("127.0.0.1:{}", config.cluster.coordinator_port);
   for (const NodeSpec& node : config.cluster.nodes) {
-    std::vector<std::string> args = {"agent",   "--coordinator", address,      "--node",
-                                     node.name, "--config",      o.config_file};
+    std::vector<std::string> args = {"agent",    "--coordinator", address,    "--node", node.name,
+                                     "--config", o.config_file,   "--launch", launch};
     if (!o.actor_binary.empty()) args.insert(args.end(), {"--actor-binary", o.actor_binary});
     start(args, "agent " + node.name);
   }

@@ -59,6 +59,8 @@ struct Envelope {
     checkpointRequest @25 :CheckpointRequest;
     refusal @26 :Refusal;
   }
+
+  launch @27 :Text;          # the launch (Slurm job id or a token); "" from clients
 }
 
 # --- control plane ---------------------------------------------------------

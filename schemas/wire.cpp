@@ -102,10 +102,16 @@ std::optional<Message> Message::open(AlignedFrame frame, const Expect& expect, s
       why = fmt::format("unknown message kind {}", which);
       return std::nullopt;
     }
-    if (env.getJobId() != expect.job_id.c_str() && !expect.any_job &&
-        env.getBody().which() != Envelope::Body::REFUSAL) {
+    const bool checked = !expect.any_job && env.getBody().which() != Envelope::Body::REFUSAL;
+    if (checked && env.getJobId() != expect.job_id.c_str()) {
       why = fmt::format("job id \"{}\" is not this job's (\"{}\")", env.getJobId().cStr(),
                         expect.job_id);
+      return std::nullopt;
+    }
+    if (checked && !expect.launch.empty() && env.getLaunch().size() > 0 &&
+        env.getLaunch() != expect.launch.c_str()) {
+      why = fmt::format("launch \"{}\" is not this launch's (\"{}\")", env.getLaunch().cStr(),
+                        expect.launch);
       return std::nullopt;
     }
     return Message(std::move(owned), std::move(reader));
@@ -158,7 +164,23 @@ Envelope::Builder start_envelope(capnp::MessageBuilder& builder, const SenderInf
   s.setRank(from.rank);
   s.setNode(from.node);
   s.setPid(static_cast<uint32_t>(::getpid()));
+  env.setLaunch(process_launch());
   return env;
+}
+
+namespace {
+std::string& launch_of_this_process() {
+  static std::string launch;
+  return launch;
+}
+}  // namespace
+
+void set_process_launch(std::string launch) {
+  launch_of_this_process() = std::move(launch);
+}
+
+const std::string& process_launch() {
+  return launch_of_this_process();
 }
 
 zmq::message_t to_zmq(capnp::MessageBuilder& builder) {

@@ -25,7 +25,16 @@ struct Expect {
   std::string job_id;          // frames of another job are refused (but Refusals)...
   size_t max_frame_bytes = 0;  // larger frames are refused unread (cluster.max_message_bytes)
   bool any_job = false;        // ...unless set: the coordinator answers them with a Refusal
+  // Non-empty: frames of another non-empty launch are refused (but Refusals, and
+  // with any_job). A launch is one start of a job: a Slurm job id, or a token.
+  std::string launch{};
 };
+
+// The launch this process belongs to, stamped on every envelope it sends
+// (like its pid). Set once at start-up by the coordinator, agent and actor
+// commands (control::resolve_launch); "" for clients and tests.
+void set_process_launch(std::string launch);
+const std::string& process_launch();
 
 // A frame copied into aligned words. Owns its memory.
 class AlignedFrame {

@@ -21,11 +21,15 @@ PORT=$("$SACCADE" config show "$CONFIG" | awk '/^coordinator_port/ {print $3}')
 
 # ssh -tt gives each remote command a terminal: ending the local ssh hangs up
 # the remote one (SIGHUP), which the coordinator treats like SIGTERM (drain).
-ssh -tt "$HEAD" "$SACCADE" coordinator "$CONFIG" &
+# One launch identity for every process of this run: agents of another run of the
+# same job (or another job on the same ports) are refused at once.
+LAUNCH=${SACCADE_LAUNCH:-ssh-$(date +%s)-$$}
+ssh -tt "$HEAD" "$SACCADE" coordinator "$CONFIG" --launch "$LAUNCH" &
 COORDINATOR=$!
 PIDS=()
 for host in "${HOSTS[@]}"; do
-  ssh -tt "$host" "$SACCADE" agent --coordinator "$HEAD:$PORT" --node "$host" --config "$CONFIG" &
+  ssh -tt "$host" "$SACCADE" agent --coordinator "$HEAD:$PORT" --node "$host" --config "$CONFIG" \
+    --launch "$LAUNCH" &
   PIDS+=($!)
 done
 drain() { kill -TERM "$COORDINATOR" 2>/dev/null || true; }

@@ -472,5 +472,48 @@ TEST_F(Runtime, PeersOfAnotherJobOrNodeAreRefusedAtOnceWithTheReason) {
   EXPECT_EQ(coord.wait(20s), 4) << "drained before its budget";
 }
 
+TEST_F(Runtime, ASecondLaunchOnTheSamePortsFailsFastAndTouchesNothing) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100000;
+  job.nodes = {"name = \"local\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
+  const fs::path config = write_config(job);
+  Child& first = run(config);
+  ASSERT_TRUE(wait_status(config, all_running, 20s)) << "the first launch never ran";
+
+  // The same job again, in its own work_dir, on the same ports: its coordinator cannot bind
+  // (the error names the port), and its agent, of another launch, is refused by the first
+  // launch's coordinator instead of joining it.
+  const fs::path second_config = dir_.path / "second.toml";
+  std::ofstream(second_config) << job_toml(job, dir_.path / "work2");
+  Child& second = run(second_config, {}, "run-second");
+  EXPECT_EQ(second.wait(20s), 1) << "its coordinator died";
+  const std::string port = std::to_string(job.port);
+  EXPECT_NE(second.log().find("cannot bind tcp://127.0.0.1:" + port), std::string::npos)
+      << second.log();
+  EXPECT_NE(second.log().find("the port is taken"), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("but this coordinator of job \"rt-test\" is launch"),
+            std::string::npos)
+      << second.log();
+
+  // An agent started by hand with another launch id is refused the same way, naming both.
+  Child& stray = agent(config, job.port, "local", {"SACCADE_LAUNCH=launch-elsewhere"});
+  EXPECT_EQ(stray.wait(10s), 5);
+  EXPECT_NE(stray.log().find("agent of launch \"launch-elsewhere\""), std::string::npos)
+      << stray.log();
+
+  // The first launch never noticed: still running, its learner still stepping.
+  auto before = status(config);
+  ASSERT_TRUE(before);
+  EXPECT_EQ((*before)["state"].str(), "running");
+  const double step = (*actor(*before, "learner", 0))["step"].num();
+  EXPECT_TRUE(wait_status(
+      config, [&](const Json& j) { return (*actor(j, "learner", 0))["step"].num() > step + 5; },
+      10s));
+  EXPECT_EQ((*actor(*before, "learner", 0))["restarts"].num(), 0);
+  first.signal(SIGTERM);
+  EXPECT_EQ(first.wait(20s), 4);
+}
+
 }  // namespace
 }  // namespace saccade::testing

@@ -580,7 +580,10 @@ void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
   cmd->add_option("--threads", options->threads, "Compute threads");
   cmd->add_option("--device", options->device, "cpu or cuda:N");
   cmd->add_option("--restarts", options->restarts, "Times this actor was restarted before");
-  cmd->callback([options, on_exit] { on_exit(run_actor(*options)); });
+  cmd->callback([options, on_exit] {
+    control::resolve_launch("", false);  // the agent's, inherited through $SACCADE_LAUNCH
+    on_exit(run_actor(*options));
+  });
 }
 
 }  // namespace saccade::runtime
