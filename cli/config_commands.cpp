@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/allocation.h"
 #include "common/config.h"
 
 namespace saccade::cli {
@@ -45,12 +46,19 @@ void add_config_commands(CLI::App& app, GlobalOptions&) {
   });
 
   static std::string show_file;
+  static bool show_allocation = false;
   CLI::App* show =
       config->add_subcommand("show", "Print the resolved config (every key, defaults filled in)");
   show->add_option("FILE", show_file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  show->add_flag("--allocation", show_allocation,
+                 "As this launch runs it: nodes and ports from the Slurm allocation "
+                 "(cluster.nodes_from, cluster.ports_per_job)");
   show->callback([] {
     try {
-      fmt::print("{}", to_toml(load_config(show_file)));
+      const JobConfig c = load_config(show_file);
+      fmt::print(
+          "{}",
+          to_toml(show_allocation ? resolve_allocation(c, Allocation::from_environment()) : c));
     } catch (const ConfigError& e) {
       fmt::print(stderr, "{}\n", e.what());
       throw Exit{2};

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
+#include "common/allocation.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "coordinator/agent.h"
@@ -22,11 +23,13 @@
 namespace saccade::cli {
 namespace {
 
+// The config as this launch runs it: nodes and ports from the allocation
+// (common/allocation.h). A refused config exits 2 before anything starts.
 JobConfig load_or_exit(const std::string& file) {
   try {
-    return load_config(file);
+    return resolve_allocation(load_config(file), Allocation::from_environment());
   } catch (const ConfigError& e) {
-    fmt::print(stderr, "{}\n", e.what());
+    fmt::print(stderr, "{}: {}\n", file, e.what());
     throw Exit{2};
   }
 }
@@ -104,7 +107,20 @@ void add_status(CLI::App& app, GlobalOptions&) {
   cmd->add_option("--interval-ms", interval_ms, "Refresh period of --watch")
       ->check(CLI::PositiveNumber);
   cmd->callback([] {
-    JobConfig c = config_file.empty() ? default_config() : load_or_exit(config_file);
+    // Outside the job's allocation (a login node), nodes_from = "slurm" cannot be resolved:
+    // give --coordinator HOST:PORT then.
+    JobConfig c = default_config();
+    if (!config_file.empty()) {
+      try {
+        c = load_config(config_file);
+        c = resolve_allocation(c, Allocation::from_environment());
+      } catch (const ConfigError& e) {
+        if (c.cluster.nodes_from != "slurm" || coordinator.empty()) {
+          fmt::print(stderr, "{}: {}\n", config_file, e.what());
+          throw Exit{2};
+        }
+      }
+    }
     if (!job.empty()) c.job.name = job;
     init_logging({"status", 0, "warn", ""});
     const std::string address =

@@ -493,6 +493,11 @@ void check_consistency(const JobConfig& c, Problems& p) {
       if (value->empty()) p.add(key, "security.curve = true needs this key file");
     }
   }
+  if (c.cluster.nodes_from == "slurm" && c.cluster.nodes.size() != 1) {
+    p.add("cluster.nodes", fmt::format("cluster.nodes_from = \"slurm\" takes exactly one "
+                                       "[[cluster.nodes]] entry, the per-node template; got {}",
+                                       c.cluster.nodes.size()));
+  }
   std::map<int64_t, std::string> ports;
   for (auto [key, port] :
        {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
@@ -521,6 +526,26 @@ void check_consistency(const JobConfig& c, Problems& p) {
     if (port != 0 && ((port >= c.cluster.data_port_base && port < data_end) ||
                       (port >= c.cluster.rollout_port_base && port < rollout_end)))
       p.add(key, fmt::format("port {} lies among the data or rollout actors' ports", port));
+  }
+  if (c.cluster.ports_per_job > 0) {
+    int64_t lo = c.cluster.coordinator_port, hi = c.cluster.coordinator_port;
+    for (int64_t port :
+         {c.cluster.metrics_port, c.cluster.store_port, data_actors > 0 ? data_end - 1 : 0,
+          data_actors > 0 ? c.cluster.data_port_base : 0, rollouts > 0 ? rollout_end - 1 : 0,
+          rollouts > 0 ? c.cluster.rollout_port_base : 0}) {
+      if (port <= 0) continue;
+      lo = std::min(lo, port);
+      hi = std::max(hi, port);
+    }
+    if (hi - lo >= c.cluster.ports_per_job) {
+      p.add("cluster.ports_per_job",
+            fmt::format("must exceed the span of the job's ports ({} .. {}: {}), got {}", lo, hi,
+                        hi - lo + 1, c.cluster.ports_per_job));
+    }
+    if (hi + 99 * c.cluster.ports_per_job > 65535) {
+      p.add("cluster.ports_per_job",
+            fmt::format("moves port {} past 65535 for a job id ending in 99", hi));
+    }
   }
 }
 

@@ -56,6 +56,8 @@ struct ClusterConfig {
   int64_t stall_timeout_s{};    // an actor body silent this long stops heartbeating (0 = off)
   int64_t drain_timeout_s{};    // time actors get to drain before SIGKILL
   int64_t status_linger_ms{};   // the coordinator answers status this long after the job ends
+  std::string nodes_from;       // config | slurm (common/allocation.h)
+  int64_t ports_per_job{};      // 0: ports as written; N: + (Slurm job id mod 100) * N
   std::vector<NodeSpec> nodes;
 };
 
@@ -96,6 +98,7 @@ struct ModelConfig {
   int64_t n_state{};
   double layerscale_init{};
   int64_t pos_mlp_hidden{};
+  std::string state_input;  // projected | normed: how the carried state re-enters a step
 };
 
 // Geometry of the views cut for every image (paper: Method, appendix B).

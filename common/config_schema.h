@@ -87,6 +87,15 @@ void describe(V& v, ClusterConfig& c) {
             "Time actors get to drain (checkpoint, exit) before SIGKILL.");
   v.integer("status_linger_ms", c.status_linger_ms, 2000, 0, 3600000,
             "The coordinator keeps answering status this long after the job ended.");
+  v.choice("nodes_from", c.nodes_from, "config", {"config", "slurm"},
+           "config: the [[cluster.nodes]] as written. slurm: one node per host of the Slurm "
+           "allocation ($SLURM_JOB_NODELIST), each with the roles of the single "
+           "[[cluster.nodes]] entry (a template whose name and host are replaced by the host's), "
+           "and coordinator_host = the first host; the same config then runs on any --nodes.");
+  v.integer("ports_per_job", c.ports_per_job, 0, 0, 10000,
+            "0: ports as written. N > 0: inside a Slurm job every port of [cluster] moves up by "
+            "(SLURM_JOB_ID mod 100) x N, so jobs sharing a node do not share ports; N must exceed "
+            "the span of the job's ports.");
   v.table_array("nodes", c.nodes, 1, "Machines of the cluster, one [[cluster.nodes]] table each.");
 }
 
@@ -148,6 +157,13 @@ void describe(V& v, ModelConfig& c) {
   v.number("mlp_ratio", c.mlp_ratio, 4.0, 0.25, 64.0, "MLP hidden width / width.");
   v.integer("n_state", c.n_state, 8, 1, 1024, "State tokens carried between glimpses.");
   v.number("layerscale_init", c.layerscale_init, 1e-5, 0.0, 10.0, "Initial LayerScale value.");
+  v.choice("state_input", c.state_input, "projected", {"projected", "normed"},
+           "How the state carried from the previous glimpse re-enters the next: projected = "
+           "through a learned linear layer (initialised at zero) plus the state embedding; normed "
+           "= the previous step's final-LayerNorm output plus the state "
+           "embedding, as it is. With normed, the carried state (unit variance per feature) "
+           "dwarfs what a freshly initialised step adds, so later glimpses barely change it "
+           "(docs/ssl.md, \"Glimpses that accumulate\").");
   v.integer("pos_mlp_hidden", c.pos_mlp_hidden, 128, 1, 65536,
             "Hidden width of the (x, y, z) positional-embedding MLP.");
 }

@@ -8,6 +8,7 @@
 
 #include <map>
 
+#include "common/allocation.h"
 #include "common/config.h"
 #include "coordinator/control.h"
 #include "coordinator/process.h"
@@ -15,7 +16,8 @@
 namespace saccade::control {
 
 int run_local(const LocalRunOptions& o) {
-  const JobConfig config = load_config(o.config_file);
+  const JobConfig config =
+      resolve_allocation(load_config(o.config_file), Allocation::from_environment());
   SignalFd signals({SIGCHLD, SIGTERM, SIGINT});
   become_subreaper();
   const std::string self = self_executable();

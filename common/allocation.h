@@ -1,0 +1,36 @@
+// A job's config resolved against the allocation it runs in, so that one
+// config runs unchanged on 1, 2 or 4 Slurm nodes (cluster.nodes_from) and two
+// jobs on one node never share a port (cluster.ports_per_job), as torchrun's
+// rendezvous endpoint and Lightning's SLURMEnvironment derive them from Slurm.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config.h"
+
+namespace saccade {
+
+// What the launcher knows about its allocation.
+struct Allocation {
+  std::string nodelist;  // $SLURM_JOB_NODELIST: Slurm's compact host list ("n[01-03],gpu7")
+  std::string job_id;    // $SLURM_JOB_ID
+  static Allocation from_environment();
+};
+
+// Expands a Slurm host list ("n[01-03,7],gpu-a" -> n01 n02 n03 n07 gpu-a), keeping
+// zero padding. Throws ConfigError naming the list when it is malformed.
+std::vector<std::string> expand_hostlist(std::string_view list);
+
+// `config` with its nodes and ports for `allocation`:
+// - nodes_from = "slurm": one node per allocated host, each a copy of the one
+//   [[cluster.nodes]] entry (the template) named and addressed by the host;
+//   coordinator_host = the first host;
+// - ports_per_job > 0 and a job id: every port of [cluster] moves up by
+//   (job id mod 100) * ports_per_job.
+// The result is validated again (ports, roles). Throws ConfigError naming the
+// key when the config asks for an allocation that is not there.
+JobConfig resolve_allocation(const JobConfig& config, const Allocation& allocation);
+
+}  // namespace saccade
