@@ -17,8 +17,8 @@ packages=(
   libopencv-dev
   # gzipped IDX files (dataloader/idx_dataset.cpp links ZLIB::ZLIB)
   zlib1g-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks; a real one-node Slurm for tests/scripts/slurm_test.sh
+  libgtest-dev libgmock-dev libbenchmark-dev slurm-wlm munge
   # data: Fashion-MNIST (IDX) and real high-resolution photos
   dataset-fashion-mnist lomiri-wallpapers-16.04
 )
