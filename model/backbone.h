@@ -30,7 +30,8 @@ class FovealBackboneImpl : public torch::nn::Module {
   //            x right, y down) and zoom z (patch side = 2^-z)
   // state:     [B, n_state, width] from the previous step, or an undefined tensor for the
   //            initial (zero) state. It is DETACHED here: no backprop through time.
-  // The learned state embedding is added to the incoming state; the transformer runs over
+  // The incoming state goes through state_proj (options.project_state), then the learned
+  // state embedding is added to it; the transformer runs over
   // [state tokens, patch tokens]; the new state is the normed output at the state positions.
   StepOutput step(const torch::Tensor& patches, const torch::Tensor& positions,
                   const torch::Tensor& state = {});
@@ -48,6 +49,7 @@ class FovealBackboneImpl : public torch::nn::Module {
   torch::nn::Linear patch_embed_{nullptr};  // on the flattened C*P*P patch
   Mlp pos_mlp_{nullptr};                    // (x, y, z) -> width
   torch::Tensor state_embed_;               // [n_state, width]
+  torch::nn::Linear state_proj_{nullptr};   // carried state -> width (project_state only)
   torch::nn::ModuleList blocks_{nullptr};
   torch::nn::LayerNorm norm_{nullptr};
 };

@@ -61,6 +61,7 @@ StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens) {
   StepFlops f;
   f.tokens = n;
   f.embed = 2 * patch_tokens * (o.patch_dim() * w + 3 * o.pos_mlp_hidden + o.pos_mlp_hidden * w);
+  if (o.project_state) f.embed += 2 * o.n_state * w * w;  // state_proj (every step but the first)
   // per block: qkv (3 w^2), scores QK^T (n w), weighted sum AV (n w), projection (w^2)
   f.attention = o.depth * 2 * n * (3 * w * w + 2 * n * w + w * w);
   f.mlp = o.depth * 2 * n * (2 * w * h);

@@ -19,6 +19,11 @@ struct BackboneOptions {
   int64_t pos_mlp_hidden = 128;   // hidden units of the (x, y, z) positional MLP
   double layerscale_init = 1e-5;  // DINOv2 ViT-S value
   double norm_eps = 1e-6;         // LayerNorm epsilon (DINOv2 uses 1e-6)
+  // true: the carried state re-enters a step through a learned Linear
+  // (state_proj) initialised at zero, so that a fresh step's small updates are
+  // not drowned by it and training grows what is carried. false (the paper):
+  // the previous final-LayerNorm output as is (model.state_input).
+  bool project_state = false;
 
   // ViT-S/16 of the paper: 12 blocks, 384 wide, 6 heads, 8 state tokens.
   static BackboneOptions vit_s() { return BackboneOptions{}; }

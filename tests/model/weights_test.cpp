@@ -83,7 +83,8 @@ TEST(Weights, SaveLoadRoundTripIsExactForEveryModule) {
 
 TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   torch::manual_seed(12);
-  const auto o = small_tiny();
+  auto o = small_tiny();
+  o.project_state = true;  // model.state_input = "projected": state_proj is documented too
   FovealBackbone bb(o);
   const std::string bytes = export_backbone(*bb);
   Metadata meta;
@@ -103,6 +104,8 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
       {"pos_mlp.fc2.weight", {192, 64}},
       {"pos_mlp.fc2.bias", {192}},
       {"state_embed", {8, 192}},
+      {"state_proj.weight", {192, 192}},
+      {"state_proj.bias", {192}},
       {"blocks.1.norm1.weight", {192}},
       {"blocks.1.attn.qkv.weight", {576, 192}},
       {"blocks.1.attn.qkv.bias", {576}},
@@ -119,7 +122,16 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
     EXPECT_EQ(raw.at(name).shape, shape) << name;
     EXPECT_EQ(raw.at(name).dtype, DType::kF32) << name;
   }
-  EXPECT_EQ(raw.size(), 9u + 2u * 14u);  // 9 outside the blocks, 14 per block
+  EXPECT_EQ(raw.size(), 11u + 2u * 14u);  // 11 outside the blocks, 14 per block
+  EXPECT_EQ(meta.at("state_input"), "projected");
+  EXPECT_TRUE(back.project_state);
+  // The paper's state input (the default) has no state_proj and says so.
+  Metadata plain_meta;
+  const RawTensorMap plain =
+      parse_safetensors(export_backbone(*FovealBackbone(small_tiny())), &plain_meta);
+  EXPECT_EQ(plain_meta.at("state_input"), "normed");
+  EXPECT_EQ(plain.count("state_proj.weight"), 0u);
+  EXPECT_FALSE(backbone_options_from_metadata(plain_meta).project_state);
   FovealBackbone other(back);
   load_modules({{"", other.get()}}, bytes);
   expect_same_tensors(*bb, *other);

@@ -14,6 +14,7 @@ model::BackboneOptions backbone_options(const JobConfig& config) {
   o.n_state = m.n_state;
   o.pos_mlp_hidden = m.pos_mlp_hidden;
   o.layerscale_init = m.layerscale_init;
+  o.project_state = m.state_input == "projected";
   return o;
 }
 
