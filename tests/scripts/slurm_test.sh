@@ -11,7 +11,9 @@
 #   3. scontrol requeue drains and the requeued job resumes and finishes;
 #   4. a config whose node names are not the allocation's fails within 10 s;
 #   5. two jobs on one node (nodes_from = "slurm", ports_per_job) run side by side
-#      and both finish.
+#      and both finish;
+#   6. a second job on the same ports (no ports_per_job) fails fast without starting
+#      agents, and the first runs on to its end.
 # Usage: slurm_test.sh SACCADE TEST_ACTOR SBATCH_SCRIPT
 set -euo pipefail
 SACCADE=$(realpath "$1")
@@ -95,9 +97,10 @@ for _ in $(seq 40); do
 done
 [ "$(sinfo -h -o %T)" = idle ] || fail "slurmd never became idle"
 
-# A job of the test actor: NAME STEPS PORT [NODE_NAME]; no NODE_NAME: nodes_from = "slurm".
+# A job of the test actor: NAME STEPS PORT [NODE_NAME [PORTS_PER_JOB]]; NODE_NAME "":
+# nodes_from = "slurm".
 write_job() {
-  local name=$1 steps=$2 port=$3 node=${4:-}
+  local name=$1 steps=$2 port=$3 node=${4:-} per_job=${5:-40}
   {
     printf '[job]\nname = "%s"\nwork_dir = "%s"\nstages = ["pretrain"]\n' "$name" "$D/$name"
     printf '[cluster]\ncoordinator_port = %d\nstore_port = %d\ndata_port_base = %d\n' \
@@ -105,7 +108,8 @@ write_job() {
     printf 'heartbeat_interval_ms = 50\nheartbeat_misses = 40\nreconnect_grace_s = 20\n'
     printf 'drain_timeout_s = 5\nstatus_linger_ms = 500\n'
     if [ -z "$node" ]; then
-      printf 'nodes_from = "slurm"\nports_per_job = 40\n[[cluster.nodes]]\nname = "template"\n'
+      printf 'nodes_from = "slurm"\nports_per_job = %d\n[[cluster.nodes]]\nname = "template"\n' \
+        "$per_job"
     else
       printf '[[cluster.nodes]]\nname = "%s"\nhost = "127.0.0.1"\n' "$node"
     fi
@@ -198,3 +202,20 @@ for j in "$a" "$b"; do
 done
 ! grep -l "refused\|drains" "$D"/twin-*.out || fail "the twin jobs touched each other"
 echo "slurm_test: 5. two jobs on one node both finish: ok"
+
+# 6. The same ports twice: the second job's coordinator cannot bind; it starts no agent,
+#    exits non-zero, and the first job finishes untouched.
+write_job first 400 "$PORT" "" 0
+write_job second 400 "$PORT" "" 0
+a=$(submit first)
+wait_log "$D/first-$a.out" "checkpoint 10 committed" 60
+b=$(submit second)
+wait_done "$b" 30
+[ "$(state "$b")" = FAILED ] || fail "second: ended $(state "$b"), expected FAILED"
+grep -q "the port is taken" "$D/second-$b.out" || fail "second: the bind error is not reported"
+! grep -q "agent:0" "$D/second-$b.out" || fail "second: agents started without a coordinator"
+wait_done "$a" 120
+[ "$(state "$a")" = COMPLETED ] && [ "$(exit_code "$a")" = 0 ] ||
+  fail "first: ended $(state "$a") with exit $(exit_code "$a")"
+! grep -q "refused\|drains" "$D/first-$a.out" || fail "the second job touched the first"
+echo "slurm_test: 6. a second job on the same ports fails fast and touches nothing: ok"
