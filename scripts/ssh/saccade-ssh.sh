@@ -15,9 +15,14 @@ shift
 HOSTS=("$@")
 [ ${#HOSTS[@]} -gt 0 ] || { echo "saccade-ssh.sh: name at least one host" >&2; exit 2; }
 SACCADE=${SACCADE:-saccade}
+# Actors run `$SACCADE actor ...` unless SACCADE_ACTOR_BINARY names another build.
+ACTOR_ARGS=()
+[ -z "${SACCADE_ACTOR_BINARY:-}" ] || ACTOR_ARGS=(--actor-binary "$SACCADE_ACTOR_BINARY")
 "$SACCADE" config check "$CONFIG" >/dev/null
 HEAD=${HOSTS[0]}
-PORT=$("$SACCADE" config show "$CONFIG" | awk '/^coordinator_port/ {print $3}')
+RESOLVED=$("$SACCADE" config show "$CONFIG")
+PORT=$(awk '$1 == "coordinator_port" {print $3; exit}' <<<"$RESOLVED")
+JOB=$(awk '/^\[job\]/ {j = 1; next} /^\[/ {j = 0} j && $1 == "name" {gsub(/"/, "", $3); print $3}' <<<"$RESOLVED")
 
 # ssh -tt gives each remote command a terminal: ending the local ssh hangs up
 # the remote one (SIGHUP), which the coordinator treats like SIGTERM (drain).
@@ -26,16 +31,44 @@ PORT=$("$SACCADE" config show "$CONFIG" | awk '/^coordinator_port/ {print $3}')
 LAUNCH=${SACCADE_LAUNCH:-ssh-$(date +%s)-$$}
 ssh -tt "$HEAD" "$SACCADE" coordinator "$CONFIG" --launch "$LAUNCH" &
 COORDINATOR=$!
+# Agents start once the coordinator answers (as in scripts/slurm/saccade.sbatch).
+until "$SACCADE" status --coordinator "$HEAD:$PORT" --job "$JOB" --config "$CONFIG" \
+  --timeout-ms 1000 >/dev/null 2>&1; do
+  if ! kill -0 $COORDINATOR 2>/dev/null; then
+    CODE=0
+    wait $COORDINATOR || CODE=$?
+    echo "saccade-ssh.sh: the coordinator ended before it served $HEAD:$PORT (exit $CODE)" >&2
+    exit $CODE
+  fi
+  sleep 0.5
+done
 PIDS=()
 for host in "${HOSTS[@]}"; do
   ssh -tt "$host" "$SACCADE" agent --coordinator "$HEAD:$PORT" --node "$host" --config "$CONFIG" \
-    --launch "$LAUNCH" &
+    --launch "$LAUNCH" "${ACTOR_ARGS[@]}" &
   PIDS+=($!)
 done
 drain() { kill -TERM "$COORDINATOR" 2>/dev/null || true; }
 trap drain TERM INT
 
-CODE=0
-wait $COORDINATOR || CODE=$?
+# Until the coordinator ends. An agent the coordinator refused (exit 5: a host that
+# is no node of CONFIG, or another launch) ends the run at once instead of leaving
+# the coordinator waiting for that node.
+CODE=
+LIVE=("${PIDS[@]}")
+while [ -z "$CODE" ]; do
+  DONE=
+  wait -n -p DONE "$COORDINATOR" "${LIVE[@]}" && rc=0 || rc=$?
+  [ -n "${DONE:-}" ] || continue  # a signal (drain() ran): wait -n unsets DONE
+  for i in "${!LIVE[@]}"; do if [ "${LIVE[$i]}" = "$DONE" ]; then unset "LIVE[$i]"; fi; done
+  if [ "$DONE" = "$COORDINATOR" ]; then
+    CODE=$rc
+  elif [ "$rc" -eq 5 ]; then
+    echo "saccade-ssh.sh: an agent was refused by the coordinator (see its log): stopping" >&2
+    drain
+    wait $COORDINATOR || true
+    CODE=5
+  fi
+done
 for pid in "${PIDS[@]}"; do wait "$pid" || true; done
 exit $CODE
