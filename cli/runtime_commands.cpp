@@ -49,7 +49,8 @@ void add_coordinator(CLI::App& app, GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("coordinator", "Run (or resume) a job's coordinator");
   cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--bind", options.bind_host,
-                  "Interface of the control and metrics sockets (default: all)");
+                  "Interface of the control and metrics sockets: an address, a host name or * "
+                  "for every interface (default: cluster.coordinator_host)");
   cmd->add_flag("--fresh", options.fresh,
                 "Delete the job's database and checkpoints under job.work_dir and start over "
                 "(default: resume a drained or failed job; a finished one stays finished)");

@@ -27,6 +27,10 @@ namespace {
 
 using Body = wire::Envelope::Body;
 
+const std::string& bind_host(const JobConfig& config, const CoordinatorOptions& options) {
+  return options.bind_host.empty() ? config.cluster.coordinator_host : options.bind_host;
+}
+
 class Coordinator {
  public:
   Coordinator(const JobConfig& config, const CoordinatorOptions& options)
@@ -49,13 +53,13 @@ class Coordinator {
     // checkpoint downloads wait for room (pump_downloads), everything else is dropped as before.
     router_.set(zmq::sockopt::router_mandatory, 1);
     const std::string bind =
-        fmt::format("tcp://{}:{}", options.bind_host, config.cluster.coordinator_port);
+        fmt::format("tcp://{}:{}", bind_host(config, options), config.cluster.coordinator_port);
     bind_router(router_, bind);
     if (config.cluster.metrics_port > 0) {
       metrics_.emplace(context_, zmq::socket_type::stream);
       metrics_->set(zmq::sockopt::linger, 0);
-      bind_router(*metrics_,
-                  fmt::format("tcp://{}:{}", options.bind_host, config.cluster.metrics_port));
+      bind_router(*metrics_, fmt::format("tcp://{}:{}", bind_host(config, options),
+                                         config.cluster.metrics_port));
     }
     spdlog::info(
         "coordinator of job \"{}\" on {} (CURVE {}, metrics port {}), {} actors on {} nodes",

@@ -20,8 +20,10 @@ inline constexpr int kExitJobFailed = 3;    // restart cap hit, node lost: reaso
 inline constexpr int kExitJobDrained = 4;
 
 struct CoordinatorOptions {
-  std::string bind_host = "*";  // interface of the control and metrics sockets
-  bool fresh = false;           // delete the job's database (and checkpoints) and start over
+  // Interface of the control and metrics sockets: "" = cluster.coordinator_host
+  // (a name is resolved to its address), "*" = every interface.
+  std::string bind_host;
+  bool fresh = false;  // delete the job's database (and checkpoints) and start over
 };
 
 // Path of the coordinator's database for a job.
