@@ -79,6 +79,7 @@ class ActorRuntime {
     bool starts_upload = false;  // the first message of a checkpoint upload
   };
   std::deque<BulkMessage> bulk_;
+  uint64_t bulk_epoch_ = 0;  // bumped by clear_bulk(): a message sent meanwhile is not popped
   // Bumps when messages start coming from another coordinator process (one
   // restarted from its database): a transfer in flight is started again.
   uint64_t coordinator_incarnation_ = 0;
@@ -97,6 +98,13 @@ class ActorRuntime {
   void post(std::function<void(wire::Envelope::Builder)> fill) {
     std::lock_guard lock(mutex_);
     if (outbox_.size() < 1024) outbox_.push_back(std::move(fill));  // bounded: drop when flooded
+  }
+
+  // Drops the queued upload (mutex_ held). The I/O thread may be sending its front
+  // message right now: the epoch tells it not to pop what replaced it.
+  void clear_bulk() {
+    bulk_.clear();
+    ++bulk_epoch_;
   }
 
   void post_bulk(std::function<void(wire::Envelope::Builder)> fill, bool starts_upload) {
@@ -148,14 +156,17 @@ class ActorRuntime {
   void flush_bulk() {
     for (;;) {
       BulkMessage message;
+      uint64_t epoch = 0;
       {
         std::lock_guard lock(mutex_);
         if (bulk_.empty()) return;
         message = bulk_.front();
+        epoch = bulk_epoch_;
       }
       const uint64_t seq = writer_.next_seq();
       if (!try_send(message.fill)) return;
       std::lock_guard lock(mutex_);
+      if (epoch != bulk_epoch_) continue;  // the upload was dropped or restarted meanwhile
       if (message.starts_upload) save_first_seq_ = seq;
       bulk_.pop_front();
     }
@@ -391,7 +402,7 @@ class RuntimeContext final : public ActorContext {
     auto upload = [&] {
       {
         std::lock_guard lock(runtime_.mutex_);
-        runtime_.bulk_.clear();  // an unsent older checkpoint (or attempt) is superseded
+        runtime_.clear_bulk();  // an unsent older checkpoint (or attempt) is superseded
         runtime_.save_ = Transfer::kPending;
         runtime_.save_step_ = step;
         runtime_.save_first_seq_ = UINT64_MAX;
@@ -439,7 +450,7 @@ class RuntimeContext final : public ActorContext {
     if (!ok) {
       spdlog::error("checkpoint {} ({} bytes) was not committed by the coordinator{}", step, bytes,
                     runtime_.save_ == Transfer::kPending ? " in time" : "");
-      runtime_.bulk_.clear();
+      runtime_.clear_bulk();
     }
     runtime_.save_ = Transfer::kIdle;
     return ok;
