@@ -130,10 +130,18 @@ void add_status(CLI::App& app, GlobalOptions&) {
             : coordinator;
     const std::string endpoint = control::tcp_endpoint(address, "--coordinator");
     const control::Security security = control::load_security(c.security, false);
+    // With neither --job nor --config, the job is whichever the coordinator runs: its
+    // Refusal of the default name says which, and the request is made again under it.
+    const bool any_job = job.empty() && config_file.empty();
     for (;;) {
-      std::string why;
-      const auto s =
-          control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms), why);
+      std::string why, running;
+      auto s = control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms),
+                                     why, &running);
+      if (!s && any_job && !running.empty() && running != c.job.name) {
+        c.job.name = running;
+        s = control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms),
+                                  why);
+      }
       if (!s) {
         fmt::print(stderr, "saccade status: {}\n", why);
         if (!watch) throw Exit{1};

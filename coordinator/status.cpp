@@ -225,7 +225,7 @@ std::string status_prometheus(const JobStatus& s) {
 
 std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
                                       const Security& security, std::chrono::milliseconds timeout,
-                                      std::string& why) {
+                                      std::string& why, std::string* running_job) {
   zmq::context_t context;
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   std::random_device random;
@@ -252,6 +252,7 @@ std::optional<JobStatus> query_status(const std::string& endpoint, const JobConf
       const auto refusal = r.message->envelope().getBody().getRefusal();
       why = fmt::format("{} refused the request: {} (ask with --job {} or that job's --config)",
                         endpoint, refusal.getReason().cStr(), refusal.getJobId().cStr());
+      if (running_job) *running_job = refusal.getJobId().cStr();
       return std::nullopt;
     }
     if (r.status == wire::RecvStatus::kRefused) why = "refused a reply: " + r.why;

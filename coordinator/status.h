@@ -65,9 +65,10 @@ std::string status_prometheus(const JobStatus& s);
 
 // Asks the coordinator at `endpoint` (tcp://HOST:PORT) for its status. Returns
 // nullopt with `why` set when no valid reply came within `timeout` (coordinator
-// down, or refused us: wrong CURVE keys, other job id).
+// down, or refused us: wrong CURVE keys, other job id). A Refusal names the job
+// that coordinator runs: it is put in `*running_job` when given.
 std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
                                       const Security& security, std::chrono::milliseconds timeout,
-                                      std::string& why);
+                                      std::string& why, std::string* running_job = nullptr);
 
 }  // namespace saccade::control

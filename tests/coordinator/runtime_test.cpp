@@ -449,6 +449,11 @@ TEST_F(Runtime, PeersOfAnotherJobOrNodeAreRefusedAtOnceWithTheReason) {
   EXPECT_NE(other.err.find("runs job \"rt-test\", not \"someone-else\""), std::string::npos)
       << other.err;
   EXPECT_NE(other.err.find("--job rt-test"), std::string::npos) << other.err;
+  // The README's plain form (no --job, no --config) shows whichever job runs there.
+  const ProcessResult plain =
+      run_process({kSaccade, "status", "--coordinator", address, "--json", "--timeout-ms", "3000"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("\"job\":\"rt-test\""), std::string::npos) << plain.out;
 
   // An agent whose node is not in cluster.nodes exits at once, naming it and the known ones.
   const auto start = std::chrono::steady_clock::now();
