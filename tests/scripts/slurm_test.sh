@@ -16,6 +16,7 @@
 #      agents, and the first runs on to its end.
 # Usage: slurm_test.sh SACCADE TEST_ACTOR SBATCH_SCRIPT
 set -euo pipefail
+source "$(dirname "$0")/launcher_test_lib.sh"
 SACCADE=$(realpath "$1")
 ACTOR=$(realpath "$2")
 SCRIPT=$(realpath "$3")
@@ -129,14 +130,6 @@ wait_done() {  # JOB SECONDS
   done
   fail "job $1 still $(state "$1") after $2 s"
 }
-wait_log() {  # FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 2))); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.5
-  done
-  fail "no '$2' in $1 after $3 s"
-}
-step_of() { grep -o 'checkpoint [0-9]* committed' "$1" | tail -1 | grep -o '[0-9]*'; }
 PORT=$((CTLD_PORT > 30000 ? 11000 : 31000))
 
 # 1. A job runs to its budget and exits 0.

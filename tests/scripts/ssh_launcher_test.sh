@@ -11,6 +11,7 @@
 #      within 10 s instead of waiting for that node.
 # Usage: ssh_launcher_test.sh SACCADE TEST_ACTOR LAUNCHER
 set -euo pipefail
+source "$(dirname "$0")/launcher_test_lib.sh"
 export SACCADE=$(realpath "$1")
 export SACCADE_ACTOR_BINARY=$(realpath "$2")
 LAUNCHER=$(realpath "$3")
@@ -52,14 +53,6 @@ write_job() {  # STEPS
     printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\n' "$1"
   } > "$D/job.toml"
 }
-wait_log() {  # FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 2))); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.5
-  done
-  fail "no '$2' in $1 after $3 s"
-}
-
 # 1. Two nodes run to the budget.
 write_job 60
 code=0
@@ -79,7 +72,7 @@ code=0
 wait "$run" || code=$?
 [ "$code" = 4 ] || fail "SIGTERM: exit $code, expected 4 (drained)"
 grep -q "job drained" "$D/drain.log" || fail "SIGTERM did not drain"
-at=$(grep -o 'checkpoint [0-9]* committed' "$D/drain.log" | tail -1 | grep -o '[0-9]*')
+at=$(step_of "$D/drain.log")
 write_job $((at + 30))
 code=0
 bash "$LAUNCHER" "$D/job.toml" localhost 127.0.0.1 > "$D/resume.log" 2>&1 || code=$?
