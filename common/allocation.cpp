@@ -44,6 +44,21 @@ Allocation Allocation::from_environment() {
   Allocation a;
   if (const char* v = std::getenv("SLURM_JOB_NODELIST")) a.nodelist = v;
   if (const char* v = std::getenv("SLURM_JOB_ID")) a.job_id = v;
+  if (const char* v = std::getenv("SACCADE_NODE_ADDRS")) {
+    const std::string_view list(v);
+    for (size_t at = 0; at < list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string_view item = list.substr(at, end - at);
+      const size_t eq = item.find('=');
+      if (eq == 0 || eq == std::string_view::npos || eq + 1 == item.size())
+        throw ConfigError({fmt::format(
+            "$SACCADE_NODE_ADDRS \"{}\": expected name=address entries separated by commas, "
+            "got \"{}\"",
+            list, item)});
+      a.addresses[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+      at = end + 1;
+    }
+  }
   return a;
 }
 
@@ -91,7 +106,9 @@ JobConfig resolve_allocation(const JobConfig& config, const Allocation& allocati
     c.nodes.clear();
     for (const std::string& host : expand_hostlist(allocation.nodelist)) {
       NodeSpec n = templ;
-      n.name = n.host = host;
+      n.name = host;
+      const auto address = allocation.addresses.find(host);
+      n.host = address == allocation.addresses.end() ? host : address->second;
       c.nodes.push_back(n);
     }
     c.coordinator_host = c.nodes.front().host;

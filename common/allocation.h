@@ -4,6 +4,7 @@
 // rendezvous endpoint and Lightning's SLURMEnvironment derive them from Slurm.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,11 @@ namespace saccade {
 struct Allocation {
   std::string nodelist;  // $SLURM_JOB_NODELIST: Slurm's compact host list ("n[01-03],gpu7")
   std::string job_id;    // $SLURM_JOB_ID
+  // Nodes whose network address is not their name (Slurm's NodeAddr), from
+  // $SACCADE_NODE_ADDRS = "name=addr,...", which scripts/slurm/saccade.sbatch
+  // sets from `scontrol show node`.
+  std::map<std::string, std::string> addresses{};
+  // Throws ConfigError naming $SACCADE_NODE_ADDRS when it is malformed.
   static Allocation from_environment();
 };
 
@@ -25,8 +31,9 @@ std::vector<std::string> expand_hostlist(std::string_view list);
 
 // `config` with its nodes and ports for `allocation`:
 // - nodes_from = "slurm": one node per allocated host, each a copy of the one
-//   [[cluster.nodes]] entry (the template) named and addressed by the host;
-//   coordinator_host = the first host;
+//   [[cluster.nodes]] entry (the template) named by the host and addressed by
+//   its entry in `addresses`, else by its name; coordinator_host = the first
+//   node's address;
 // - ports_per_job > 0 and a job id: every port of [cluster] moves up by
 //   (job id mod 100) * ports_per_job.
 // The result is validated again (ports, roles). Throws ConfigError naming the

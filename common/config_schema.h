@@ -83,15 +83,17 @@ void describe(V& v, ClusterConfig& c) {
   v.integer("stall_timeout_s", c.stall_timeout_s, 600, 0, 86400,
             "An actor whose body has not called its context this long stops heartbeating, so "
             "it is killed and restarted as hung; 0 = off.");
-  v.integer("drain_timeout_s", c.drain_timeout_s, 60, 1, 86400,
+  v.integer("drain_timeout_s", c.drain_timeout_s, 25, 1, 86400,
             "Time actors get to drain (checkpoint, exit) before SIGKILL.");
   v.integer("status_linger_ms", c.status_linger_ms, 2000, 0, 3600000,
             "The coordinator keeps answering status this long after the job ended.");
   v.choice("nodes_from", c.nodes_from, "config", {"config", "slurm"},
            "config: the [[cluster.nodes]] as written. slurm: one node per host of the Slurm "
            "allocation ($SLURM_JOB_NODELIST), each with the roles of the single "
-           "[[cluster.nodes]] entry (a template whose name and host are replaced by the host's), "
-           "and coordinator_host = the first host; the same config then runs on any --nodes.");
+           "[[cluster.nodes]] entry (a template whose name is replaced by the host's, and its "
+           "host by the node's NodeAddr, which the sbatch script passes in $SACCADE_NODE_ADDRS, "
+           "else by its name), and coordinator_host = the first node's; the same config then "
+           "runs on any --nodes.");
   v.integer("ports_per_job", c.ports_per_job, 0, 0, 10000,
             "0: ports as written. N > 0: inside a Slurm job every port of [cluster] moves up by "
             "(SLURM_JOB_ID mod 100) x N, so jobs sharing a node do not share ports; N must exceed "

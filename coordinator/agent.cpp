@@ -290,8 +290,8 @@ class Agent {
     if (s.pid > 0 && s.error.empty()) {
       children_[key] = {a, s.pid, false};
       ended_.erase(key);
-      spdlog::info("started {} {} (pid {}, restart {})", role_name(a.role), a.rank, s.pid,
-                   cmd.getRestarts());
+      spdlog::info("started {} {} (pid {}, restart {}){}", role_name(a.role), a.rank, s.pid,
+                   cmd.getRestarts(), a.endpoint.empty() ? "" : " at " + a.endpoint);
       report(key, static_cast<uint32_t>(s.pid), wire::ActorState::STARTING, 0, 0, "");
       return;
     }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,32 @@ TEST(Allocation, NodesFollowTheAllocation) {
     EXPECT_EQ(c.cluster.coordinator_host, hosts[0]);
     EXPECT_EQ(c.cluster.coordinator_port, 7100) << "no job id: ports as written";
   }
+}
+
+// Slurm nodes whose NodeAddr is not their name (several slurmd on one host, or a
+// cluster whose node names do not resolve): the sbatch script passes the addresses.
+TEST(Allocation, NodesTakeTheAddressesTheLauncherPasses) {
+  ASSERT_EQ(setenv("SLURM_JOB_NODELIST", "sx[1-3]", 1), 0);
+  ASSERT_EQ(setenv("SACCADE_NODE_ADDRS", "sx1=127.0.0.2,sx2=127.0.0.3", 1), 0);
+  const Allocation a = Allocation::from_environment();
+  const JobConfig c = resolve_allocation(slurm_config(), a);
+  ASSERT_EQ(c.cluster.nodes.size(), 3u);
+  EXPECT_EQ(c.cluster.nodes[0].name, "sx1");
+  EXPECT_EQ(c.cluster.nodes[0].host, "127.0.0.2");
+  EXPECT_EQ(c.cluster.nodes[1].host, "127.0.0.3");
+  EXPECT_EQ(c.cluster.nodes[2].host, "sx3") << "no address passed: its name";
+  EXPECT_EQ(c.cluster.coordinator_host, "127.0.0.2");
+  for (const char* bad : {"sx1", "=127.0.0.2", "sx1=", "sx1=a,,sx2=b"}) {
+    ASSERT_EQ(setenv("SACCADE_NODE_ADDRS", bad, 1), 0);
+    try {
+      Allocation::from_environment();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("$SACCADE_NODE_ADDRS"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("SACCADE_NODE_ADDRS");
+  unsetenv("SLURM_JOB_NODELIST");
 }
 
 TEST(Allocation, PortsMoveWithTheJobId) {

@@ -76,6 +76,7 @@ struct TestJob {
   int status_linger_ms = 0;
   int heartbeat_misses = 6;  // of 50 ms heartbeats
   int stall_timeout_s = 1;
+  int drain_timeout_s = 5;
   std::vector<std::string> nodes;
   std::string cluster_extra;  // more [cluster] keys
   std::string ssl_extra;      // more [ssl] keys
@@ -84,7 +85,7 @@ struct TestJob {
 std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);
 
 // Bodies of the test actor (tests/coordinator/test_actor.cpp) take faults from
-// this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop.
+// this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop | slow.
 inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
 
 // The test learner checkpoints {"state": "step N", "weights": test_weights(N, bytes)}

@@ -350,6 +350,47 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   EXPECT_NE(fresh.log().find("job finished"), std::string::npos);
 }
 
+// The bounded drain: learner 0 is inside a step that will take 120 s when the job
+// drains. Waiting for it would outlast the 8 s window (the agent, like Slurm after
+// KillWait, SIGKILLs it and the drain is lost); the runtime commits the last completed
+// step instead, ~2 s before the window ends, and the learner exits.
+TEST_F(Runtime, ADrainCommitsTheLastCompletedStepWhenTheStepInProgressOutlastsTheWindow) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 1000;
+  job.checkpoint_every = 1000;  // no periodic checkpoint: only the drain's can exist
+  job.drain_timeout_s = 8;
+  job.nodes = {kTwoNodes[0]};
+  const fs::path config = write_config(job);
+  const std::vector<std::string> env = {"SACCADE_TEST_STEP_MS=20",
+                                        std::string(kFaultVariable) + "=learner:0:20:slow"};
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0", env);
+  ASSERT_TRUE(wait_status(
+      config,
+      [](const Json& j) {
+        const Json* l = actor(j, "learner", 0);
+        return l && (*l)["step"].num() >= 20;
+      },
+      30s));
+  std::this_thread::sleep_for(500ms);  // inside step 21
+  const auto drained = std::chrono::steady_clock::now();
+  coord.signal(SIGTERM);
+  EXPECT_EQ(coord.wait(30s), 4) << "drained before the budget: paused, exit 4";
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - drained).count();
+  EXPECT_LT(seconds, 8.0) << "the drain outlasted its window";
+  EXPECT_EQ(a0.wait(15s), 0);
+  auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
+  const auto latest = store->latest();
+  ASSERT_TRUE(latest) << "the drain committed no checkpoint\n" << a0.log();
+  EXPECT_EQ(latest->step, 20) << "not the last completed step";
+  EXPECT_EQ(store->read(20, "state"), "step 20");
+  EXPECT_EQ(store->read(20, "weights"), test_weights(20, 3000));
+  EXPECT_NE(a0.log().find("committing the last completed step instead"), std::string::npos)
+      << a0.log();
+}
+
 TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHolds) {
   // 2,000 chunks of 16 KiB: twice ZeroMQ's send queue of 1,000 messages. The coordinator must
   // stream them as the learner's socket takes them; sent all at once, the excess is dropped.

@@ -3,13 +3,16 @@
 // committed checkpoint step, count steps to ssl.epochs * ssl.steps_per_epoch
 // and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps;
 // data actors count steps until drained. Faults come from SACCADE_TEST_FAULT
-// ("role:rank:step:mode[:once];...", mode crash | stall | stop).
+// ("role:rank:step:mode[:once];...", mode crash | stall | stop | slow; slow:
+// a step that takes 120 s and ignores drains, as a long training step does).
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -49,6 +52,12 @@ void maybe_fault(ActorContext& ctx, int64_t step) {
     fmt::print(stderr, "test fault {} at step {}\n", f[3], step);
     if (f[3] == "crash") _exit(7);
     if (f[3] == "stop") raise(SIGSTOP);  // the whole process freezes: a hard hang
+    if (f[3] == "slow") {
+      for (int i = 0; i < 600; ++i) {
+        ctx.touch();  // alive, busy: not a hang
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
     if (f[3] == "stall") {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // body silent, I/O alive
     }
@@ -101,17 +110,23 @@ class Learner : public ActorBody {
   void checkpoint(ActorContext& ctx) override {
     if (ctx.assignment().rank == 0) commit(ctx, "drain-checkpoint");
   }
+  // step_ is only advanced once a step is done: a checkpoint taken during a
+  // step is the last completed one, as SslTrainer::save() gives.
+  bool checkpoint_while_running() const override { return true; }
 
  private:
   // A real checkpoint: its state, plus a blob of several chunks.
   void commit(ActorContext& ctx, const char* why) {
-    const bool ok = ctx.save_checkpoint(step_,
-                                        {{"state", fmt::format("step {}", step_)},
-                                         {"weights", test_weights(step_, checkpoint_bytes())}},
+    std::lock_guard lock(commit_mutex_);  // the runtime takes one checkpoint at a time
+    const int64_t step = step_;
+    const bool ok = ctx.save_checkpoint(step,
+                                        {{"state", fmt::format("step {}", step)},
+                                         {"weights", test_weights(step, checkpoint_bytes())}},
                                         std::chrono::seconds(30));
-    fmt::print(stderr, "{} {} {}\n", why, step_, ok ? "committed" : "NOT committed");
+    fmt::print(stderr, "{} {} {}\n", why, step, ok ? "committed" : "NOT committed");
   }
-  int64_t step_ = 0;
+  std::mutex commit_mutex_;
+  std::atomic<int64_t> step_{0};
 };
 
 class Data : public ActorBody {

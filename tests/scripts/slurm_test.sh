@@ -13,7 +13,10 @@
 #   5. two jobs on one node (nodes_from = "slurm", ports_per_job) run side by side
 #      and both finish;
 #   6. a second job on the same ports (no ports_per_job) fails fast without starting
-#      agents, and the first runs on to its end.
+#      agents, and the first runs on to its end;
+#   7. one config on two nodes (--nodes=2): two more slurmd on this host (slurmd -N;
+#      Debian builds Slurm with multiple-slurmd support), reached at NodeAddr
+#      127.0.0.2 and 127.0.0.3, so each node's actors bind their own address.
 # Usage: slurm_test.sh SACCADE TEST_ACTOR SBATCH_SCRIPT
 set -euo pipefail
 source "$(dirname "$0")/launcher_test_lib.sh"
@@ -41,8 +44,8 @@ stop() {
     tail -n 30 "$D"/log/*.log "$D"/*.out >&2 2>/dev/null || true
   fi
   scancel --quiet --full 2>/dev/null || true
-  for p in slurmd slurmctld munged; do
-    [ -f "$D/$p.pid" ] && kill "$(cat "$D/$p.pid")" 2>/dev/null || true
+  for f in "$D"/slurmd-*.pid "$D/slurmctld.pid" "$D/munged.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
   done
   sleep 1
   # Anything our jobs left behind runs a binary of this build with a path under $D.
@@ -72,11 +75,11 @@ AuthType=auth/munge
 AuthInfo=socket=$D/munge.sock
 CredType=cred/munge
 StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool
+SlurmdSpoolDir=$D/spool-%n
 SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd.pid
+SlurmdPidFile=$D/slurmd-%n.pid
 SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd.log
+SlurmdLogFile=$D/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -88,15 +91,18 @@ ReturnToService=2
 KillWait=15
 MinJobAge=600
 NodeName=$H CPUs=2 State=UNKNOWN
-PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+NodeName=sx1 NodeHostname=$H NodeAddr=127.0.0.2 Port=$((CTLD_PORT + 2)) CPUs=2 State=UNKNOWN
+NodeName=sx2 NodeHostname=$H NodeAddr=127.0.0.3 Port=$((CTLD_PORT + 3)) CPUs=2 State=UNKNOWN
+PartitionName=test Nodes=$H Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PartitionName=multi Nodes=sx[1-2] MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
 slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF"
+for n in "$H" sx1 sx2; do slurmd -f "$SLURM_CONF" -N "$n"; done
 for _ in $(seq 40); do
-  [ "$(sinfo -h -o %T 2>/dev/null)" = idle ] && break
+  [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && break
   sleep 0.5
 done
-[ "$(sinfo -h -o %T)" = idle ] || fail "slurmd never became idle"
+[ "$(sinfo -h -o %T | sort -u)" = idle ] || fail "the slurmd never all became idle: $(sinfo -h)"
 
 # A job of the test actor: NAME STEPS PORT [NODE_NAME [PORTS_PER_JOB]]; NODE_NAME "":
 # nodes_from = "slurm".
@@ -118,8 +124,10 @@ write_job() {
     printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\n' "$steps"
   } > "$D/$name.toml"
 }
-submit() {  # NAME -> job id
-  sbatch --parsable -o "$D/$1-%j.out" -J "$1" "$SCRIPT" "$D/$1.toml" "$SACCADE"
+submit() {  # NAME [SBATCH ARGS...] -> job id
+  local name=$1
+  shift
+  sbatch --parsable -o "$D/$name-%j.out" -J "$name" "$@" "$SCRIPT" "$D/$name.toml" "$SACCADE"
 }
 state() { scontrol show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 exit_code() { scontrol show job "$1" | grep -o ' ExitCode=[0-9]*' | cut -d= -f2; }
@@ -212,3 +220,19 @@ wait_done "$a" 120
   fail "first: ended $(state "$a") with exit $(exit_code "$a")"
 ! grep -q "refused\|drains" "$D/first-$a.out" || fail "the second job touched the first"
 echo "slurm_test: 6. a second job on the same ports fails fast and touches nothing: ok"
+
+# 7. The same kind of config on two nodes: one agent per node, each node's actors at
+#    its NodeAddr, the learners of both nodes in one process group.
+write_job pair 200 "$PORT"
+j=$(submit pair --nodes=2 -p multi)
+wait_done "$j" 120
+[ "$(state "$j")" = COMPLETED ] && [ "$(exit_code "$j")" = 0 ] ||
+  fail "pair: ended $(state "$j") with exit $(exit_code "$j")"
+for n in sx1 sx2; do
+  grep -q "node $n registered" "$D/pair-$j.out" || fail "pair: node $n never registered"
+done
+for a in 127.0.0.2 127.0.0.3; do
+  grep -q "started data [01] (.*) at tcp://$a:" "$D/pair-$j.out" ||
+    fail "pair: no data actor bound at $a (its node's NodeAddr)"
+done
+echo "slurm_test: 7. one config on two Slurm nodes (NodeAddr 127.0.0.2, .3) finishes: ok"

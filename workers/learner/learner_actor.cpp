@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 
 #include "common/seconds_since.h"
@@ -46,11 +47,15 @@ class LearnerActor final : public runtime::ActorBody {
     }
   }
 
-  // Drain (SIGTERM, preemption): learner 0 commits where it stands.
+  // Drain (SIGTERM, preemption): learner 0 commits where it stands. Also called
+  // by the runtime's bounded drain while a step runs: SslTrainer::save() then
+  // gives the last completed step.
   void checkpoint(ActorContext& ctx) override {
-    if (ctx.assignment().rank != 0 || !trainer_ || trainer_->step() == saved_step_) return;
-    save(ctx);
+    if (ctx.assignment().rank != 0) return;
+    std::lock_guard lock(save_mutex_);
+    if (trainer_ && trainer_->step() != saved_step_) save(ctx);
   }
+  bool checkpoint_while_running() const override { return true; }
 
  private:
   int train(ActorContext& ctx) {
@@ -120,8 +125,10 @@ class LearnerActor final : public runtime::ActorBody {
         }
         ctx.report(trainer_->step(), per_second, metrics);
         if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||
-                             trainer_->step() == total))
+                             trainer_->step() == total)) {
+          std::lock_guard lock(save_mutex_);
           save(ctx);
+        }
       }
       if (trainer_->step() >= total) {
         spdlog::info("learner {}: step budget {} reached", me.rank, total);
@@ -137,7 +144,10 @@ class LearnerActor final : public runtime::ActorBody {
     const JobConfig& config = ctx.config();
     const control::Assignment& me = ctx.assignment();
     group_.reset();
-    trainer_.reset();
+    {
+      std::lock_guard lock(save_mutex_);
+      trainer_.reset();
+    }
     const std::chrono::milliseconds timeout(r.collective_timeout_ms);
     if (me.rank == 0 && (!server_ || !server_->serves(r.store_host, r.store_port))) {
       server_.reset();
@@ -159,10 +169,12 @@ class LearnerActor final : public runtime::ActorBody {
     spdlog::info("generation {}: joined {} learners over {}", r.generation, r.world_size,
                  group_->backend());
     LearnerGroup* group = group_.get();
-    trainer_ = std::make_unique<SslTrainer>(
+    // Published to checkpoint() only once restored: a drain must never commit a
+    // fresh trainer over the job's progress.
+    auto trainer = std::make_unique<SslTrainer>(
         trainer_options(config, per_epoch, me.device),
         [group](at::Tensor& t) { group->all_reduce_sum(t); }, r.world_size);
-    saved_step_ = -1;
+    int64_t saved_step = -1;
     if (r.resume_from_step >= 0) {
       auto blobs = ctx.load_checkpoint(r.resume_from_step,
                                        std::chrono::seconds(config.cluster.checkpoint_timeout_s));
@@ -170,13 +182,17 @@ class LearnerActor final : public runtime::ActorBody {
         spdlog::error("checkpoint {} did not arrive from the coordinator", r.resume_from_step);
         return false;
       }
-      trainer_->load(*blobs);
-      saved_step_ = trainer_->step();
-      spdlog::info("resumed from checkpoint {}", trainer_->step());
+      trainer->load(*blobs);
+      saved_step = trainer->step();
+      spdlog::info("resumed from checkpoint {}", trainer->step());
     }
+    std::lock_guard lock(save_mutex_);
+    trainer_ = std::move(trainer);
+    saved_step_ = saved_step;
     return true;
   }
 
+  // save_mutex_ held.
   void save(ActorContext& ctx) {
     const int64_t step = trainer_->step();
     const auto t0 = Clock::now();
@@ -191,9 +207,12 @@ class LearnerActor final : public runtime::ActorBody {
 
   std::unique_ptr<StoreServer> server_;  // learner 0: the c10d store, across generations
   std::unique_ptr<LearnerGroup> group_;  // this generation's process group
+  // Written by the body's thread only, under save_mutex_; checkpoint() may read
+  // them from the runtime's bounded-drain thread.
+  std::mutex save_mutex_;
   std::unique_ptr<SslTrainer> trainer_;  // student, teacher, optimiser of this generation
+  int64_t saved_step_ = -1;              // last step committed (learner 0)
   int64_t batch_ = 0;
-  int64_t saved_step_ = -1;  // last step committed (learner 0)
 };
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 #include "model/backbone.h"
@@ -55,7 +57,10 @@ struct SslTrainer::Impl {
   DinoNet student{nullptr}, teacher{nullptr};
   ssl::NamedParameters student_params, teacher_params;
   std::unique_ptr<ssl::StudentOptimizer> optimizer;
-  int64_t step = 0;
+  // Held while a step updates weights, optimiser state and `step`, and by
+  // save()/load(): a save from another thread (bounded drain) sees a whole step.
+  std::mutex state_mutex;
+  std::atomic<int64_t> step{0};
 
   Impl(const TrainerOptions& o, AllReduceSum reduce, int world)
       : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
@@ -243,12 +248,14 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
   StepStats stats;
   stats.grad_norm = ssl::clip_grad_norm(m.student_params, m.options.clip_grad);
-  m.optimizer->apply_schedule(sched);
-  m.optimizer->step();
-  ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
-
+  {
+    std::lock_guard lock(m.state_mutex);
+    m.optimizer->apply_schedule(sched);
+    m.optimizer->step();
+    ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
+    stats.step = m.step++;
+  }
   const ssl::TargetStats target_stats = ssl::target_stats(targets);
-  stats.step = m.step++;
   stats.loss = parts.loss.item<double>();
   stats.dino = parts.dino.item<double>();
   stats.koleo = parts.koleo.item<double>();
@@ -294,10 +301,11 @@ std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views,
 }
 
 std::map<std::string, std::string> SslTrainer::save() const {
+  std::lock_guard lock(impl_->state_mutex);
   return {{"student", model::save_modules({{"", impl_->student.get()}})},
           {"teacher", model::save_modules({{"", impl_->teacher.get()}})},
           {"optimizer", impl_->optimizer->save()},
-          {"trainer", std::to_string(impl_->step)}};
+          {"trainer", std::to_string(impl_->step.load())}};
 }
 
 void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
@@ -305,6 +313,7 @@ void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
     if (!blobs.count(name))
       throw std::runtime_error(fmt::format("checkpoint: blob '{}' is missing", name));
   }
+  std::lock_guard lock(impl_->state_mutex);
   model::load_modules({{"", impl_->student.get()}}, blobs.at("student"));
   model::load_modules({{"", impl_->teacher.get()}}, blobs.at("teacher"));
   impl_->optimizer->load(blobs.at("optimizer"));

@@ -85,7 +85,8 @@ class SslTrainer {
 
   // Everything a bit-exact resume needs: "student" and "teacher" (safetensors),
   // "optimizer" (AdamW state), "trainer" (step). load() refuses blobs that do
-  // not fit this trainer's shapes, naming the tensor.
+  // not fit this trainer's shapes, naming the tensor. save() may run on another
+  // thread while train_step runs: it then gives the last completed step.
   std::map<std::string, std::string> save() const;
   void load(const std::map<std::string, std::string>& blobs);
 

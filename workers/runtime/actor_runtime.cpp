@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -68,7 +70,9 @@ class ActorRuntime {
   std::atomic<int64_t> step_{0};
   std::atomic<double> items_per_second_{0};
   std::atomic<int64_t> last_touch_ms_{0};
-  mutable std::mutex mutex_;  // guards rendezvous_ and outbox_
+  std::atomic<int64_t> drain_started_ms_{0};  // first drain that wants a checkpoint; 0: none
+  std::atomic<int64_t> last_upload_ms_{0};    // the last committed checkpoint's upload
+  mutable std::mutex mutex_;                  // guards rendezvous_ and outbox_
   std::condition_variable changed_;
   std::optional<RendezvousInfo> rendezvous_;
   std::deque<std::function<void(wire::Envelope::Builder)>> outbox_;
@@ -113,7 +117,7 @@ class ActorRuntime {
   }
 
   void drain(const std::string& why, bool checkpoint) {
-    if (checkpoint) checkpoint_ = true;
+    if (checkpoint && !checkpoint_.exchange(true)) drain_started_ms_ = control::steady_ms();
     if (!stopping_.exchange(true)) spdlog::info("draining: {}", why);
     changed_.notify_all();
   }
@@ -428,6 +432,7 @@ class RuntimeContext final : public ActorContext {
           },
           first);  // no blobs: the commit marker is the whole upload
     };
+    const int64_t started_ms = control::steady_ms();
     upload();
     std::unique_lock lock(runtime_.mutex_);
     auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -447,6 +452,7 @@ class RuntimeContext final : public ActorContext {
       runtime_.touch();
     }
     const bool ok = runtime_.save_ == Transfer::kDone;
+    if (ok) runtime_.last_upload_ms_ = control::steady_ms() - started_ms;
     if (!ok) {
       spdlog::error("checkpoint {} ({} bytes) was not committed by the coordinator{}", step, bytes,
                     runtime_.save_ == Transfer::kPending ? " in time" : "");
@@ -532,6 +538,12 @@ class RuntimeContext final : public ActorContext {
 
 }  // namespace
 
+std::chrono::milliseconds bounded_drain_ms(std::chrono::milliseconds window,
+                                           std::chrono::milliseconds last_upload) {
+  const auto reserve = std::max(window / 4, 2 * last_upload + std::chrono::seconds(1));
+  return std::max(std::chrono::milliseconds(0), window - reserve);
+}
+
 int run_actor(const ActorOptions& o) {
   JobConfig config;
   control::Assignment a;
@@ -566,8 +578,39 @@ int run_actor(const ActorOptions& o) {
     ActorRuntime runtime(o, config, a);
     RuntimeContext context(runtime);
     std::unique_ptr<ActorBody> body = factory->second();
+    std::atomic<bool> body_done{false}, checkpoint_claimed{false};
+    std::thread bounded_drain;
+    if (body->checkpoint_while_running()) {
+      bounded_drain = std::thread([&] {
+        // Past the deadline, the drain commits the last completed step and ends
+        // the process; the step in progress is dropped (resumed from that step).
+        const std::chrono::milliseconds window(config.cluster.drain_timeout_s * 1000);
+        while (!body_done) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          const int64_t started = runtime.drain_started_ms_;
+          if (started == 0 ||
+              control::steady_ms() - started <
+                  bounded_drain_ms(window, std::chrono::milliseconds(runtime.last_upload_ms_))
+                      .count())
+            continue;
+          if (body_done || checkpoint_claimed.exchange(true)) return;
+          spdlog::warn(
+              "drain: the step in progress has not ended {:.1f} s into the {} s window "
+              "(cluster.drain_timeout_s); committing the last completed step instead",
+              (control::steady_ms() - started) / 1000.0, config.cluster.drain_timeout_s);
+          body->checkpoint(context);
+          if (body_done) return;
+          spdlog::info("body drained mid-step: exit 0");
+          spdlog::shutdown();
+          std::_Exit(0);  // the body's thread is inside its step: nothing to unwind
+        }
+      });
+    }
     code = body->run(context);
-    if (code == 0 && runtime.checkpoint_) body->checkpoint(context);
+    body_done = true;
+    if (code == 0 && runtime.checkpoint_ && !checkpoint_claimed.exchange(true))
+      body->checkpoint(context);
+    if (bounded_drain.joinable()) bounded_drain.join();
     if (code == 0 && runtime.coordinator_gone_) code = kExitCoordinatorGone;
     spdlog::info("body returned {}", code);
   }  // the runtime flushes what the body posted and closes the socket

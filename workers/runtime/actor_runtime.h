@@ -134,7 +134,19 @@ class ActorBody {
   virtual ~ActorBody() = default;
   virtual int run(ActorContext& ctx) = 0;
   virtual void checkpoint(ActorContext&) {}
+  // True when checkpoint() may run on another thread while run() is inside a
+  // step: it then commits the last completed step. The runtime does so when a
+  // drain's window is nearly spent (bounded_drain_ms) and ends the process,
+  // dropping the step in progress, instead of letting SIGKILL lose the drain.
+  virtual bool checkpoint_while_running() const { return false; }
 };
+
+// How long after a drain with a checkpoint begins the runtime stops waiting
+// for the step in progress and commits the last completed one: the window
+// (cluster.drain_timeout_s) less a reserve for the upload, max(a quarter of
+// the window, twice the last checkpoint's upload + 1 s).
+std::chrono::milliseconds bounded_drain_ms(std::chrono::milliseconds window,
+                                           std::chrono::milliseconds last_upload);
 
 using ActorBodyFactory = std::function<std::unique_ptr<ActorBody>()>;
 
