@@ -25,7 +25,11 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
   patch_embed_ = register_module("patch_embed", torch::nn::Linear(options_.patch_dim(), w));
   pos_mlp_ = register_module("pos_mlp", Mlp(3, options_.pos_mlp_hidden, w));
   state_embed_ = register_parameter("state_embed", torch::zeros({options_.n_state, w}));
-  if (options_.project_state) state_proj_ = register_module("state_proj", torch::nn::Linear(w, w));
+  using StateInput = BackboneOptions::StateInput;
+  if (options_.state_input == StateInput::kProjected)
+    state_proj_ = register_module("state_proj", torch::nn::Linear(w, w));
+  if (options_.state_input == StateInput::kMemory)
+    memory_embed_ = register_parameter("memory_embed", torch::zeros({options_.n_state, w}));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options_.depth; ++i) {
     blocks_->push_back(Block(w, options_.heads, options_.mlp_hidden(), options_.layerscale_init,
@@ -35,6 +39,7 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
       "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({w}).eps(options_.norm_eps)));
   init_vit_weights(*this);
   trunc_normal_(state_embed_, 0.02);
+  if (memory_embed_.defined()) trunc_normal_(memory_embed_, 0.02);
   if (!state_proj_.is_empty()) {  // zero: at initialisation a step reads only its own glimpse
     torch::NoGradGuard no_grad;
     state_proj_->weight.zero_();
@@ -72,17 +77,20 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   check_inputs(patches, positions, state);
   const int64_t b = patches.size(0), t = patches.size(1);
   // No backprop through time: the incoming state is a constant of this step.
-  auto s = !state.defined()         ? initial_state(b)
-           : state_proj_.is_empty() ? state.detach()
-                                    : state_proj_(state.detach());
-  s = s + state_embed_.unsqueeze(0);
-  auto x = patch_embed_(patches.reshape({b, t, options_.patch_dim()})) + pos_mlp_(positions);
-  x = torch::cat({s, x}, 1);
+  const bool memory = options_.state_input == BackboneOptions::StateInput::kMemory;
+  auto s = !state.defined() || memory ? initial_state(b)
+           : state_proj_.is_empty()   ? state.detach()
+                                      : state_proj_(state.detach());
+  std::vector<torch::Tensor> tokens = {s + state_embed_.unsqueeze(0)};
+  if (memory && state.defined()) tokens.push_back(state.detach() + memory_embed_.unsqueeze(0));
+  tokens.push_back(patch_embed_(patches.reshape({b, t, options_.patch_dim()})) +
+                   pos_mlp_(positions));
+  auto x = torch::cat(tokens, 1);
   for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
   x = norm_(x);
   StepOutput out;
   out.state = x.narrow(1, 0, options_.n_state);
-  out.patch_tokens = x.narrow(1, options_.n_state, t);
+  out.patch_tokens = x.narrow(1, x.size(1) - t, t);
   return out;
 }
 

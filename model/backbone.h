@@ -30,9 +30,12 @@ class FovealBackboneImpl : public torch::nn::Module {
   //            x right, y down) and zoom z (patch side = 2^-z)
   // state:     [B, n_state, width] from the previous step, or an undefined tensor for the
   //            initial (zero) state. It is DETACHED here: no backprop through time.
-  // The incoming state goes through state_proj (options.project_state), then the learned
-  // state embedding is added to it; the transformer runs over
-  // [state tokens, patch tokens]; the new state is the normed output at the state positions.
+  // options.state_input: normed, the incoming state plus the learned state embedding
+  // are the state tokens; projected, state_proj(incoming) plus the embedding; memory,
+  // the state tokens start from the embedding alone and the incoming state plus
+  // memory_embed follows them as n_state more tokens. The transformer runs over
+  // [state tokens, (memory tokens,) patch tokens]; the new state is the normed
+  // output at the state positions.
   StepOutput step(const torch::Tensor& patches, const torch::Tensor& positions,
                   const torch::Tensor& state = {});
 
@@ -49,7 +52,8 @@ class FovealBackboneImpl : public torch::nn::Module {
   torch::nn::Linear patch_embed_{nullptr};  // on the flattened C*P*P patch
   Mlp pos_mlp_{nullptr};                    // (x, y, z) -> width
   torch::Tensor state_embed_;               // [n_state, width]
-  torch::nn::Linear state_proj_{nullptr};   // carried state -> width (project_state only)
+  torch::nn::Linear state_proj_{nullptr};   // carried state -> width (projected only)
+  torch::Tensor memory_embed_;              // [n_state, width] (memory only)
   torch::nn::ModuleList blocks_{nullptr};
   torch::nn::LayerNorm norm_{nullptr};
 };

@@ -9,7 +9,7 @@
 namespace saccade::model {
 
 struct StepFlops {
-  int64_t tokens = 0;     // n_state + patch tokens
+  int64_t tokens = 0;     // n_state (+ n_state memory tokens) + patch tokens
   int64_t embed = 0;      // patch Linear + positional MLP
   int64_t attention = 0;  // qkv, QK^T, AV, output projection, all blocks
   int64_t mlp = 0;        // both MLP Linears, all blocks
@@ -18,7 +18,9 @@ struct StepFlops {
   int64_t forward_backward() const { return 3 * forward(); }
 };
 
-// FLOPs of step() on one sample with `patch_tokens` patches.
-StepFlops step_flops(const BackboneOptions& options, int64_t patch_tokens);
+// FLOPs of step() on one sample with `patch_tokens` patches; `carries_state`: a
+// step given a previous state (its state_proj or memory tokens count).
+StepFlops step_flops(const BackboneOptions& options, int64_t patch_tokens,
+                     bool carries_state = false);
 
 }  // namespace saccade::model

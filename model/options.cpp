@@ -27,6 +27,25 @@ void BackboneOptions::validate() const {
   require(norm_eps > 0, "model.norm_eps", "> 0");
 }
 
+const char* state_input_name(BackboneOptions::StateInput s) {
+  switch (s) {
+    case BackboneOptions::StateInput::kProjected:
+      return "projected";
+    case BackboneOptions::StateInput::kMemory:
+      return "memory";
+    default:
+      return "normed";
+  }
+}
+
+BackboneOptions::StateInput parse_state_input(const std::string& name) {
+  for (auto s : {BackboneOptions::StateInput::kNormed, BackboneOptions::StateInput::kProjected,
+                 BackboneOptions::StateInput::kMemory})
+    if (name == state_input_name(s)) return s;
+  throw std::invalid_argument("model.state_input: expected normed, projected or memory, got \"" +
+                              name + "\"");
+}
+
 void DinoHeadOptions::validate() const {
   require(in_dim > 0, "dino_head.in_dim", "> 0");
   require(hidden_dim > 0, "dino_head.hidden_dim", "> 0");
@@ -54,14 +73,18 @@ void PolicyOptions::validate() const {
   require(n_mix > 0, "policy.n_mix", "> 0");
 }
 
-StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens) {
+StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens, bool carries_state) {
   o.validate();
   if (patch_tokens < 0) throw std::invalid_argument("patch_tokens: expected >= 0");
-  const int64_t n = o.n_state + patch_tokens, w = o.width, h = o.mlp_hidden();
+  // A step that carries a state (every glimpse but the first): state_proj, or
+  // n_state memory tokens more.
+  const bool memory = carries_state && o.state_input == BackboneOptions::StateInput::kMemory;
+  const int64_t n = o.n_state * (memory ? 2 : 1) + patch_tokens, w = o.width, h = o.mlp_hidden();
   StepFlops f;
   f.tokens = n;
   f.embed = 2 * patch_tokens * (o.patch_dim() * w + 3 * o.pos_mlp_hidden + o.pos_mlp_hidden * w);
-  if (o.project_state) f.embed += 2 * o.n_state * w * w;  // state_proj (every step but the first)
+  if (carries_state && o.state_input == BackboneOptions::StateInput::kProjected)
+    f.embed += 2 * o.n_state * w * w;
   // per block: qkv (3 w^2), scores QK^T (n w), weighted sum AV (n w), projection (w^2)
   f.attention = o.depth * 2 * n * (3 * w * w + 2 * n * w + w * w);
   f.mlp = o.depth * 2 * n * (2 * w * h);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace saccade::model {
 
@@ -19,11 +20,15 @@ struct BackboneOptions {
   int64_t pos_mlp_hidden = 128;   // hidden units of the (x, y, z) positional MLP
   double layerscale_init = 1e-5;  // DINOv2 ViT-S value
   double norm_eps = 1e-6;         // LayerNorm epsilon (DINOv2 uses 1e-6)
-  // true: the carried state re-enters a step through a learned Linear
-  // (state_proj) initialised at zero, so that a fresh step's small updates are
-  // not drowned by it and training grows what is carried. false (the paper):
-  // the previous final-LayerNorm output as is (model.state_input).
-  bool project_state = false;
+  // How the state carried from the previous step re-enters a step (model.state_input):
+  // kNormed (the paper): the previous final-LayerNorm output, as the state tokens;
+  // kProjected: through a learned Linear (state_proj) initialised at zero, so that a
+  // fresh step's small updates are not drowned by it; kMemory: the state tokens start
+  // afresh every step and the carried state comes in as n_state more tokens (plus
+  // memory_embed) that they read through attention, so nothing is copied forward by
+  // the residual stream.
+  enum class StateInput { kNormed, kProjected, kMemory };
+  StateInput state_input = StateInput::kNormed;
 
   // ViT-S/16 of the paper: 12 blocks, 384 wide, 6 heads, 8 state tokens.
   static BackboneOptions vit_s() { return BackboneOptions{}; }
@@ -42,6 +47,11 @@ struct BackboneOptions {
   int64_t patch_dim() const { return channels * patch_size * patch_size; }
   void validate() const;
 };
+
+// "normed", "projected", "memory" (config and export metadata); parse throws
+// std::invalid_argument naming model.state_input.
+const char* state_input_name(BackboneOptions::StateInput s);
+BackboneOptions::StateInput parse_state_input(const std::string& name);
 
 // DINO projection head on the first state token (NOTES.md section 3).
 struct DinoHeadOptions {

@@ -138,7 +138,7 @@ std::string export_backbone(FovealBackboneImpl& backbone) {
                 {"mlp_hidden", std::to_string(o.mlp_hidden())},
                 {"n_state", std::to_string(o.n_state)},
                 {"pos_mlp_hidden", std::to_string(o.pos_mlp_hidden)},
-                {"state_input", o.project_state ? "projected" : "normed"},
+                {"state_input", state_input_name(o.state_input)},
                 {"norm_eps", exact(o.norm_eps)}};
   return save_modules({{"", &backbone}}, meta);
 }
@@ -164,9 +164,9 @@ BackboneOptions backbone_options_from_metadata(const Metadata& m) {
     o.n_state = std::stoll(get("n_state"));
     o.pos_mlp_hidden = std::stoll(get("pos_mlp_hidden"));
     o.norm_eps = std::stod(get("norm_eps"));
-    // Backbones exported before state_proj existed carried the normed state as is.
+    // Backbones exported before state_input existed carried the normed state as is.
     const auto state_input = m.find("state_input");
-    o.project_state = state_input != m.end() && state_input->second == "projected";
+    if (state_input != m.end()) o.state_input = parse_state_input(state_input->second);
     o.validate();
     return o;
   } catch (const std::logic_error& e) {  // stoll's invalid_argument / out_of_range

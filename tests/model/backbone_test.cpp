@@ -146,11 +146,11 @@ TEST(Backbone, NoBackpropThroughTime) {
 // How much a step's new state depends on its own glimpse (two glimpses at the same
 // positions), relative to the state's size: for the first step, and for a second step
 // carrying the first's state.
-std::pair<double, double> step_sensitivity(bool project_state) {
+std::pair<double, double> step_sensitivity(BackboneOptions::StateInput state_input) {
   torch::manual_seed(3);
   auto o = small_tiny();
   o.layerscale_init = 1.0;  // the tiny preset's (configs/tiny.toml)
-  o.project_state = project_state;
+  o.state_input = state_input;
   FovealBackbone model(o);
   torch::NoGradGuard no_grad;
   auto p1 = torch::randn({16, 6, 3, 16, 16}), x1 = torch::rand({16, 6, 3});
@@ -166,14 +166,43 @@ std::pair<double, double> step_sensitivity(bool project_state) {
 // previous final-LayerNorm output (unit variance per feature), a fresh step's updates
 // are small beside it and every later glimpse leaves the state almost as the first wrote
 // it (measured: k-NN flat over glimpses 1..4). state_proj brings it to the patch
-// tokens' scale.
+// tokens' scale; memory tokens leave the state tokens fresh.
 TEST(Backbone, ALaterGlimpseChangesTheCarriedState) {
-  const auto [first, projected] = step_sensitivity(true);
-  const double normed = step_sensitivity(false).second;
-  std::printf("sensitivity to its glimpse: step 1 %.3f; step 2 projected %.3f, normed %.3f\n",
-              first, projected, normed);
+  using StateInput = BackboneOptions::StateInput;
+  const auto [first, projected] = step_sensitivity(StateInput::kProjected);
+  const double normed = step_sensitivity(StateInput::kNormed).second;
+  const double memory = step_sensitivity(StateInput::kMemory).second;
+  std::printf(
+      "sensitivity to its glimpse: step 1 %.3f; step 2 projected %.3f, normed %.3f, memory "
+      "%.3f\n",
+      first, projected, normed, memory);
   EXPECT_GT(projected, 3 * normed);
   EXPECT_GT(projected, 0.5 * first);
+  EXPECT_GT(memory, 3 * normed);
+  EXPECT_GT(memory, 0.5 * first);
+}
+
+// Memory tokens: a later step reads the carried state (its output depends on it), as
+// n_state tokens more, and still returns n_state state tokens and T patch tokens.
+TEST(Backbone, MemoryTokensCarryTheStateIntoTheNextStep) {
+  torch::manual_seed(4);
+  auto o = small_tiny();
+  o.layerscale_init = 1.0;
+  o.state_input = BackboneOptions::StateInput::kMemory;
+  FovealBackbone model(o);
+  torch::NoGradGuard no_grad;
+  auto p = torch::randn({4, 6, 3, 16, 16}), x = torch::rand({4, 6, 3});
+  const auto s1 = model->step(p, x).state, s1b = model->step(torch::randn_like(p), x).state;
+  const auto a = model->step(p, x, s1), b = model->step(p, x, s1b), fresh = model->step(p, x);
+  EXPECT_EQ(a.state.sizes(), s1.sizes());
+  EXPECT_EQ(a.patch_tokens.size(1), 6);
+  EXPECT_FALSE(torch::allclose(a.state, b.state, 1e-4, 1e-4)) << "the carried state is not read";
+  EXPECT_FALSE(torch::allclose(a.state, fresh.state, 1e-4, 1e-4));
+  // Step 1 has no memory tokens: it is the same computation as without a state.
+  EXPECT_TRUE(torch::allclose(s1, model->step(p, x, torch::Tensor()).state));
+  // The FLOP count knows the extra tokens of a carrying step.
+  EXPECT_EQ(step_flops(o, 6, true).tokens, 2 * o.n_state + 6);
+  EXPECT_EQ(step_flops(o, 6).tokens, o.n_state + 6);
 }
 
 TEST(Backbone, OutputDoesNotDependOnTheSourceImageSize) {

@@ -84,7 +84,7 @@ TEST(Weights, SaveLoadRoundTripIsExactForEveryModule) {
 TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   torch::manual_seed(12);
   auto o = small_tiny();
-  o.project_state = true;  // model.state_input = "projected": state_proj is documented too
+  o.state_input = BackboneOptions::StateInput::kProjected;  // state_proj is documented too
   FovealBackbone bb(o);
   const std::string bytes = export_backbone(*bb);
   Metadata meta;
@@ -124,14 +124,15 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   }
   EXPECT_EQ(raw.size(), 11u + 2u * 14u);  // 11 outside the blocks, 14 per block
   EXPECT_EQ(meta.at("state_input"), "projected");
-  EXPECT_TRUE(back.project_state);
+  EXPECT_EQ(back.state_input, BackboneOptions::StateInput::kProjected);
   // The paper's state input (the default) has no state_proj and says so.
   Metadata plain_meta;
   const RawTensorMap plain =
       parse_safetensors(export_backbone(*FovealBackbone(small_tiny())), &plain_meta);
   EXPECT_EQ(plain_meta.at("state_input"), "normed");
   EXPECT_EQ(plain.count("state_proj.weight"), 0u);
-  EXPECT_FALSE(backbone_options_from_metadata(plain_meta).project_state);
+  EXPECT_EQ(backbone_options_from_metadata(plain_meta).state_input,
+            BackboneOptions::StateInput::kNormed);
   FovealBackbone other(back);
   load_modules({{"", other.get()}}, bytes);
   expect_same_tensors(*bb, *other);

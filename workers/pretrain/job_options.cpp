@@ -14,7 +14,7 @@ model::BackboneOptions backbone_options(const JobConfig& config) {
   o.n_state = m.n_state;
   o.pos_mlp_hidden = m.pos_mlp_hidden;
   o.layerscale_init = m.layerscale_init;
-  o.project_state = m.state_input == "projected";
+  o.state_input = model::parse_state_input(m.state_input);
   return o;
 }
 
