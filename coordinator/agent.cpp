@@ -60,8 +60,15 @@ class Agent {
         socket_(context_, zmq::socket_type::dealer),
         writer_({o.bootstrap.job.name, wire::Role::AGENT, 0, o.node}),
         binary_(o.actor_binary.empty() ? self_executable() : o.actor_binary),
-        config_file_(std::filesystem::temp_directory_path() /
-                     fmt::format("saccade-{}-{}-{}.toml", o.bootstrap.job.name, o.node, getpid())) {
+        config_file_(std::filesystem::path(o.bootstrap.job.work_dir) / "agents" /
+                     (o.node + ".toml")) {
+    // The config this node's actors run, beside the job's other files: one per node,
+    // replaced by the next launch, never left loose in /tmp after a SIGKILL.
+    std::error_code ec;
+    std::filesystem::create_directories(config_file_.parent_path(), ec);
+    if (ec)
+      throw std::runtime_error(fmt::format("job.work_dir: cannot create {}: {}",
+                                           config_file_.parent_path().string(), ec.message()));
     become_subreaper();  // orphans of actors come back to us to be reaped
     connect();
     spdlog::info("agent of node {} -> {} (actors: {})", o.node, endpoint_, binary_);
@@ -70,7 +77,6 @@ class Agent {
   ~Agent() {
     kill_all(SIGKILL);
     while (!children_.empty()) reap(true);
-    std::filesystem::remove(config_file_);
   }
 
   int run() {
@@ -241,7 +247,10 @@ class Agent {
     }
     job.security = options_.bootstrap.security;  // key paths are this node's
     config_ = job;
-    std::ofstream(config_file_, std::ios::trunc) << a.getConfigToml().cStr();
+    std::ofstream out(config_file_, std::ios::trunc);
+    out << a.getConfigToml().cStr();
+    if (!out.flush())
+      spdlog::error("cannot write {}: the actors will not start", config_file_.string());
     registered_ = true;
     spdlog::info("registered: {} actors placed on this node", a.getActors().size());
   }

@@ -117,6 +117,12 @@ TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
   EXPECT_EQ(coord.wait(15s), 0);
   EXPECT_EQ(a0.wait(10s), 0);
   EXPECT_EQ(a1.wait(10s), 0);
+  // Each agent wrote the config its actors ran under the job's work_dir, not in /tmp.
+  for (const char* node : {"n0", "n1"}) {
+    std::ifstream in(work_dir() / "agents" / (std::string(node) + ".toml"));
+    const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(toml.find("name = \"rt-test\""), std::string::npos) << node << ": " << toml;
+  }
   // The database remembers the job ended: a new coordinator says so and leaves.
   EXPECT_EQ(coordinator(config, "coordinator-again").wait(10s), 0);
 }
