@@ -96,9 +96,9 @@ class Coordinator {
       job_.flush();
     }
     job_.flush(true);
-    spdlog::info("job \"{}\" {}{}", config_.job.name, job_.state,
+    spdlog::info("job \"{}\" {}{}", config_.job.name, job_phase_name(job_.state),
                  job_.reason.empty() ? "" : ": " + job_.reason);
-    if (job_.state == "failed") return kExitJobFailed;
+    if (job_.state == JobPhase::kFailed) return kExitJobFailed;
     return job_.finished() ? kExitJobFinished : kExitJobDrained;
   }
 
@@ -214,7 +214,7 @@ class Coordinator {
           a.phase = Phase::kRunning;
         job_.mark(a);
         if (role == wire::Role::LEARNER && env.getGeneration() != job_.generation &&
-            job_.state == "running")
+            job_.state == JobPhase::kRunning)
           send_rendezvous(a);
         return "";
       }
@@ -507,7 +507,7 @@ class Coordinator {
           a.last_heartbeat_ms = now;
           job_.mark(a);
         }
-      } else if (a.phase == Phase::kPending && job_.state == "running") {
+      } else if (a.phase == Phase::kPending && job_.state == JobPhase::kRunning) {
         start_actor(a, now);
       } else if (auto e = ended.find(k); alive(a.phase) && e != ended.end() &&
                                          (a.pid == 0 || a.pid == e->second.getPid())) {
@@ -534,9 +534,9 @@ class Coordinator {
     if (!reason.empty()) what += ": " + reason;
     if (!a.last_reason.empty()) what += " (" + a.last_reason + ")";
     a.last_reason.clear();
-    if (job_.state != "running") {
+    if (job_.state != JobPhase::kRunning) {
       a.phase = Phase::kFailed;
-      spdlog::warn("{} ended while the job is {}: {}", who, job_.state, what);
+      spdlog::warn("{} ended while the job is {}: {}", who, job_phase_name(job_.state), what);
       return;
     }
     if (a.assignment.role == wire::Role::LEARNER) {
@@ -553,7 +553,7 @@ class Coordinator {
     if (n > static_cast<uint32_t>(config_.cluster.max_restarts)) {
       a.phase = Phase::kFailed;
       end_job(
-          "failed",
+          JobPhase::kFailed,
           fmt::format("restart cap reached: {} actors failed {} times (cluster.max_restarts = "
                       "{}); last: {}: {}",
                       role_name(a.assignment.role), n, config_.cluster.max_restarts, who, what));
@@ -605,9 +605,9 @@ class Coordinator {
   }
 
   void begin_drain(const std::string& why) {
-    if (job_.state != "running") return;
+    if (job_.state != JobPhase::kRunning) return;
     spdlog::warn("job drains: {}", why);
-    job_.state = "draining";
+    job_.state = JobPhase::kDraining;
     job_.reason = why;
     job_.mark_job();
     job_.flush(true);
@@ -623,15 +623,15 @@ class Coordinator {
     }
   }
 
-  void end_job(const std::string& state, const std::string& why) {
+  void end_job(JobPhase state, const std::string& why) {
     if (job_.ended()) return;
     job_.state = state;
     if (!why.empty()) job_.reason = why;
     job_.mark_job();
     job_.flush(true);
     ended_ms_ = steady_ms();
-    spdlog::log(state == "failed" ? spdlog::level::err : spdlog::level::info, "job {}{}", state,
-                job_.reason.empty() ? "" : ": " + job_.reason);
+    spdlog::log(state == JobPhase::kFailed ? spdlog::level::err : spdlog::level::info, "job {}{}",
+                job_phase_name(state), job_.reason.empty() ? "" : ": " + job_.reason);
     for (auto& [k, a] : job_.actors)
       if (alive(a.phase)) send_shutdown(actor_identity(k.first, k.second), false);
   }
@@ -651,9 +651,9 @@ class Coordinator {
       }
       const bool absent =
           n.state == NodeRecord::State::kLost || n.state == NodeRecord::State::kWaiting;
-      if (absent && job_.state == "running" &&
+      if (absent && job_.state == JobPhase::kRunning &&
           now - n.since_ms > config_.cluster.reconnect_grace_s * 1000) {
-        end_job("failed",
+        end_job(JobPhase::kFailed,
                 fmt::format("node {} {} for {} s (cluster.reconnect_grace_s)", name,
                             n.state == NodeRecord::State::kLost ? "lost" : "never registered",
                             config_.cluster.reconnect_grace_s));
@@ -682,7 +682,7 @@ class Coordinator {
           });
         }
       }
-      if (job_.state == "running" && node_up &&
+      if (job_.state == JobPhase::kRunning && node_up &&
           (a.phase == Phase::kPending || (a.phase == Phase::kRestarting && now >= a.restart_at_ms)))
         start_actor(a, now);
       if (completes_job(config_, k.first)) {
@@ -690,9 +690,10 @@ class Coordinator {
         all_done = all_done && a.phase == Phase::kExited;
       }
     }
-    if (job_.state == "running" && any_completes && all_done) end_job("finished", "");
-    if (job_.state == "draining" && (!any_alive || now > drain_deadline_ms_))
-      end_job("drained", "");
+    if (job_.state == JobPhase::kRunning && any_completes && all_done)
+      end_job(JobPhase::kFinished, "");
+    if (job_.state == JobPhase::kDraining && (!any_alive || now > drain_deadline_ms_))
+      end_job(JobPhase::kDrained, "");
     if (job_.ended()) finish_when_quiet(now);
   }
 
@@ -716,7 +717,7 @@ class Coordinator {
       begin_drain(fmt::format("coordinator received {}", strsignal(signal)));
     } else {
       spdlog::warn("second {}: ending now", strsignal(signal));
-      end_job("drained", "");
+      end_job(JobPhase::kDrained, "");
       done_ = true;
     }
   }
@@ -758,7 +759,7 @@ class Coordinator {
   void send_shutdown(const std::string& id, bool checkpoint) {
     send_to(id, [&](wire::Envelope::Builder e) {
       auto s = e.getBody().initShutdown();
-      s.setReason(job_.reason.empty() ? job_.state : job_.reason);
+      s.setReason(job_.reason.empty() ? job_phase_name(job_.state) : job_.reason);
       s.setCheckpointFirst(checkpoint);
     });
   }

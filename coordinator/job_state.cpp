@@ -47,6 +47,28 @@ const char* shown_state(Phase p) {
 
 }  // namespace
 
+const char* job_phase_name(JobPhase p) {
+  switch (p) {
+    case JobPhase::kDraining:
+      return "draining";
+    case JobPhase::kFinished:
+      return "finished";
+    case JobPhase::kDrained:
+      return "drained";
+    case JobPhase::kFailed:
+      return "failed";
+    default:
+      return "running";
+  }
+}
+
+JobPhase job_phase_from_name(const std::string& name) {
+  for (JobPhase p :
+       {JobPhase::kDraining, JobPhase::kFinished, JobPhase::kDrained, JobPhase::kFailed})
+    if (name == job_phase_name(p)) return p;
+  return JobPhase::kRunning;
+}
+
 JobState::JobState(const JobConfig& config, StateStore& store, int64_t now_ms)
     : config_(config), store_(store) {
   for (const NodeSpec& n : config.cluster.nodes) {
@@ -78,7 +100,7 @@ void JobState::load(int64_t now_ms) {
   }
   if (store_.get("job/config") != to_toml(config_))
     spdlog::warn("the config differs from the one this job started with; using the new one");
-  state = store_.get("job/state").value_or("running");
+  state = job_phase_from_name(store_.get("job/state").value_or("running"));
   reason = store_.get("job/reason").value_or("");
   generation = std::stoull(store_.get("job/generation").value_or("1"));
   // The checkpoint index is the committed checkpoints themselves.
@@ -106,16 +128,17 @@ void JobState::load(int64_t now_ms) {
     if (a.phase == Phase::kRestarting) a.restart_at_ms = now_ms;
   }
   spdlog::info("resumed job \"{}\" from its database: state {}, generation {}, checkpoint step {}",
-               config_.job.name, state, generation, checkpoint_step);
-  if (state == "drained" || state == "failed") relaunch(now_ms);
+               config_.job.name, job_phase_name(state), generation, checkpoint_step);
+  if (state == JobPhase::kDrained || state == JobPhase::kFailed) relaunch(now_ms);
 }
 
 void JobState::relaunch(int64_t now_ms) {
   spdlog::info(
       "job \"{}\" {} in an earlier launch{}: this launch resumes it from checkpoint {} with a "
       "fresh restart budget (start over with --fresh)",
-      config_.job.name, state, reason.empty() ? "" : " (" + reason + ")", checkpoint_step);
-  state = "running";
+      config_.job.name, job_phase_name(state), reason.empty() ? "" : " (" + reason + ")",
+      checkpoint_step);
+  state = JobPhase::kRunning;
   reason.clear();
   ++generation;  // the learners of this launch form a new group
   for (auto& [role, n] : role_restarts) n = 0;
@@ -139,7 +162,7 @@ void JobState::flush(bool sync) {
         fmt::format("{} {} {} {}", static_cast<int>(a.phase), a.pid, a.restarts, a.step);
   }
   if (dirty_job_) {
-    batch["job/state"] = state;
+    batch["job/state"] = job_phase_name(state);
     batch["job/reason"] = reason;
     batch["job/generation"] = std::to_string(generation);
     for (auto [role, n] : role_restarts)
@@ -185,7 +208,7 @@ JobStatus JobState::status(int64_t now_ms) {
   JobStatus s;
   s.job_id = config_.job.name;
   s.stage = stage();
-  s.state = state;
+  s.state = job_phase_name(state);
   s.reason = reason;
   s.total_steps = config_.ssl.steps_per_epoch * config_.ssl.epochs;
   s.loss = metrics.count("loss") ? metrics.at("loss") : NAN;

@@ -53,6 +53,14 @@ struct NodeRecord {
 
 using ActorKey = std::pair<wire::Role, int32_t>;
 
+// The job's own state; only kFinished is final (drained and failed jobs resume
+// on the next launch).
+enum class JobPhase { kRunning, kDraining, kFinished, kDrained, kFailed };
+// "running", "draining", "finished", "drained", "failed": the database's and status's words.
+const char* job_phase_name(JobPhase p);
+// The phase a stored name stands for; kRunning for an unknown one.
+JobPhase job_phase_from_name(const std::string& name);
+
 // Everything the coordinator knows about its job. Mutations mark what changed;
 // flush() writes it in one atomic batch.
 class JobState {
@@ -67,7 +75,7 @@ class JobState {
 
   std::map<ActorKey, ActorRecord> actors;
   std::map<std::string, NodeRecord> nodes;
-  std::string state = "running";  // running, draining, finished, drained, failed
+  JobPhase state = JobPhase::kRunning;
   std::string reason;
   uint64_t generation = 1;
   int64_t checkpoint_step = -1;
@@ -78,8 +86,11 @@ class JobState {
 
   // The stage running now (stages run in config order; only the first is implemented).
   std::string stage() const { return config_.job.stages.empty() ? "" : config_.job.stages.front(); }
-  bool ended() const { return state == "finished" || state == "drained" || state == "failed"; }
-  bool finished() const { return state == "finished"; }
+  bool ended() const {
+    return state == JobPhase::kFinished || state == JobPhase::kDrained ||
+           state == JobPhase::kFailed;
+  }
+  bool finished() const { return state == JobPhase::kFinished; }
   void mark(const ActorRecord& a) {
     dirty_actors_.push_back({a.assignment.role, a.assignment.rank});
   }
