@@ -14,9 +14,9 @@
 #include <regex>
 #include <thread>
 
-#include "coordinator/control.h"
-#include "coordinator/placement.h"
-#include "coordinator/process.h"
+#include "control/control.h"
+#include "control/placement.h"
+#include "control/process.h"
 
 namespace saccade::control {
 namespace {

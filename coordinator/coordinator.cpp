@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "common/metrics_log.h"
-#include "coordinator/checkpoint_transfer.h"
-#include "coordinator/control.h"
+#include "control/checkpoint_transfer.h"
+#include "control/control.h"
+#include "control/process.h"
 #include "coordinator/job_state.h"
-#include "coordinator/process.h"
 
 namespace saccade::control {
 

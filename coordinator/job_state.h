@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/placement.h"
+#include "control/placement.h"
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 

@@ -10,8 +10,8 @@
 
 #include "common/allocation.h"
 #include "common/config.h"
-#include "coordinator/control.h"
-#include "coordinator/process.h"
+#include "control/control.h"
+#include "control/process.h"
 
 namespace saccade::control {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "schemas/wire.h"
 
 namespace saccade::control {

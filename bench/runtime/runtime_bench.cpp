@@ -19,8 +19,8 @@
 
 #include "common/config.h"
 #include "common/seconds_since.h"
-#include "coordinator/control.h"
-#include "coordinator/process.h"
+#include "control/control.h"
+#include "control/process.h"
 #include "coordinator/status.h"
 #include "dataloader/dataset_factory.h"
 #include "dataloader/ssl_loader.h"

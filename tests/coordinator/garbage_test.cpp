@@ -15,7 +15,7 @@
 #include <random>
 #include <thread>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "tests/coordinator/harness.h"
 #include "tests/support/subprocess.h"
 

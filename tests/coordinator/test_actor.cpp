@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "tests/coordinator/harness.h"
 #include "workers/runtime/actor_runtime.h"
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <fstream>
 
-#include "coordinator/checkpoint_transfer.h"
-#include "coordinator/control.h"
-#include "coordinator/placement.h"
+#include "control/checkpoint_transfer.h"
+#include "control/control.h"
+#include "control/placement.h"
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 #include "tests/coordinator/json.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <thread>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "dataloader/ssl_loader.h"
 #include "test_data.h"
 #include "workers/data/batch_client.h"

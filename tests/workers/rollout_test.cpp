@@ -10,7 +10,7 @@
 
 #include <capnp/message.h>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "model/policy.h"
 #include "model/weights.h"
 #include "storage/rollout_store.h"

@@ -22,8 +22,8 @@
 #include <zmq.hpp>
 
 #include "common/config.h"
-#include "coordinator/control.h"
-#include "coordinator/placement.h"
+#include "control/control.h"
+#include "control/placement.h"
 #include "dataloader/sharded_sampler.h"
 #include "dataloader/ssl_loader.h"
 #include "dataloader/views.h"

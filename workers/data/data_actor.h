@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "schemas/wire.h"

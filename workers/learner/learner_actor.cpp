@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "common/seconds_since.h"
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "workers/data/batch_client.h"
 #include "workers/learner/learner_group.h"
 #include "workers/pretrain/job_options.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "schemas/wire.h"
 #include "workers/policy/rollout_codec.h"
 #include "workers/policy/rollout_source.h"

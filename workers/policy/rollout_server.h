@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/control.h"
+#include "control/control.h"
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "model/options.h"

@@ -16,8 +16,8 @@
 #include <utility>
 
 #include "common/logging.h"
-#include "coordinator/checkpoint_transfer.h"
-#include "coordinator/control.h"
+#include "control/checkpoint_transfer.h"
+#include "control/control.h"
 
 namespace saccade::runtime {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/config.h"
-#include "coordinator/placement.h"
+#include "control/placement.h"
 
 namespace CLI {
 class App;

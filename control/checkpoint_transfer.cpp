@@ -1,4 +1,4 @@
-#include "coordinator/checkpoint_transfer.h"
+#include "control/checkpoint_transfer.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/process.h"
+#include "control/process.h"
 
 #include <fcntl.h>
 #include <signal.h>

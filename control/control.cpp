@@ -1,4 +1,4 @@
-#include "coordinator/control.h"
+#include "control/control.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

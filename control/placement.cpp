@@ -1,4 +1,4 @@
-#include "coordinator/placement.h"
+#include "control/placement.h"
 
 #include <fmt/format.h>
 

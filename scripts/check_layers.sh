@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The import arrows point one way (README, "Layout"): fails naming every
+# #include that crosses a layer the wrong way. Run by ctest (Layers.*).
+# Usage: check_layers.sh [SOURCE_ROOT] (default: this checkout)
+#   kernels/      knows nothing of the model, data loading or the runtime
+#   model/        knows nothing of data loading, processes or the wire
+#   common/ schemas/ storage/ control/ coordinator/ workers/runtime/: torch-free
+#   workers/      never includes coordinator/ (what they share is control/)
+#   coordinator/  never includes workers/
+set -uo pipefail
+cd "${1:-$(dirname "$0")/..}"
+bad=0
+# forbid DIRS PATTERN WHY: no file under DIRS may #include a match of PATTERN.
+forbid() {
+  local dirs=$1 pattern=$2 why=$3 hits
+  # shellcheck disable=SC2086
+  hits=$(grep -rnE "^#include [<\"]($pattern)" $dirs --include='*.h' --include='*.cpp' \
+    --include='*.cu' --include='*.cuh' 2>/dev/null)
+  if [ -n "$hits" ]; then
+    echo "check_layers: $why:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+  fi
+}
+forbid "kernels" "model/|dataloader/|workers/|coordinator/|control/|rl/|schemas/|storage/|torch/|ATen/" \
+  "kernels/ must not know the model, data loading, the runtime or torch"
+forbid "model" "dataloader/|workers/|coordinator/|control/|schemas/|storage/" \
+  "model/ must not know data loading, processes or the wire"
+forbid "common schemas storage control coordinator workers/runtime" "torch/|ATen/|c10/|model/" \
+  "the control plane and the actor runtime must stay torch-free"
+forbid "workers" "coordinator/" "workers/ must include control/, not coordinator/"
+forbid "coordinator control" "workers/" "the coordinator and control/ must not know the actors"
+if [ "$bad" -ne 0 ]; then exit 1; fi
+echo "check_layers: the import arrows point one way"
