@@ -456,6 +456,11 @@ void check_consistency(const JobConfig& c, Problems& p) {
     if (n.host.empty()) p.add(at + ".host", "expected a non-empty host");
     if (!names.insert(n.name).second)
       p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
+    // Refused rather than started: without a body the agent would restart them until
+    // the job fails. Evaluation runs in-process (`saccade policy`'s per-glimpse report).
+    if (n.eval_actors > 0)
+      p.add(at + ".eval_actors",
+            fmt::format("expected 0: the runtime has no eval actor yet, got {}", n.eval_actors));
     learners += n.learners;
     rollouts += n.rollout_actors;
     data_actors += n.data_actors;

@@ -170,6 +170,10 @@ TEST(Config, CrossKeyChecks) {
                     "rollout_actors = 2\n"),
             "job.toml:2:16: cluster.metrics_port: port 7301 lies among the data or rollout actors' "
             "ports");
+  // No eval actor body exists: refused before a job restarts them until it fails.
+  EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\neval_actors = 1\n"),
+            "job.toml:3:15: cluster.nodes[0].eval_actors: expected 0: the runtime has no eval "
+            "actor yet, got 1");
   EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
             "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
             "got 0.5");
