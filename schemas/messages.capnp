@@ -25,6 +25,8 @@ struct Sender {
   rank @1 :Int32;     # rank within the role
   node @2 :Text;      # node name from the config
   pid @3 :UInt32;
+  incarnation @4 :UInt64;  # random per process: tells a restarted process from the old
+                           # one even where a pid repeats (another host, pid reuse)
 }
 
 # Every frame is one Envelope; the union's tag is the message kind.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <random>
 
 namespace saccade::wire {
 namespace {
@@ -164,8 +165,20 @@ Envelope::Builder start_envelope(capnp::MessageBuilder& builder, const SenderInf
   s.setRank(from.rank);
   s.setNode(from.node);
   s.setPid(static_cast<uint32_t>(::getpid()));
+  s.setIncarnation(process_incarnation());
   env.setLaunch(process_launch());
   return env;
+}
+
+uint64_t process_incarnation() {
+  static const uint64_t incarnation = [] {
+    std::random_device device;
+    std::mt19937_64 mix((uint64_t{device()} << 32) ^ device() ^ now_ns());
+    uint64_t v = 0;
+    while (v == 0) v = mix();
+    return v;
+  }();
+  return incarnation;
 }
 
 namespace {

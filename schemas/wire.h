@@ -36,6 +36,9 @@ struct Expect {
 void set_process_launch(std::string launch);
 const std::string& process_launch();
 
+// This process's incarnation (Sender.incarnation): drawn at random once, never 0.
+uint64_t process_incarnation();
+
 // A frame copied into aligned words. Owns its memory.
 class AlignedFrame {
  public:

@@ -53,6 +53,9 @@ TEST(Wire, RoundTripOverLoopback) {
   EXPECT_EQ(env.getSender().getRole(), Role::LEARNER);
   EXPECT_EQ(env.getSender().getRank(), 3);
   EXPECT_EQ(std::string(env.getSender().getNode().cStr()), "node7");
+  // Every envelope of a process carries its one random incarnation.
+  EXPECT_NE(env.getSender().getIncarnation(), 0u);
+  EXPECT_EQ(env.getSender().getIncarnation(), process_incarnation());
   EXPECT_GT(env.getSentAtNs(), 0);
   ASSERT_EQ(r.message->kind(), Envelope::Body::HEARTBEAT);
   EXPECT_STREQ(kind_name(r.message->kind()), "heartbeat");

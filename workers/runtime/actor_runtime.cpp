@@ -195,7 +195,7 @@ class ActorRuntime {
           drops_.refused("coordinator", "a message not from the coordinator");
         } else {
           last_coordinator = control::steady_ms();
-          note_coordinator(r.message->envelope().getSender().getPid());
+          note_coordinator(r.message->envelope().getSender());
           handle(*r.message);
         }
       }
@@ -258,15 +258,19 @@ class ActorRuntime {
     }
   }
 
-  void note_coordinator(uint32_t pid) {
-    if (pid == coordinator_pid_) return;
-    if (coordinator_pid_ != 0) {
-      spdlog::warn("coordinator restarted (pid {} -> {})", coordinator_pid_, pid);
+  // A new incarnation is a restarted coordinator (the pid alone can repeat on
+  // another host): transfers in flight are sent again.
+  void note_coordinator(wire::Sender::Reader sender) {
+    const uint64_t incarnation = sender.getIncarnation();
+    if (incarnation == coordinator_id_) return;
+    if (coordinator_id_ != 0) {
+      spdlog::warn("coordinator restarted (pid {} -> {})", coordinator_pid_, sender.getPid());
       std::lock_guard lock(mutex_);
       ++coordinator_incarnation_;
       changed_.notify_all();
     }
-    coordinator_pid_ = pid;
+    coordinator_id_ = incarnation;
+    coordinator_pid_ = sender.getPid();
   }
 
   void handle(const wire::Message& m) {
@@ -352,6 +356,7 @@ class ActorRuntime {
   zmq::socket_t socket_;  // used by the I/O thread only
   int64_t connected_ms_ = 0;
   uint32_t coordinator_pid_ = 0;  // of the last coordinator message; I/O thread only
+  uint64_t coordinator_id_ = 0;   // its Sender.incarnation; I/O thread only
   control::EnvelopeWriter writer_;
   control::DropLog drops_;
   std::atomic<bool> io_stop_{false};
