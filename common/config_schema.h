@@ -34,8 +34,9 @@ void describe(V& v, NodeSpec& c) {
             "Data actors (decode, integral image, views).");
   v.integer("learners", c.learners, 1, 0, 1024, "Learner actors (one per GPU on GPU nodes).");
   v.integer("rollout_actors", c.rollout_actors, 0, 0, 1024, "GRPO rollout actors.");
-  v.integer("eval_actors", c.eval_actors, 0, 0, 1024,
-            "Evaluation actors: must be 0 until the runtime has an eval stage (refused otherwise).");
+  v.integer(
+      "eval_actors", c.eval_actors, 0, 0, 1024,
+      "Evaluation actors: must be 0 until the runtime has an eval stage (refused otherwise).");
   v.integer("gpus", c.gpus, 0, 0, 64, "GPUs used on this node; 0 = CPU only.");
   v.integer("threads", c.threads, 0, 0, 4096,
             "Compute threads per actor; 0 = cores / actors on the node.");
