@@ -4,6 +4,7 @@ find_package(ZLIB REQUIRED)  # gzipped IDX files
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(tomlplusplus REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)  # JSON: safetensors headers, --json and metrics output
 find_package(CLI11 REQUIRED)
 find_package(cppzmq REQUIRED)
 find_package(CapnProto REQUIRED)

@@ -1,9 +1,8 @@
 #include "common/metrics_log.h"
 
-#include "common/quoted.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -40,13 +39,11 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::append(const std::string& stage, int64_t step,
                         const std::vector<std::pair<std::string, double>>& values) {
-  std::string line = fmt::format("{{\"time\": {:.3f}, \"stage\": {}, \"step\": {}", now_s(),
-                                 quote_text(stage), step);
-  for (const auto& [name, value] : values) {
-    line += fmt::format(", {}: {}", quote_text(name),
-                        std::isfinite(value) ? fmt::format("{}", value) : "null");
-  }
-  line += "}\n";
+  nlohmann::ordered_json j = {
+      {"time", std::round(now_s() * 1000) / 1000}, {"stage", stage}, {"step", step}};
+  for (const auto& [name, value] : values) j[name] = value;  // NaN is written as null
+  const std::string line =
+      j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   std::fputs(line.c_str(), file_);
   std::fflush(file_);
 }

@@ -31,10 +31,4 @@ std::string quote_text(std::string_view text) {
   return out + "\"";
 }
 
-std::string json_numbers(const std::vector<double>& values) {
-  std::string out;
-  for (double v : values) out += fmt::format("{}{:.6f}", out.empty() ? "" : ", ", v);
-  return "[" + out + "]";
-}
-
 }  // namespace saccade

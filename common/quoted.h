@@ -1,5 +1,5 @@
-// One way to write a string literal: double-quoted with \", \\, \n, \t and
-// \u00XX escapes, which JSON and TOML basic strings read alike.
+// A TOML basic string literal (config show/docs): double-quoted with \", \\,
+// \n, \t and \u00XX escapes. JSON goes through nlohmann-json instead.
 #pragma once
 
 #include <string>
@@ -9,8 +9,5 @@
 namespace saccade {
 
 std::string quote_text(std::string_view text);
-
-// A JSON array of numbers with 6 decimals: [0.500000, 0.250000].
-std::string json_numbers(const std::vector<double>& values);
 
 }  // namespace saccade

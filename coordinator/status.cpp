@@ -1,9 +1,8 @@
 #include "coordinator/status.h"
 
-#include "common/quoted.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <random>
@@ -100,10 +99,6 @@ std::string age(int64_t ms) {
   return fmt::format("{}s", ms / 1000);
 }
 
-std::string json_number(double v) {
-  return std::isfinite(v) ? fmt::format("{}", v) : "null";
-}
-
 // Prometheus label values escape backslash, quote and newline.
 std::string label(const std::string& s) {
   std::string out;
@@ -146,34 +141,44 @@ std::string status_table(const JobStatus& s) {
 }
 
 std::string status_json(const JobStatus& s) {
-  std::string out = fmt::format(
-      "{{\"job\":{},\"stage\":{},\"state\":{},\"reason\":{},\"step\":{},\"total_steps\":{},"
-      "\"images_per_second\":{},\"loss\":{},\"lr\":{},\"knn\":{},\"target_entropy_ratio\":{},"
-      "\"prototypes_used\":{},\"last_checkpoint_step\":{},"
-      "\"last_checkpoint_age_ms\":{},\"generation\":{},\"actors\":[",
-      quote_text(s.job_id), quote_text(s.stage), quote_text(s.state), quote_text(s.reason), s.step,
-      s.total_steps, json_number(s.images_per_second), json_number(s.loss), json_number(s.lr),
-      json_number(s.knn), json_number(s.target_entropy_ratio), json_number(s.prototypes_used),
-      s.last_checkpoint_step, s.last_checkpoint_age_ms, s.generation);
-  for (size_t i = 0; i < s.actors.size(); ++i) {
-    const ActorRow& a = s.actors[i];
-    out += fmt::format(
-        "{}{{\"role\":{},\"rank\":{},\"node\":{},\"pid\":{},\"state\":{},\"heartbeat_age_ms\":{},"
-        "\"restarts\":{},\"step\":{},\"items_per_second\":{},\"straggler\":{}}}",
-        i ? "," : "", quote_text(a.role), a.rank, quote_text(a.node), a.pid, quote_text(a.state),
-        a.heartbeat_age_ms, a.restarts, a.step, json_number(a.items_per_second),
-        a.straggler ? "true" : "false");
-  }
-  out += "],\"nodes\":[";
-  for (size_t i = 0; i < s.nodes.size(); ++i) {
-    const NodeRow& n = s.nodes[i];
-    out += fmt::format(
-        "{}{{\"name\":{},\"host\":{},\"cores\":{},\"gpus\":{},\"memory_bytes\":{},\"state\":{},"
-        "\"heartbeat_age_ms\":{}}}",
-        i ? "," : "", quote_text(n.name), quote_text(n.host), n.cores, n.gpus, n.memory_bytes,
-        quote_text(n.state), n.heartbeat_age_ms);
-  }
-  return out + "]}\n";
+  nlohmann::ordered_json j = {{"job", s.job_id},
+                              {"stage", s.stage},
+                              {"state", s.state},
+                              {"reason", s.reason},
+                              {"step", s.step},
+                              {"total_steps", s.total_steps},
+                              {"images_per_second", s.images_per_second},
+                              {"loss", s.loss},
+                              {"lr", s.lr},
+                              {"knn", s.knn},
+                              {"target_entropy_ratio", s.target_entropy_ratio},
+                              {"prototypes_used", s.prototypes_used},
+                              {"last_checkpoint_step", s.last_checkpoint_step},
+                              {"last_checkpoint_age_ms", s.last_checkpoint_age_ms},
+                              {"generation", s.generation},
+                              {"actors", nlohmann::ordered_json::array()},
+                              {"nodes", nlohmann::ordered_json::array()}};
+  for (const ActorRow& a : s.actors)
+    j["actors"].push_back({{"role", a.role},
+                           {"rank", a.rank},
+                           {"node", a.node},
+                           {"pid", a.pid},
+                           {"state", a.state},
+                           {"heartbeat_age_ms", a.heartbeat_age_ms},
+                           {"restarts", a.restarts},
+                           {"step", a.step},
+                           {"items_per_second", a.items_per_second},
+                           {"straggler", a.straggler}});
+  for (const NodeRow& n : s.nodes)
+    j["nodes"].push_back({{"name", n.name},
+                          {"host", n.host},
+                          {"cores", n.cores},
+                          {"gpus", n.gpus},
+                          {"memory_bytes", n.memory_bytes},
+                          {"state", n.state},
+                          {"heartbeat_age_ms", n.heartbeat_age_ms}});
+  // NaN (not measured yet) is written as null; bytes that are not UTF-8 are replaced.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string status_prometheus(const JobStatus& s) {

@@ -2,6 +2,8 @@
 
 #include "model/safetensors_json.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -12,7 +14,6 @@
 namespace saccade::model {
 namespace {
 
-using detail::append_json_string;
 using detail::fail;
 
 static_assert(std::endian::native == std::endian::little,
@@ -72,19 +73,8 @@ int64_t RawTensor::numel() const {
 }
 
 std::string serialize_safetensors(const RawTensorMap& tensors, const Metadata& metadata) {
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [k, v] : metadata) {
-      if (!first) header += ',';
-      first = false;
-      append_json_string(header, k);
-      header += ':';
-      append_json_string(header, v);
-    }
-    header += '}';
-  }
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  if (!metadata.empty()) json["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || name == "__metadata__")
@@ -94,20 +84,12 @@ std::string serialize_safetensors(const RawTensorMap& tensors, const Metadata& m
       throw std::invalid_argument("tensors[\"" + name + "\"]: data holds " +
                                   std::to_string(t.data.size()) + " bytes, dtype x shape needs " +
                                   std::to_string(expected));
-    if (header.size() > 1) header += ',';
-    append_json_string(header, name);
-    header += ":{\"dtype\":\"";
-    header += dtype_name(t.dtype);
-    header += "\",\"shape\":[";
-    for (size_t i = 0; i < t.shape.size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(t.shape[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + t.data.size()) + "]}";
+    json[name] = {{"dtype", dtype_name(t.dtype)},
+                  {"shape", t.shape},
+                  {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
   }
-  header += '}';
+  std::string header = json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   header.append((8 - header.size() % 8) % 8, ' ');  // align the data to 8 bytes
   std::string out;
   out.reserve(8 + header.size() + offset);

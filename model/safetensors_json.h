@@ -1,5 +1,5 @@
-// Internal to saccade_safetensors: the JSON of the safetensors header, read and
-// written by hand (the grammar is small and the input untrusted).
+// Internal to saccade_safetensors: the JSON of the safetensors header, through
+// nlohmann-json; the input is untrusted, so every field is checked by name.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,6 @@ using HeaderEntry = std::pair<std::string, std::pair<uint64_t, uint64_t>>;  // n
 
 // Throws std::runtime_error("safetensors: " + what).
 [[noreturn]] void fail(const std::string& what);
-
-// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped).
-void append_json_string(std::string& out, std::string_view s);
 
 // Parses the header object: `tensors` gets dtype and shape of each entry (data
 // empty), `offsets` its data_offsets, `metadata` (optional) the __metadata__.

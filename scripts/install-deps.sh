@@ -12,7 +12,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # runtime: messaging, serialisation, storage, config, logging, CLI
   libzmq3-dev cppzmq-dev libsodium-dev capnproto libcapnp-dev librocksdb-dev
-  libtomlplusplus-dev libspdlog-dev libfmt-dev libcli11-dev
+  libtomlplusplus-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   # images
   libopencv-dev
   # gzipped IDX files (dataloader/idx_dataset.cpp links ZLIB::ZLIB)

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -28,13 +29,20 @@ TEST(MetricsLog, AppendsOneJsonObjectPerLine) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_NE(lines[0].find("\"stage\": \"pretrain\", \"step\": 1, \"loss\": 2.5, \"lr\": 0.0001}"),
-            std::string::npos)
-      << lines[0];
-  EXPECT_NE(lines[1].find("\"stage\": \"pre\\\"train\", \"step\": 2, \"loss\": null}"),
-            std::string::npos)
-      << lines[1];
-  EXPECT_EQ(lines[2].rfind("{\"time\": ", 0), 0u);
+  // Each line is one JSON object: time, stage, step, then the values in order.
+  const auto first = nlohmann::ordered_json::parse(lines[0]);
+  EXPECT_GT(first["time"].get<double>(), 1.7e9);
+  EXPECT_EQ(first["stage"], "pretrain");
+  EXPECT_EQ(first["step"], 1);
+  EXPECT_EQ(first["loss"], 2.5);
+  EXPECT_EQ(first["lr"], 1e-4);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : first.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"time", "stage", "step", "loss", "lr"}));
+  const auto second = nlohmann::ordered_json::parse(lines[1]);  // quotes escaped, NaN as null
+  EXPECT_EQ(second["stage"], "pre\"train");
+  EXPECT_TRUE(second["loss"].is_null());
+  EXPECT_EQ(nlohmann::ordered_json::parse(lines[2])["step"], 3);
   std::filesystem::remove_all(dir);
 }
 

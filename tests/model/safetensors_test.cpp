@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 namespace saccade::model {
 namespace {
 
@@ -85,6 +88,40 @@ TEST(Safetensors, LayoutFollowsThePublishedFormat) {
   std::memcpy(v, bytes.data() + 8 + n, 8);
   EXPECT_EQ(v[0], 1.f);
   EXPECT_EQ(v[1], 2.f);
+}
+
+// tests/model/data/python_written.safetensors: written by the Python `safetensors`
+// package (0.8.0, safetensors.numpy.save_file) with five dtypes/shapes, a non-ASCII
+// name, an empty tensor and metadata; its data is ordered by dtype, not by name.
+TEST(Safetensors, LoadsAFileWrittenByThePythonPackage) {
+  std::ifstream in(std::string(SACCADE_SOURCE_DIR) + "/tests/model/data/python_written.safetensors",
+                   std::ios::binary);
+  ASSERT_TRUE(in) << "fixture missing";
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Metadata meta;
+  const RawTensorMap t = parse_safetensors(bytes, &meta);
+  EXPECT_EQ(meta.at("format"), "np");
+  EXPECT_EQ(meta.at("note"), "written by safetensors 0.8.0");
+  ASSERT_EQ(t.size(), 5u);
+  const RawTensor& w = t.at("blocks.0.attn.qkv.weight");
+  EXPECT_EQ(w.dtype, DType::kF32);
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{3, 4}));
+  float f[12];
+  ASSERT_EQ(w.data.size(), sizeof f);
+  std::memcpy(f, w.data.data(), sizeof f);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(f[i], static_cast<float>(i));
+  int64_t ids[3];
+  std::memcpy(ids, t.at("ids").data.data(), sizeof ids);
+  EXPECT_EQ(ids[0], 7);
+  EXPECT_EQ(ids[2], 9);
+  EXPECT_EQ(t.at("half").dtype, DType::kF16);
+  EXPECT_EQ(t.at("caf\xc3\xa9").numel(), 0);
+  float s[2];
+  std::memcpy(s, t.at("state_embed").data.data(), sizeof s);
+  EXPECT_EQ(s[0], 1.5f);
+  EXPECT_EQ(s[1], -2.0f);
+  // Written back by this library, it reads the same.
+  EXPECT_EQ(parse_safetensors(serialize_safetensors(t, meta)).at("ids").data, t.at("ids").data);
 }
 
 TEST(Safetensors, ParsesHeadersWrittenByOtherTools) {

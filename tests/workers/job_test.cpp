@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -344,9 +345,9 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
     EXPECT_NE(a->log().find("rollout actor stops: 4 requests"), std::string::npos) << a->log();
 
   std::ifstream report_file(work_dir() / "policy.json");
-  const std::string report((std::istreambuf_iterator<char>(report_file)), {});
-  EXPECT_NE(report.find("\"checkpoint_step\": 4"), std::string::npos) << report;
-  EXPECT_NE(report.find("\"train_images\": 64"), std::string::npos) << report;
+  const auto report = nlohmann::json::parse(report_file);
+  EXPECT_EQ(report["checkpoint_step"], 4) << report;
+  EXPECT_EQ(report["train_images"], 64) << report;
   EXPECT_TRUE(fs::exists(work_dir() / "policy.safetensors"));
   // 64 images in batches of 16: versions 0..3, the newest 3 kept, 16 images each.
   auto rollouts = storage::RolloutStore::open((work_dir() / "rollouts.db").string(), 0);

@@ -1,14 +1,15 @@
 #include "workers/policy/policy_job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <stdexcept>
 
 #include "common/file_bytes.h"
-#include "common/quoted.h"
 #include "dataloader/dataset_factory.h"
 #include "model/backbone.h"
 #include "model/policy.h"
@@ -44,20 +45,24 @@ std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) 
 }
 
 std::string report_json(const PolicyReport& r) {
-  std::string epochs;
+  nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
   for (const PolicyEpochReport& e : r.epochs)
-    epochs += fmt::format(
-        "{}{{\"mean_reward\": {:.6f}, \"final_accuracy\": {:.6f}, \"loss\": {:.6f}, "
-        "\"clip_fraction\": {:.6f}, \"kl\": {:.6f}, \"std\": {:.6f}, \"seconds\": {:.3f}}}",
-        epochs.empty() ? "" : ", ", e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl,
-        e.std, e.seconds);
-  return fmt::format(
-      "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, \"epochs\": [{}], "
-      "\"random_accuracy\": {}, \"policy_accuracy\": {}, \"random_gaze_spread\": {}, "
-      "\"policy_gaze_spread\": {}}}\n",
-      r.checkpoint_step, r.train_images, r.val_images, epochs, json_numbers(r.random_accuracy),
-      json_numbers(r.policy_accuracy), json_numbers(r.random_spread),
-      json_numbers(r.policy_spread));
+    epochs.push_back({{"mean_reward", e.mean_reward},
+                      {"final_accuracy", e.final_accuracy},
+                      {"loss", e.loss},
+                      {"clip_fraction", e.clip_fraction},
+                      {"kl", e.kl},
+                      {"std", e.std},
+                      {"seconds", e.seconds}});
+  const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                                    {"train_images", r.train_images},
+                                    {"val_images", r.val_images},
+                                    {"epochs", epochs},
+                                    {"random_accuracy", r.random_accuracy},
+                                    {"policy_accuracy", r.policy_accuracy},
+                                    {"random_gaze_spread", r.random_spread},
+                                    {"policy_gaze_spread", r.policy_spread}};
+  return j.dump(1) + "\n";
 }
 
 std::string percents(const std::vector<double>& a) {
@@ -163,7 +168,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
       "policy: validation top-1 by glimpse, random [{}], policy [{}]; gaze spread (short "
       "sides) random [{}], policy [{}]",
       percents(report.random_accuracy), percents(report.policy_accuracy),
-      json_numbers(report.random_spread), json_numbers(report.policy_spread));
+      fmt::join(report.random_spread, ", "), fmt::join(report.policy_spread, ", "));
 
   report.policy_path = (dir / "policy.safetensors").string();
   report.report_path = (dir / "policy.json").string();

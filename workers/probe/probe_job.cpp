@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +11,6 @@
 #include <stdexcept>
 
 #include "common/file_bytes.h"
-#include "common/quoted.h"
 #include "common/seconds_since.h"
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
@@ -22,28 +22,28 @@
 namespace saccade::workers {
 namespace {
 
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + quote_text(item);
-  return out;
-}
-
 std::string report_json(const ProbeReport& r, const JobConfig& config) {
-  std::string rows;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const ProbeScores& s : r.rows)
-    rows += fmt::format(
-        "{}{{\"name\": \"{}\", \"vit_knn\": {:.6f}, \"vit_linear\": {:.6f}, \"vit_c\": {}, "
-        "\"task_c\": {}, \"step_knn\": {}, \"step_linear\": {}}}",
-        rows.empty() ? "" : ", ", s.name, s.vit_knn, s.vit_linear, s.vit_c, s.task_c,
-        json_numbers(s.step_knn), json_numbers(s.step_linear));
-  return fmt::format(
-      "{{\"checkpoint_step\": {}, \"train_images\": {}, \"val_images\": {}, "
-      "\"skipped_corrupt\": {}, \"features\": [{}], \"knn_k\": {}, "
-      "\"knn_temperature\": {}, \"holdout_fraction\": {}, \"feature_seconds\": {:.1f}, "
-      "\"fit_seconds\": {:.1f}, \"rows\": [{}]}}\n",
-      r.checkpoint_step, r.train_images, r.val_images, r.skipped_corrupt,
-      quoted_list(config.probe.features), config.probe.knn_k, config.probe.knn_temperature,
-      config.probe.holdout_fraction, r.feature_seconds, r.fit_seconds, rows);
+    rows.push_back({{"name", s.name},
+                    {"vit_knn", s.vit_knn},
+                    {"vit_linear", s.vit_linear},
+                    {"vit_c", s.vit_c},
+                    {"task_c", s.task_c},
+                    {"step_knn", s.step_knn},
+                    {"step_linear", s.step_linear}});
+  const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                                    {"train_images", r.train_images},
+                                    {"val_images", r.val_images},
+                                    {"skipped_corrupt", r.skipped_corrupt},
+                                    {"features", config.probe.features},
+                                    {"knn_k", config.probe.knn_k},
+                                    {"knn_temperature", config.probe.knn_temperature},
+                                    {"holdout_fraction", config.probe.holdout_fraction},
+                                    {"feature_seconds", r.feature_seconds},
+                                    {"fit_seconds", r.fit_seconds},
+                                    {"rows", rows}};
+  return j.dump(1) + "\n";
 }
 
 ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
