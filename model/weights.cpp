@@ -182,4 +182,15 @@ FovealBackbone import_backbone(std::string_view bytes) {
   return backbone;
 }
 
+std::string extract_backbone(std::string_view modules_bytes, const std::string& prefix,
+                             const BackboneOptions& options) {
+  const std::string lead = prefix + ".";
+  RawTensorMap backbone_tensors;
+  for (auto& [name, tensor] : parse_safetensors(modules_bytes))
+    if (name.rfind(lead, 0) == 0) backbone_tensors.emplace(name.substr(lead.size()), tensor);
+  FovealBackbone backbone(options);
+  load_modules({{"", backbone.get()}}, serialize_safetensors(backbone_tensors));
+  return export_backbone(*backbone);
+}
+
 }  // namespace saccade::model

@@ -39,5 +39,11 @@ BackboneOptions backbone_options_from_metadata(const Metadata& metadata);
 // A backbone rebuilt from export_backbone's bytes: its options from the
 // metadata, its weights loaded strictly (on the CPU).
 FovealBackbone import_backbone(std::string_view bytes);
+// The backbone saved under `prefix` in save_modules() bytes (e.g. the "teacher"
+// blob of a training checkpoint, prefix "backbone"), exported as export_backbone
+// does, without building anything else of the model that holds it. Throws
+// naming the tensor when those bytes hold no backbone of `options`.
+std::string extract_backbone(std::string_view modules_bytes, const std::string& prefix,
+                             const BackboneOptions& options);
 
 }  // namespace saccade::model

@@ -138,6 +138,26 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   expect_same_tensors(*bb, *other);
 }
 
+// A training checkpoint's teacher blob holds backbone and head under prefixes: the
+// backbone comes out exactly as export_backbone writes it, head left behind.
+TEST(Weights, ABackboneIsExtractedFromAModelCheckpointWithoutItsHead) {
+  torch::manual_seed(14);
+  const auto o = small_tiny();
+  FovealBackbone bb(o);
+  torch::nn::Linear head(o.width, 7);
+  const std::string teacher = save_modules({{"backbone", bb.get()}, {"head", head.get()}});
+  EXPECT_EQ(extract_backbone(teacher, "backbone", o), export_backbone(*bb));
+  auto wide = o;
+  wide.width = 2 * o.width;
+  try {
+    extract_backbone(teacher, "backbone", wide);
+    ADD_FAILURE() << "a backbone of another width was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(extract_backbone(teacher, "student", o), std::runtime_error);  // no such prefix
+}
+
 TEST(Weights, MismatchedCheckpointsAreRefusedWithTheTensorNamed) {
   torch::manual_seed(13);
   FovealBackbone bb(small_tiny());

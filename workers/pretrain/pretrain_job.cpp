@@ -12,6 +12,7 @@
 #include "common/metrics_log.h"
 #include "common/seconds_since.h"
 #include "dataloader/ssl_loader.h"
+#include "model/weights.h"
 #include "storage/checkpoint_store.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/knn_monitor.h"
@@ -197,12 +198,12 @@ TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
     auto store = storage::CheckpointStore::open(db, read_only);
     const auto info = step < 0 ? store->latest() : store->info(step);
     if (!info) continue;  // e.g. a later job's coordinator.db beside pretrain's checkpoints.db
-    SslTrainer trainer(trainer_options(config, /*steps_per_epoch=*/1));
-    trainer.load(store->read_all(info->step));
+    // Only the teacher's backbone is read and built: not the heads, student or optimiser.
     TeacherBackbone out;
     out.db = db;
     out.step = info->step;
-    out.safetensors = trainer.export_backbone();
+    out.safetensors = model::extract_backbone(store->read(info->step, "teacher"), "backbone",
+                                              trainer_options(config, 1).backbone);
     return out;
   }
   if (tried.empty())
