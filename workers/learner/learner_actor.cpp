@@ -15,6 +15,7 @@
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/pretrain/training_loop.h"
 
 namespace saccade::workers {
 namespace {
@@ -94,42 +95,40 @@ class LearnerActor final : public runtime::ActorBody {
       const data::ShardedSampler sampler(shard);
       RemoteBatchSource source(batch_source_options(config, me, shard, batch_),
                                position_at(trainer_->step(), batch_, sampler.num_samples()));
-      const auto started = Clock::now();
-      int64_t images = 0;
-      while (trainer_->step() < total) {
-        if (ctx.stopping()) return 0;
-        if (const auto now = ctx.rendezvous(); now && now->generation != generation) break;
-        std::optional<data::LoadedBatch> loaded = source.next([&] { return ctx.stopping(); });
-        if (!loaded) continue;  // stopping
-        StepStats s;
-        try {
-          s = trainer_->train_step(*loaded->batch);
-        } catch (const std::exception& e) {
-          // A peer is gone or hung: the coordinator starts a new generation.
-          if (ctx.stopping()) return 0;
-          spdlog::warn("step {} failed in generation {}: {}; waiting for the next rendezvous",
-                       trainer_->step(), generation, e.what());
-          break;
-        }
-        images += batch_;
-        const double per_second = images / std::max(1e-9, seconds_since(started));
-        std::vector<std::pair<std::string, double>> metrics = step_metrics(s);
-        metrics.emplace_back("images_per_second", per_second);
-        if (knn && knn->due(trainer_->step())) {
-          ctx.touch();
-          const KnnCheck check = knn->measure(*trainer_);
-          for (const auto& m : check.metrics()) metrics.push_back(m);
-          spdlog::info("step {} {}, target entropy {:.3f} ln K, {} prototypes in use",
-                       trainer_->step(), check.summary(), s.target_entropy_ratio,
-                       s.prototypes_used);
-        }
-        ctx.report(trainer_->step(), per_second, metrics);
-        if (me.rank == 0 && (trainer_->step() % config.ssl.checkpoint_every_steps == 0 ||
-                             trainer_->step() == total)) {
+      TrainingLoopHooks hooks;
+      bool new_generation = false;
+      hooks.keep_going = [&] {
+        if (ctx.stopping()) return false;
+        const auto now = ctx.rendezvous();
+        new_generation = now && now->generation != generation;
+        return !new_generation;
+      };
+      hooks.next_batch = [&] { return source.next([&] { return ctx.stopping(); }); };
+      hooks.busy = [&] { ctx.touch(); };  // a k-NN check takes seconds: not a hang
+      hooks.report = [&](int64_t step, const StepStats*, const StepMetrics& metrics,
+                         const std::string&) {
+        double per_second = 0;
+        for (const auto& [name, v] : metrics)
+          if (name == "images_per_second") per_second = v;
+        ctx.report(step, per_second, metrics);
+      };
+      if (me.rank == 0)
+        hooks.checkpoint = [&](const data::DataPosition&) {
           std::lock_guard lock(save_mutex_);
           save(ctx);
-        }
+        };
+      try {
+        run_training_loop(*trainer_, {total, config.ssl.checkpoint_every_steps, batch_}, knn.get(),
+                          hooks);
+      } catch (const std::exception& e) {
+        // A peer is gone or hung: the coordinator starts a new generation.
+        if (ctx.stopping()) return 0;
+        spdlog::warn("step {} failed in generation {}: {}; waiting for the next rendezvous",
+                     trainer_->step(), generation, e.what());
+        continue;
       }
+      if (ctx.stopping()) return 0;
+      if (new_generation) continue;
       if (trainer_->step() >= total) {
         spdlog::info("learner {}: step budget {} reached", me.rank, total);
         return 0;

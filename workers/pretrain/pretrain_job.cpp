@@ -17,6 +17,7 @@
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/pretrain/training_loop.h"
 
 namespace saccade::workers {
 namespace {
@@ -103,71 +104,47 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
   const std::unique_ptr<KnnMonitor> knn = KnnMonitor::from_config(config);
-  if (knn) {
+  if (knn)
     spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
                  config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());
-    if (trainer.step() == 0) {  // the starting point of the curve: the initial weights
-      const KnnCheck check = knn->measure(trainer);
-      spdlog::info("pretrain: step 0 {} (initial weights)", check.summary());
-      metrics.append("pretrain", 0, check.metrics());
-      progress.set_note(check.summary());
-    }
-  }
   auto checkpoint = [&](const data::DataPosition& at) {
     store->commit(trainer.step(), trainer.save(),
                   {{"data_position", position_text(at)}, {"job", config.job.name}});
     store->prune(3);
     spdlog::info("pretrain: checkpoint {} committed to {}", trainer.step(), result.checkpoint_db);
   };
-
-  const auto wall_start = Clock::now();
-  double prep_seconds = 0, step_seconds = 0, stall_seconds = 0;
-  int64_t images = 0;
-  while (trainer.step() < total_steps) {
-    if (run.stop && run.stop->load()) {
-      checkpoint(position);
-      result.stopped = true;
-      break;
+  TrainingLoopHooks hooks;
+  hooks.keep_going = [&] { return !(run.stop && run.stop->load()); };
+  hooks.next_batch = [&] { return std::optional<data::LoadedBatch>(loader.next()); };
+  hooks.report = [&](int64_t step, const StepStats* s, const StepMetrics& values,
+                     const std::string& check) {
+    if (!check.empty()) progress.set_note(check);
+    if (!s) {
+      metrics.append("pretrain", step, values);
+      return;
     }
-    const auto wait_start = Clock::now();
-    data::LoadedBatch loaded = loader.next();
-    stall_seconds += seconds_since(wait_start);
-    const StepStats s = trainer.train_step(*loaded.batch);
-    position = loaded.position;
-    prep_seconds += loaded.prep_seconds;
-    step_seconds += s.seconds;
-    images += batch;
-    result.final_loss = s.loss;
-    const double images_per_second = images / std::max(1e-9, seconds_since(wall_start));
-    std::vector<std::pair<std::string, double>> checks;
-    if (knn && knn->due(trainer.step())) {
-      const auto knn_start = Clock::now();
-      const KnnCheck check = knn->measure(trainer);
-      checks = check.metrics();
-      spdlog::info(
-          "pretrain: step {} {}, target entropy {:.3f} ln K, {} prototypes in use ({:.1f} s)",
-          trainer.step(), check.summary(), s.target_entropy_ratio, s.prototypes_used,
-          seconds_since(knn_start));
-      progress.set_note(check.summary());
-    }
-    progress.update(trainer.step(), s.loss, s.lr, images_per_second);
-    std::vector<std::pair<std::string, double>> values = step_metrics(s);
-    values.insert(values.end(),
-                  {{"prep_seconds", loaded.prep_seconds},
-                   {"images_per_second", images_per_second},
-                   {"skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt())}});
-    values.insert(values.end(), checks.begin(), checks.end());
-    metrics.append("pretrain", s.step, values);
-    if (trainer.step() % config.ssl.checkpoint_every_steps == 0 || trainer.step() == total_steps)
-      checkpoint(position);
+    double images_per_second = 0;
+    for (const auto& [name, v] : values)
+      if (name == "images_per_second") images_per_second = v;
+    progress.update(step, s->loss, s->lr, images_per_second);
+    StepMetrics line = values;
+    line.emplace_back("skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt()));
+    metrics.append("pretrain", s->step, line);
+  };
+  hooks.checkpoint = checkpoint;
+  const TrainingLoopResult loop = run_training_loop(
+      trainer, {total_steps, config.ssl.checkpoint_every_steps, batch}, knn.get(), hooks, position);
+  if (!loop.reached_budget) {  // stopped (SIGINT/SIGTERM): commit where it stands
+    checkpoint(loop.position);
+    result.stopped = true;
   }
   progress.finish();
 
-  const double wall = seconds_since(wall_start);
+  result.final_loss = loop.final_loss;
   result.steps = trainer.step();
-  result.images_per_second = images / std::max(1e-9, wall);
-  result.data_share = prep_seconds / std::max(1e-9, prep_seconds + step_seconds);
-  result.stall_share = stall_seconds / std::max(1e-9, wall);
+  result.images_per_second = loop.images / std::max(1e-9, loop.wall_seconds);
+  result.data_share = loop.prep_seconds / std::max(1e-9, loop.prep_seconds + loop.step_seconds);
+  result.stall_share = loop.stall_seconds / std::max(1e-9, loop.wall_seconds);
   if (!result.stopped) {
     result.backbone_path = (work_dir / "backbone.safetensors").string();
     std::ofstream(result.backbone_path, std::ios::binary) << trainer.export_backbone();

@@ -1,0 +1,64 @@
+#include "workers/pretrain/training_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/seconds_since.h"
+#include "workers/pretrain/knn_monitor.h"
+
+namespace saccade::workers {
+
+TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOptions& options,
+                                     const KnnMonitor* knn, const TrainingLoopHooks& hooks,
+                                     data::DataPosition start) {
+  using Clock = std::chrono::steady_clock;
+  TrainingLoopResult result;
+  result.position = start;
+  if (knn && trainer.step() == 0) {  // the starting point of the curve: the initial weights
+    if (hooks.busy) hooks.busy();
+    const KnnCheck check = knn->measure(trainer);
+    spdlog::info("step 0 {} (initial weights)", check.summary());
+    hooks.report(0, nullptr, check.metrics(), check.summary());
+  }
+  const auto wall_start = Clock::now();
+  while (trainer.step() < options.total_steps) {
+    if (!hooks.keep_going()) break;
+    const auto wait_start = Clock::now();
+    std::optional<data::LoadedBatch> loaded = hooks.next_batch();
+    result.stall_seconds += seconds_since(wait_start);
+    if (!loaded) break;
+    const StepStats s = trainer.train_step(*loaded->batch);
+    result.position = loaded->position;
+    result.prep_seconds += loaded->prep_seconds;
+    result.step_seconds += s.seconds;
+    result.images += options.batch_images;
+    result.final_loss = s.loss;
+    StepMetrics metrics = step_metrics(s);
+    metrics.insert(metrics.end(), {{"prep_seconds", loaded->prep_seconds},
+                                   {"images_per_second",
+                                    result.images / std::max(1e-9, seconds_since(wall_start))}});
+    std::string summary;
+    if (knn && knn->due(trainer.step())) {
+      if (hooks.busy) hooks.busy();
+      const auto knn_start = Clock::now();
+      const KnnCheck check = knn->measure(trainer);
+      const StepMetrics checked = check.metrics();
+      metrics.insert(metrics.end(), checked.begin(), checked.end());
+      summary = check.summary();
+      spdlog::info("step {} {}, target entropy {:.3f} ln K, {} prototypes in use ({:.1f} s)",
+                   trainer.step(), summary, s.target_entropy_ratio, s.prototypes_used,
+                   seconds_since(knn_start));
+    }
+    hooks.report(trainer.step(), &s, metrics, summary);
+    if (hooks.checkpoint &&
+        (trainer.step() % options.checkpoint_every == 0 || trainer.step() == options.total_steps))
+      hooks.checkpoint(result.position);
+  }
+  result.reached_budget = trainer.step() >= options.total_steps;
+  result.wall_seconds = seconds_since(wall_start);
+  return result;
+}
+
+}  // namespace saccade::workers
