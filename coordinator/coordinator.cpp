@@ -15,7 +15,9 @@
 #include "control/checkpoint_transfer.h"
 #include "control/control.h"
 #include "control/process.h"
+#include "coordinator/checkpoint_service.h"
 #include "coordinator/job_state.h"
+#include "coordinator/metrics_http.h"
 
 namespace saccade::control {
 
@@ -31,7 +33,7 @@ const std::string& bind_host(const JobConfig& config, const CoordinatorOptions& 
   return options.bind_host.empty() ? config.cluster.coordinator_host : options.bind_host;
 }
 
-class Coordinator {
+class Coordinator final : public PeerSender {
  public:
   Coordinator(const JobConfig& config, const CoordinatorOptions& options)
       : config_(config),
@@ -44,23 +46,21 @@ class Coordinator {
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
         expect_(expect_any_job(config)),
+        checkpoints_(config, job_, store_, *this),
         timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
     job_.load(steady_ms());
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
     configure_server(router_, security_);
     router_.set(zmq::sockopt::maxmsgsize, config.cluster.max_message_bytes);
     // A peer's full send queue answers EAGAIN instead of silently dropping the message:
-    // checkpoint downloads wait for room (pump_downloads), everything else is dropped as before.
+    // checkpoint downloads wait for room (CheckpointService::pump), the rest is dropped.
     router_.set(zmq::sockopt::router_mandatory, 1);
     const std::string bind =
         fmt::format("tcp://{}:{}", bind_host(config, options), config.cluster.coordinator_port);
     bind_router(router_, bind);
-    if (config.cluster.metrics_port > 0) {
-      metrics_.emplace(context_, zmq::socket_type::stream);
-      metrics_->set(zmq::sockopt::linger, 0);
-      bind_router(*metrics_, fmt::format("tcp://{}:{}", bind_host(config, options),
-                                         config.cluster.metrics_port));
-    }
+    if (config.cluster.metrics_port > 0)
+      metrics_.emplace(context_, fmt::format("tcp://{}:{}", bind_host(config, options),
+                                             config.cluster.metrics_port));
     spdlog::info(
         "coordinator of job \"{}\" on {} (CURVE {}, metrics port {}), {} actors on {} nodes",
         config.job.name, bind, security_.curve ? "on" : "off", config.cluster.metrics_port,
@@ -78,17 +78,18 @@ class Coordinator {
       std::vector<zmq::pollitem_t> items = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                             {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
       if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
-      if (metrics_) items.push_back({metrics_->handle(), 0, ZMQ_POLLIN, 0});
+      if (metrics_) items.push_back({metrics_->socket().handle(), 0, ZMQ_POLLIN, 0});
       // While a download waits for room in a learner's queue, come back within 1 ms.
       const int64_t wait =
-          std::clamp<int64_t>(next_tick - steady_ms(), 0, downloads_.empty() && !commit_ ? 50 : 1);
+          std::clamp<int64_t>(next_tick - steady_ms(), 0, checkpoints_.busy() ? 1 : 50);
       poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
       if (items[0].revents & ZMQ_POLLIN) receive_all();
       if (items[1].revents & ZMQ_POLLIN) on_signal(signals_.take());
       if (zap_ && (items[2].revents & ZMQ_POLLIN)) zap_->handle_one();
-      if (metrics_ && (items.back().revents & ZMQ_POLLIN)) serve_metrics();
-      pump_downloads(steady_ms());
-      finish_commit();
+      if (metrics_ && (items.back().revents & ZMQ_POLLIN))
+        metrics_->serve([this] { return status_prometheus(job_.status(steady_ms())); });
+      checkpoints_.pump(steady_ms());
+      checkpoints_.finish_commit();
       if (steady_ms() >= next_tick) {
         tick(steady_ms());
         next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
@@ -248,10 +249,10 @@ class Coordinator {
       }
       case Body::CHECKPOINT_CHUNK:
       case Body::CHECKPOINT_COMMITTED:
-        return on_checkpoint_upload(id, key, env, m.kind());
+        return checkpoints_.on_upload(id, key, env);
       case Body::CHECKPOINT_REQUEST:
         if (role != wire::Role::LEARNER) return "only learners load checkpoints";
-        send_checkpoint(id, body.getCheckpointRequest().getStep());
+        checkpoints_.send(id, body.getCheckpointRequest().getStep());
         return "";
       default:
         return fmt::format("unexpected {} from an actor", wire::kind_name(m.kind()));
@@ -303,160 +304,6 @@ class Coordinator {
       }
       default:
         return fmt::format("unexpected {} from an agent", wire::kind_name(m.kind()));
-    }
-  }
-
-  // --- checkpoints -----------------------------------------------------------
-
-  // Learner 0 streams chunks, then CheckpointCommitted; the whole checkpoint
-  // is committed in one synced RocksDB batch and only then acknowledged, so
-  // an acknowledged checkpoint survives a coordinator crash.
-  std::string on_checkpoint_upload(const std::string& id, const ActorKey& key,
-                                   wire::Envelope::Reader env, Body::Which kind) {
-    auto refuse = [&](const std::string& why) {
-      upload_.reset();
-      reply(id, [&](wire::Envelope::Builder e) {
-        auto ack = e.getBody().initAck();
-        ack.setSeq(env.getSeq());
-        ack.setOk(false);
-        ack.setError("checkpoint refused: " + why);
-      });
-      return why;
-    };
-    if (key.first != wire::Role::LEARNER || key.second != 0)
-      return refuse("only learner 0 commits checkpoints");
-    if (env.getGeneration() != job_.generation)
-      return refuse(
-          fmt::format("stale generation {} (current {})", env.getGeneration(), job_.generation));
-    if (kind == Body::CHECKPOINT_CHUNK) {
-      const std::string why =
-          upload_.add(env.getBody().getCheckpointChunk(),
-                      static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes));
-      return why.empty() ? "" : refuse(why);
-    }
-    const int64_t step = env.getBody().getCheckpointCommitted().getStep();
-    if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
-        upload_.step() != step)
-      return refuse(fmt::format("checkpoint {} is incomplete", step));
-    if (commit_)
-      return refuse(fmt::format("checkpoint {} is still being committed", commit_->step));
-    // The synced write (seconds for a multi-GB checkpoint) runs on its own thread so that
-    // heartbeats, status and downloads keep flowing; finish_commit() answers when it is done.
-    const int64_t now_ns = wire::now_ns();
-    const std::map<std::string, std::string> meta = {
-        {"job", config_.job.name},
-        {"generation", std::to_string(job_.generation)},
-        {"time_ns", std::to_string(now_ns)}};
-    commit_.emplace(
-        PendingCommit{id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
-                      std::async(std::launch::async,
-                                 [&store = store_.checkpoints(), blobs = upload_.take(), meta, step,
-                                  keep = config_.cluster.keep_checkpoints]() -> std::string {
-                                   try {
-                                     store.commit(step, blobs, meta);  // thread-safe store
-                                     store.prune(keep);
-                                     return "";
-                                   } catch (const std::exception& e) {
-                                     return e.what();
-                                   }
-                                 })});
-    return "";
-  }
-
-  // Answers learner 0 once its checkpoint's commit has finished.
-  void finish_commit() {
-    if (!commit_ || commit_->error.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      return;
-    PendingCommit c = std::move(*commit_);
-    commit_.reset();
-    const std::string error = c.error.get();
-    if (!error.empty()) {
-      spdlog::error("checkpoint {}: commit failed: {}", c.step, error);
-      reply(c.id, [&](wire::Envelope::Builder e) {
-        auto ack = e.getBody().initAck();
-        ack.setSeq(c.seq);
-        ack.setOk(false);
-        ack.setError("checkpoint refused: " + error);
-      });
-      return;
-    }
-    job_.checkpoint_step = c.step;
-    job_.checkpoint_bytes = c.bytes;
-    job_.checkpoint_time_ns = c.time_ns;
-    job_.mark_job();
-    job_.flush(true);
-    spdlog::info("checkpoint {} committed ({} bytes, {:.2f} s)", c.step, c.bytes,
-                 (steady_ms() - c.started_ms) / 1000.0);
-    reply(c.id, [&](wire::Envelope::Builder e) {
-      auto m = e.getBody().initCheckpointCommitted();
-      m.setStep(c.step);
-      m.setBytes(c.bytes);
-    });
-  }
-
-  // Starts streaming committed checkpoint `step` (-1: the newest) to a learner;
-  // pump_downloads sends it. A new request from the same learner replaces its old one.
-  void send_checkpoint(const std::string& id, int64_t step) {
-    auto& store = store_.checkpoints();
-    std::optional<storage::CheckpointInfo> info = step < 0 ? store.latest() : store.info(step);
-    std::shared_ptr<const Blobs> blobs;
-    std::string error;
-    if (!info) {
-      error = fmt::format("no committed checkpoint {}", step);
-    } else {
-      for (const auto& [other, d] : downloads_)
-        if (d.transfer.step() == info->step) blobs = d.transfer.blobs();
-      try {
-        if (!blobs) blobs = std::make_shared<const Blobs>(store.read_all(info->step));
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    downloads_.erase(id);
-    if (!error.empty()) {
-      spdlog::error("checkpoint request from {}: {}", id, error);
-      reply(id, [&](wire::Envelope::Builder e) {
-        auto ack = e.getBody().initAck();
-        ack.setOk(false);
-        ack.setError(error);
-      });
-      return;
-    }
-    const int64_t now = steady_ms();
-    downloads_.emplace(
-        id, Download{CheckpointDownload(info->step, std::move(blobs),
-                                        checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
-                     now, now + config_.cluster.checkpoint_timeout_s * 1000});
-  }
-
-  // Sends what the learners' queues take of every download in progress, at
-  // most ~64 MiB per call so the loop stays responsive.
-  void pump_downloads(int64_t now) {
-    constexpr uint64_t kBytesPerCall = uint64_t{64} << 20;
-    uint64_t sent = 0;
-    for (auto it = downloads_.begin(); it != downloads_.end();) {
-      const std::string& id = it->first;
-      CheckpointDownload& d = it->second.transfer;
-      Sent s = Sent::kOk;
-      while (!d.done() && sent < kBytesPerCall) {
-        s = try_send_to(id, [&](wire::Envelope::Builder e) { d.next(e.getBody()); });
-        if (s != Sent::kOk) break;
-        sent += checkpoint_chunk_bytes(config_.cluster.max_message_bytes);
-        d.advance();
-      }
-      if (d.done()) {
-        spdlog::info("checkpoint {} sent to {} ({} bytes in {} chunks, {:.2f} s)", d.step(), id,
-                     d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
-      } else if (s == Sent::kGone) {
-        spdlog::warn("checkpoint {} to {}: the learner is gone; transfer dropped", d.step(), id);
-      } else if (now > it->second.deadline_ms) {
-        spdlog::warn("checkpoint {} to {}: not taken within cluster.checkpoint_timeout_s; dropped",
-                     d.step(), id);
-      } else {
-        ++it;
-        continue;
-      }
-      it = downloads_.erase(it);
     }
   }
 
@@ -523,7 +370,7 @@ class Coordinator {
                                         a.assignment.rank, a.assignment.node);
     a.pid = 0;
     job_.mark(a);
-    downloads_.erase(actor_identity(a.assignment.role, a.assignment.rank));  // nobody to take it
+    checkpoints_.forget(actor_identity(a.assignment.role, a.assignment.rank));
     if (exit_code == 0 && signal == 0) {
       a.phase = Phase::kExited;
       spdlog::info("{} exited cleanly{}", who, a.announced_drain ? " (drained)" : "");
@@ -724,11 +571,9 @@ class Coordinator {
 
   // --- sending ---------------------------------------------------------------
 
-  enum class Sent { kOk, kFull, kGone };
   // Sends one message to peer `id` unless its queue is full (kFull: nothing was
   // built or sent) or it is not connected (kGone).
-  Sent try_send_to(const std::string& id,
-                   const std::function<void(wire::Envelope::Builder)>& fill) {
+  Sent try_send_to(const std::string& id, const Fill& fill) override {
     try {
       // With ROUTER_MANDATORY the routing frame is where a full queue says EAGAIN.
       if (!router_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
@@ -764,29 +609,6 @@ class Coordinator {
     });
   }
 
-  // Minimal HTTP/1.0 on a ZMQ_STREAM socket: any request gets the metrics.
-  void serve_metrics() {
-    for (int i = 0; i < 100; ++i) {
-      zmq::message_t id, data;
-      if (!metrics_->recv(id, zmq::recv_flags::dontwait)) return;
-      if (!metrics_->recv(data, zmq::recv_flags::dontwait) || data.size() == 0) continue;
-      const std::string body = status_prometheus(job_.status(steady_ms()));
-      const std::string response = fmt::format(
-          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: "
-          "{}\r\nConnection: close\r\n\r\n{}",
-          body.size(), body);
-      const std::string peer = id.to_string();  // sending a message_t empties it
-      try {
-        metrics_->send(zmq::buffer(peer), zmq::send_flags::sndmore);
-        metrics_->send(zmq::buffer(response), zmq::send_flags::dontwait);
-        metrics_->send(zmq::buffer(peer), zmq::send_flags::sndmore);
-        metrics_->send(zmq::message_t(), zmq::send_flags::dontwait);  // closes the connection
-      } catch (const zmq::error_t& e) {  // the client left before its answer
-        spdlog::debug("metrics reply: {}", e.what());
-      }
-    }
-  }
-
   const JobConfig& config_;
   SignalFd signals_;
   Security security_;
@@ -796,27 +618,11 @@ class Coordinator {
   zmq::context_t context_;
   std::optional<ZapHandler> zap_;
   zmq::socket_t router_;
-  std::optional<zmq::socket_t> metrics_;
+  std::optional<MetricsHttp> metrics_;  // the Prometheus endpoint (cluster.metrics_port)
   EnvelopeWriter writer_;
   wire::Expect expect_;
   DropLog drops_;
-  CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
-  struct Download {
-    CheckpointDownload transfer;
-    int64_t started_ms;
-    int64_t deadline_ms;
-  };
-  std::map<std::string, Download> downloads_;  // checkpoints going out, by learner identity
-  struct PendingCommit {
-    std::string id;  // learner 0, answered when done
-    uint64_t seq;    // of its CheckpointCommitted
-    int64_t step;
-    uint64_t bytes;
-    int64_t time_ns;
-    int64_t started_ms;
-    std::future<std::string> error;  // "" once committed
-  };
-  std::optional<PendingCommit> commit_;  // at most one checkpoint being written
+  CheckpointService checkpoints_;  // uploads from learner 0, downloads to resuming learners
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t ended_ms_ = -1;

@@ -1,0 +1,161 @@
+#include "coordinator/checkpoint_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "control/control.h"
+
+namespace saccade::control {
+
+using Body = wire::Envelope::Body;
+
+CheckpointService::CheckpointService(const JobConfig& config, JobState& job, StateStore& store,
+                                     PeerSender& peers)
+    : config_(config), job_(job), store_(store), peers_(peers) {}
+
+void CheckpointService::refuse_upload(const std::string& id, uint64_t seq, const std::string& why) {
+  upload_.reset();
+  peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
+    auto ack = e.getBody().initAck();
+    ack.setSeq(seq);
+    ack.setOk(false);
+    ack.setError("checkpoint refused: " + why);
+  });
+}
+
+std::string CheckpointService::on_upload(const std::string& id, const ActorKey& key,
+                                         wire::Envelope::Reader env) {
+  auto refuse = [&](const std::string& why) {
+    refuse_upload(id, env.getSeq(), why);
+    return why;
+  };
+  if (key.first != wire::Role::LEARNER || key.second != 0)
+    return refuse("only learner 0 commits checkpoints");
+  if (env.getGeneration() != job_.generation)
+    return refuse(
+        fmt::format("stale generation {} (current {})", env.getGeneration(), job_.generation));
+  if (env.getBody().which() == Body::CHECKPOINT_CHUNK) {
+    const std::string why =
+        upload_.add(env.getBody().getCheckpointChunk(),
+                    static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes));
+    return why.empty() ? "" : refuse(why);
+  }
+  const int64_t step = env.getBody().getCheckpointCommitted().getStep();
+  if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
+      upload_.step() != step)
+    return refuse(fmt::format("checkpoint {} is incomplete", step));
+  if (commit_) return refuse(fmt::format("checkpoint {} is still being committed", commit_->step));
+  // The synced write (seconds for a multi-GB checkpoint) runs on its own thread so that
+  // heartbeats, status and downloads keep flowing; finish_commit() answers when it is done.
+  const int64_t now_ns = wire::now_ns();
+  const std::map<std::string, std::string> meta = {{"job", config_.job.name},
+                                                   {"generation", std::to_string(job_.generation)},
+                                                   {"time_ns", std::to_string(now_ns)}};
+  commit_.emplace(
+      PendingCommit{id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
+                    std::async(std::launch::async,
+                               [&store = store_.checkpoints(), blobs = upload_.take(), meta, step,
+                                keep = config_.cluster.keep_checkpoints]() -> std::string {
+                                 try {
+                                   store.commit(step, blobs, meta);  // thread-safe store
+                                   store.prune(keep);
+                                   return "";
+                                 } catch (const std::exception& e) {
+                                   return e.what();
+                                 }
+                               })});
+  return "";
+}
+
+void CheckpointService::finish_commit() {
+  if (!commit_ || commit_->error.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  PendingCommit c = std::move(*commit_);
+  commit_.reset();
+  const std::string error = c.error.get();
+  if (!error.empty()) {
+    spdlog::error("checkpoint {}: commit failed: {}", c.step, error);
+    refuse_upload(c.id, c.seq, error);
+    return;
+  }
+  job_.checkpoint_step = c.step;
+  job_.checkpoint_bytes = c.bytes;
+  job_.checkpoint_time_ns = c.time_ns;
+  job_.mark_job();
+  job_.flush(true);
+  spdlog::info("checkpoint {} committed ({} bytes, {:.2f} s)", c.step, c.bytes,
+               (steady_ms() - c.started_ms) / 1000.0);
+  peers_.try_send_to(c.id, [&](wire::Envelope::Builder e) {
+    auto m = e.getBody().initCheckpointCommitted();
+    m.setStep(c.step);
+    m.setBytes(c.bytes);
+  });
+}
+
+void CheckpointService::send(const std::string& id, int64_t step) {
+  auto& store = store_.checkpoints();
+  std::optional<storage::CheckpointInfo> info = step < 0 ? store.latest() : store.info(step);
+  std::shared_ptr<const Blobs> blobs;
+  std::string error;
+  if (!info) {
+    error = fmt::format("no committed checkpoint {}", step);
+  } else {
+    for (const auto& [other, d] : downloads_)
+      if (d.transfer.step() == info->step) blobs = d.transfer.blobs();
+    try {
+      if (!blobs) blobs = std::make_shared<const Blobs>(store.read_all(info->step));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  downloads_.erase(id);
+  if (!error.empty()) {
+    spdlog::error("checkpoint request from {}: {}", id, error);
+    peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
+      auto ack = e.getBody().initAck();
+      ack.setOk(false);
+      ack.setError(error);
+    });
+    return;
+  }
+  const int64_t now = steady_ms();
+  downloads_.emplace(
+      id, Download{CheckpointDownload(info->step, std::move(blobs),
+                                      checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
+                   now, now + config_.cluster.checkpoint_timeout_s * 1000});
+}
+
+void CheckpointService::pump(int64_t now) {
+  constexpr uint64_t kBytesPerCall = uint64_t{64} << 20;
+  uint64_t sent = 0;
+  for (auto it = downloads_.begin(); it != downloads_.end();) {
+    const std::string& id = it->first;
+    CheckpointDownload& d = it->second.transfer;
+    PeerSender::Sent s = PeerSender::Sent::kOk;
+    while (!d.done() && sent < kBytesPerCall) {
+      s = peers_.try_send_to(id, [&](wire::Envelope::Builder e) { d.next(e.getBody()); });
+      if (s != PeerSender::Sent::kOk) break;
+      sent += checkpoint_chunk_bytes(config_.cluster.max_message_bytes);
+      d.advance();
+    }
+    if (d.done()) {
+      spdlog::info("checkpoint {} sent to {} ({} bytes in {} chunks, {:.2f} s)", d.step(), id,
+                   d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
+    } else if (s == PeerSender::Sent::kGone) {
+      spdlog::warn("checkpoint {} to {}: the peer is gone; transfer dropped", d.step(), id);
+    } else if (now > it->second.deadline_ms) {
+      spdlog::warn("checkpoint {} to {}: not taken within cluster.checkpoint_timeout_s; dropped",
+                   d.step(), id);
+    } else {
+      ++it;
+      continue;
+    }
+    it = downloads_.erase(it);
+  }
+}
+
+}  // namespace saccade::control
