@@ -141,6 +141,7 @@ struct SslConfig {
   double koleo_weight{};
   double global_weight{};      // L_static = global_weight H_global + (1 - it) H_local
   double sequential_weight{};  // L = (1 - it) L_static + it mean_k H_k
+  std::string sequential_targets{};  // both (the paper) | global: what each step is matched to
   int64_t head_prototypes{};
   int64_t head_hidden{};
   int64_t head_bottleneck{};

@@ -235,6 +235,11 @@ void describe(V& v, SslConfig& c) {
   v.number("global_weight", c.global_weight, 0.125, 0.0, 1.0,
            "Share of the global view in the static term, the rest the local views' "
            "(Algorithm 1: 1/8 global, 7/8 local).");
+  v.choice("sequential_targets", c.sequential_targets, "both", {"both", "global"},
+           "What the student's sequential steps are matched to: both = the teacher's global view "
+           "and the final step of its sequential view, averaged (the paper: all student outputs "
+           "against all teacher outputs); global = the teacher's global view alone, so that "
+           "each step is pulled towards what the whole image says.");
   v.number("sequential_weight", c.sequential_weight, 0.5, 0.0, 1.0,
            "Share of the sequential term (the mean over glimpses) in the DINO loss, the rest the "
            "static term's (Algorithm 1: 1/2).");

@@ -263,6 +263,24 @@ TEST(Loss, EqualsIndependentComputationWithSkewedTeacher) {
   const LossParts parts = sequential_to_global_loss(teacher_targets(tg, tf, o), s, o);
   EXPECT_NEAR(parts.loss.item<double>(), expected, 1e-5);
   EXPECT_EQ(parts.koleo.item<double>(), 0.0);
+
+  // ssl.sequential_targets = "global": the steps against the global-view target alone,
+  // the static views unchanged.
+  auto ce_global = [&](const Matrix& student, size_t b) {
+    double lse = 0;
+    for (double v : student[b]) lse += std::exp(v / 0.2);
+    lse = std::log(lse);
+    double h = 0;
+    for (size_t k = 0; k < 3; ++k) h -= c[b][k] * (student[b][k] / 0.2 - lse);
+    return h;
+  };
+  const Matrix seq = to_matrix(s.sequential[0]);
+  o.sequential_targets_global = true;
+  const double expected_global = 0.5 * (view(s.global) / 8 + 7 * view(s.local[0]) / 8 +
+                                        (ce_global(seq, 0) + ce_global(seq, 1)) / 2);
+  const LossParts global_parts = sequential_to_global_loss(teacher_targets(tg, tf, o), s, o);
+  EXPECT_NEAR(global_parts.loss.item<double>(), expected_global, 1e-5);
+  EXPECT_GT(std::abs(expected_global - expected), 1e-3);  // the option changes the loss
 }
 
 TEST(Loss, GradientReachesStudentOnlyAndShapesAreChecked) {

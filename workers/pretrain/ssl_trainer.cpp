@@ -149,6 +149,7 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.koleo_weight = c.ssl.koleo_weight;
   o.global_weight = c.ssl.global_weight;
   o.sequential_weight = c.ssl.sequential_weight;
+  o.sequential_targets_global = c.ssl.sequential_targets == "global";
   o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
   o.clip_grad = c.ssl.clip_grad;
   o.device = device;
@@ -204,6 +205,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   objective.global_weight = m.options.global_weight;
   objective.local_weight = 1.0 - m.options.global_weight;
   objective.sequential_weight = m.options.sequential_weight;
+  objective.sequential_targets_global = m.options.sequential_targets_global;
   objective.sinkhorn.iterations = m.options.sinkhorn_iterations;
   objective.sinkhorn.all_reduce_sum = m.all_reduce;
 

@@ -122,15 +122,18 @@ LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutp
   check_views(student.sequential, "student.sequential", 3);
 
   // Mean over the two targets of CE = CE against their mean (CE is linear in the target).
-  const at::Tensor target = targets.detach().to(torch::kFloat).mean(0);  // [B, K]
-  auto cross_entropy = [&](const at::Tensor& logits) {                   // [n, B, K] -> [n]
+  const at::Tensor both = targets.detach().to(torch::kFloat).mean(0);  // [B, K]
+  const at::Tensor global_target = targets.detach().to(torch::kFloat)[0];
+  auto cross_entropy = [&](const at::Tensor& logits,
+                           const at::Tensor& target) {  // [n, B, K] -> [n]
     const at::Tensor lsm = torch::log_softmax(logits.to(torch::kFloat) / options.student_temp, -1);
     return -(target * lsm).sum(-1).mean(-1);
   };
   LossParts parts;
-  const at::Tensor global = cross_entropy(student.global.unsqueeze(0)).squeeze(0);
-  const at::Tensor local = cross_entropy(student.local).mean();
-  const at::Tensor per_step = cross_entropy(student.sequential);
+  const at::Tensor global = cross_entropy(student.global.unsqueeze(0), both).squeeze(0);
+  const at::Tensor local = cross_entropy(student.local, both).mean();
+  const at::Tensor per_step =
+      cross_entropy(student.sequential, options.sequential_targets_global ? global_target : both);
   const at::Tensor sequential = per_step.mean();
   const at::Tensor static_loss = options.global_weight * global + options.local_weight * local;
   const at::Tensor dino =

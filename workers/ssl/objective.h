@@ -60,6 +60,9 @@ struct ObjectiveOptions {
   double global_weight = 1.0 / 8;  // L_static = global_weight H_global + local_weight H_local
   double local_weight = 7.0 / 8;
   double sequential_weight = 1.0 / 2;  // dino = (1 - it) L_static + it mean_k H(step_k)
+  // false (the paper): every step against the mean of both targets; true: against the
+  // teacher's global-view target alone.
+  bool sequential_targets_global = false;
   SinkhornOptions sinkhorn;            // its all-reduce makes the centring global
 };
 
