@@ -139,8 +139,8 @@ struct SslConfig {
   double clip_grad{};
   int64_t freeze_last_layer_epochs{};
   double koleo_weight{};
-  double global_weight{};      // L_static = global_weight H_global + (1 - it) H_local
-  double sequential_weight{};  // L = (1 - it) L_static + it mean_k H_k
+  double global_weight{};            // L_static = global_weight H_global + (1 - it) H_local
+  double sequential_weight{};        // L = (1 - it) L_static + it mean_k H_k
   std::string sequential_targets{};  // both (the paper) | global: what each step is matched to
   int64_t head_prototypes{};
   int64_t head_hidden{};

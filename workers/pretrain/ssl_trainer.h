@@ -31,8 +31,8 @@ struct TrainerOptions {
   ssl::ScheduleOptions schedule;
   double student_temp = 0;
   double koleo_weight = 0;
-  double global_weight = 1.0 / 8;      // of the static term; the local views get the rest
-  double sequential_weight = 1.0 / 2;  // of the DINO loss; the static term gets the rest
+  double global_weight = 1.0 / 8;          // of the static term; the local views get the rest
+  double sequential_weight = 1.0 / 2;      // of the DINO loss; the static term gets the rest
   bool sequential_targets_global = false;  // steps matched to the teacher's global view only
   int64_t sinkhorn_iterations = 0;
   double clip_grad = 0;  // 0 = no clipping

@@ -63,7 +63,7 @@ struct ObjectiveOptions {
   // false (the paper): every step against the mean of both targets; true: against the
   // teacher's global-view target alone.
   bool sequential_targets_global = false;
-  SinkhornOptions sinkhorn;            // its all-reduce makes the centring global
+  SinkhornOptions sinkhorn;  // its all-reduce makes the centring global
 };
 
 // Parts of the loss for logging: detached scalars (call .item() when logging).
