@@ -1,5 +1,6 @@
-// Reading, writing and documenting the job config: three visitors over the
-// schema in config_schema.h, plus the checks that span several keys.
+// Reading the job config: a visitor over the schema in config_schema.h that
+// collects every problem, then the checks that span several keys. Writing and
+// documenting it: config_writers.cpp.
 #include "common/config.h"
 
 #include <fmt/format.h>
@@ -20,10 +21,7 @@ namespace saccade {
 namespace {
 
 using config_schema::describe;
-
-std::string join_path(const std::string& prefix, std::string_view name) {
-  return prefix.empty() ? std::string(name) : prefix + "." + std::string(name);
-}
+using config_schema::join_path;
 
 std::string type_name(const toml::node& n) {
   switch (n.type()) {
@@ -63,15 +61,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
-}
-
-// Shortest text that reads back as the same double and as a TOML float.
-std::string float_text(double x) {
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  if (std::isnan(x)) return "nan";
-  std::string s = fmt::format("{}", x);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
 }
 
 // Where each problem is reported; collects them all before refusing.
@@ -275,127 +264,6 @@ class Reader {
   std::set<std::string> known_;
 };
 
-// Emits TOML in schema order, each key with its meaning as a comment.
-class TomlWriter {
- public:
-  explicit TomlWriter(std::string prefix = "") : prefix_(std::move(prefix)) {}
-  std::string str() const { return out_ + deferred_; }
-
-  template <class T>
-  void section(const char* name, const char* doc, T& c) {
-    TomlWriter child(join_path(prefix_, name));
-    describe(child, c);
-    out_ += fmt::format("\n# {}\n[{}]\n{}", doc, join_path(prefix_, name), child.str());
-  }
-  void integer(const char* n, int64_t& f, int64_t, int64_t, int64_t, const char* d) {
-    line(n, fmt::format("{}", f), d);
-  }
-  void number(const char* n, double& f, double, double, double, const char* d) {
-    line(n, float_text(f), d);
-  }
-  void boolean(const char* n, bool& f, bool, const char* d) { line(n, f ? "true" : "false", d); }
-  void text(const char* n, std::string& f, const char*, const char* d) {
-    line(n, quote_text(f), d);
-  }
-  void choice(const char* n, std::string& f, const char*, const std::vector<std::string>&,
-              const char* d) {
-    line(n, quote_text(f), d);
-  }
-  void numbers(const char* n, std::vector<double>& f, const std::vector<double>&, double, double,
-               const char* d) {
-    std::vector<std::string> parts;
-    for (double x : f) parts.push_back(float_text(x));
-    line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
-  }
-  void choices(const char* n, std::vector<std::string>& f, const std::vector<std::string>&,
-               const std::vector<std::string>&, const char* d) {
-    std::vector<std::string> parts;
-    for (const std::string& s : f) parts.push_back(quote_text(s));
-    line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
-  }
-  template <class T>
-  void table_array(const char* name, std::vector<T>& f, size_t, const char* doc) {
-    deferred_ += fmt::format("# {}\n", doc);
-    for (T& item : f) {
-      TomlWriter child(join_path(prefix_, name));
-      describe(child, item);
-      deferred_ += fmt::format("[[{}]]\n{}", join_path(prefix_, name), child.str());
-    }
-  }
-
- private:
-  void line(const char* name, const std::string& value, const char* doc) {
-    out_ += fmt::format("{} = {}  # {}\n", name, value, doc);
-  }
-  std::string prefix_;
-  std::string out_;
-  std::string deferred_;  // arrays of tables must follow the section's plain keys
-};
-
-// Emits the markdown reference (docs/config.md).
-class DocWriter {
- public:
-  explicit DocWriter(std::string prefix = "") : prefix_(std::move(prefix)) {}
-  std::string str() const { return out_ + deferred_; }
-
-  template <class T>
-  void section(const char* name, const char* doc, T& c) {
-    DocWriter child(join_path(prefix_, name));
-    describe(child, c);
-    out_ +=
-        fmt::format("\n## [{}]\n\n{}\n\n{}{}", join_path(prefix_, name), doc, kHeader, child.str());
-  }
-  void integer(const char* n, int64_t&, int64_t def, int64_t lo, int64_t hi, const char* d) {
-    row(n, "integer", fmt::format("{}", def), fmt::format("{} .. {}", lo, hi), d);
-  }
-  void number(const char* n, double&, double def, double lo, double hi, const char* d) {
-    row(n, "number", float_text(def), fmt::format("{} .. {}", float_text(lo), float_text(hi)), d);
-  }
-  void boolean(const char* n, bool&, bool def, const char* d) {
-    row(n, "boolean", def ? "true" : "false", "", d);
-  }
-  void text(const char* n, std::string&, const char* def, const char* d) {
-    row(n, "string", quote_text(def), "", d);
-  }
-  void choice(const char* n, std::string&, const char* def, const std::vector<std::string>& opts,
-              const char* d) {
-    row(n, "string", quote_text(def), fmt::format("{}", fmt::join(opts, ", ")), d);
-  }
-  void numbers(const char* n, std::vector<double>&, const std::vector<double>& def, double lo,
-               double hi, const char* d) {
-    std::vector<std::string> parts;
-    for (double x : def) parts.push_back(float_text(x));
-    row(n, "array of numbers", fmt::format("[{}]", fmt::join(parts, ", ")),
-        fmt::format("each {} .. {}", float_text(lo), float_text(hi)), d);
-  }
-  void choices(const char* n, std::vector<std::string>&, const std::vector<std::string>& def,
-               const std::vector<std::string>& opts, const char* d) {
-    row(n, "array of strings", fmt::format("[{}]", fmt::join(def, ", ")),
-        fmt::format("distinct, from {}", fmt::join(opts, ", ")), d);
-  }
-  template <class T>
-  void table_array(const char* name, std::vector<T>&, size_t count, const char* doc) {
-    row(name, "array of tables", fmt::format("{} table(s) with the defaults below", count), "",
-        doc);
-    T item;
-    DocWriter child(join_path(prefix_, name));
-    describe(child, item);
-    deferred_ +=
-        fmt::format("\n### [[{}]]\n\n{}{}", join_path(prefix_, name), kHeader, child.str());
-  }
-
- private:
-  static constexpr const char* kHeader =
-      "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
-  void row(const char* n, const char* type, const std::string& def, const std::string& allowed,
-           const char* doc) {
-    out_ += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", n, type, def, allowed, doc);
-  }
-  std::string prefix_;
-  std::string out_;
-  std::string deferred_;
-};
-
 // Checks that span several keys; run after every key read well.
 void check_consistency(const JobConfig& c, Problems& p) {
   if (c.model.width % c.model.heads != 0) {
@@ -596,26 +464,6 @@ JobConfig load_config(const std::filesystem::path& file) {
   std::ostringstream text;
   text << in.rdbuf();
   return parse_config(text.str(), file.string());
-}
-
-std::string to_toml(const JobConfig& config) {
-  JobConfig copy = config;  // the visitors take fields by reference
-  TomlWriter writer;
-  describe(writer, copy);
-  return "# saccade job config, resolved (every key, defaults filled in)\n" + writer.str();
-}
-
-std::string config_reference_markdown() {
-  JobConfig dummy;
-  DocWriter writer;
-  describe(writer, dummy);
-  return "# Configuration reference\n\n"
-         "Generated by `saccade config docs` from common/config_schema.h, the one place where "
-         "keys,\n"
-         "defaults and ranges are declared. A job is one TOML file; every key is optional.\n"
-         "Unknown keys, wrong types and out-of-range values are refused before anything starts,\n"
-         "with the file, line, key path and what was expected.\n" +
-         writer.str();
 }
 
 }  // namespace saccade

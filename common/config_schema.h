@@ -6,10 +6,17 @@
 #pragma once
 
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "common/config.h"
 
 namespace saccade::config_schema {
+
+// "section.key" paths as the visitors and the error messages name keys.
+inline std::string join_path(const std::string& prefix, std::string_view name) {
+  return prefix.empty() ? std::string(name) : prefix + "." + std::string(name);
+}
 
 inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
