@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace saccade {
 namespace {
@@ -60,11 +61,10 @@ TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_NE(good.out.find("tiny.toml: ok"), std::string::npos);
 
-  const auto path =
-      std::filesystem::temp_directory_path() / ("bad-" + std::to_string(getpid()) + ".toml");
+  const testing::TempDir scratch("cli");
+  const std::filesystem::path path = scratch.path() / "bad.toml";
   std::ofstream(path) << "[model]\ndepth = -1\n";
   const auto bad = saccade({"config", "check", path.string()});
-  std::filesystem::remove(path);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(
       bad.err.find(path.string() + ":2:9: model.depth: expected an integer in [1, 128], got -1"),

@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include "tests/support/temp_dir.h"
 
 namespace saccade {
 namespace {
 
 TEST(Logging, EveryLineCarriesRoleAndRank) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("saccade-log-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const testing::TempDir scratch("log");
+  const std::filesystem::path dir = scratch.path();
   init_logging({"learner", 3, "info", dir.string()});
   spdlog::info("hello {}", 42);
   spdlog::debug("not shown at info");

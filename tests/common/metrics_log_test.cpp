@@ -7,14 +7,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include "tests/support/temp_dir.h"
 
 namespace saccade {
 namespace {
 
 TEST(MetricsLog, AppendsOneJsonObjectPerLine) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("saccade-metrics-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const testing::TempDir scratch("metrics");
+  const std::filesystem::path dir = scratch.path();
   const std::string path = (dir / "sub" / "metrics.jsonl").string();
   {
     MetricsLog log(path);

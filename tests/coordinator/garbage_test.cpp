@@ -123,8 +123,8 @@ class Garbage : public ::testing::Test {
     job.steps = 60;
     job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
     job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
-    const fs::path file = dir.path / "job.toml";
-    std::ofstream(file) << job_toml(job, dir.path / "work");
+    const fs::path file = dir.path() / "job.toml";
+    std::ofstream(file) << job_toml(job, dir.path() / "work");
     return file;
   }
   TempDir dir;
@@ -133,10 +133,10 @@ class Garbage : public ::testing::Test {
 TEST_F(Garbage, CoordinatorDropsBadFramesAndTheJobFinishes) {
   const int port = free_port();
   const fs::path cfg = config(port);
-  Child coord({kSaccade, "coordinator", cfg.string(), "--bind", "127.0.0.1"}, dir.path / "c.log");
+  Child coord({kSaccade, "coordinator", cfg.string(), "--bind", "127.0.0.1"}, dir.path() / "c.log");
   Child agent({kSaccade, "agent", "--coordinator", fmt::format("127.0.0.1:{}", port), "--node",
                "n0", "--config", cfg.string(), "--actor-binary", kActor},
-              dir.path / "a.log");
+              dir.path() / "a.log");
   ASSERT_TRUE(wait_until(
       [&] {
         return run_process({kSaccade, "status", "--config", cfg.string(), "--timeout-ms", "500"})
@@ -188,7 +188,7 @@ TEST_F(Garbage, AgentDropsBadFramesAndStillObeysTheCoordinator) {
   FakeCoordinator fake(port);
   Child agent({kSaccade, "agent", "--coordinator", fmt::format("127.0.0.1:{}", port), "--node",
                "n0", "--config", cfg.string(), "--actor-binary", kActor},
-              dir.path / "a.log");
+              dir.path() / "a.log");
   auto first = fake.next(10s);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->first, "n:n0");
@@ -214,7 +214,7 @@ TEST_F(Garbage, ActorDropsBadFramesAndStillDrainsOnShutdown) {
   FakeCoordinator fake(port);
   Child actor({kActor, "actor", "--role", "data", "--rank", "0", "--node", "n0", "--coordinator",
                fmt::format("127.0.0.1:{}", port), "--config", cfg.string()},
-              dir.path / "actor.log");
+              dir.path() / "actor.log");
   auto first = fake.next(10s);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->first, "a:data/0");

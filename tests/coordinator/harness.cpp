@@ -156,17 +156,6 @@ void adopt_orphans() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
-TempDir::TempDir() {
-  std::random_device r;
-  path = std::filesystem::temp_directory_path() / fmt::format("saccade-rt-{:x}", r());
-  std::filesystem::create_directories(path);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-}
-
 std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) {
   std::string nodes;
   for (const std::string& n : job.nodes) nodes += "[[cluster.nodes]]\n" + n + "\n";

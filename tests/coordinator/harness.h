@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace saccade::testing {
 
 // A child process in its own process group, stdout+stderr to `log`. The
@@ -57,12 +59,7 @@ std::vector<pid_t> descendants();
 // Makes orphans re-parent to the test process, so descendants() sees them.
 void adopt_orphans();
 
-// A fresh temporary folder, removed with its content by the destructor.
-struct TempDir {
-  TempDir();
-  ~TempDir();
-  std::filesystem::path path;
-};
+using testing::TempDir;  // tests/support/temp_dir.h
 
 // Shortest runtime config for tests: loopback, 50 ms heartbeats. `nodes` are
 // [[cluster.nodes]] tables without the header; `extra` is appended as is.

@@ -53,15 +53,15 @@ void RuntimeFixture::TearDown() {
 }
 
 fs::path RuntimeFixture::write_config(const TestJob& job, const std::string& name) {
-  const fs::path file = dir_.path / name;
+  const fs::path file = dir_.path() / name;
   std::ofstream(file) << job_toml(job, work_dir());
   return file;
 }
 
 Child& RuntimeFixture::start(const std::string& name, std::vector<std::string> argv,
                              std::vector<std::string> env) {
-  children_.emplace_back(
-      name, std::make_unique<Child>(std::move(argv), dir_.path / (name + ".log"), std::move(env)));
+  children_.emplace_back(name, std::make_unique<Child>(
+                                   std::move(argv), dir_.path() / (name + ".log"), std::move(env)));
   return *children_.back().second;
 }
 

@@ -28,7 +28,7 @@ class RuntimeFixture : public ::testing::Test {
 
   // Writes `job` as `name` in the test's folder (work dir: <folder>/work).
   std::filesystem::path write_config(const TestJob& job, const std::string& name = "job.toml");
-  std::filesystem::path work_dir() const { return dir_.path / "work"; }
+  std::filesystem::path work_dir() const { return dir_.path() / "work"; }
 
   Child& start(const std::string& name, std::vector<std::string> argv,
                std::vector<std::string> env = {});

@@ -321,7 +321,7 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   // The final checkpoint was streamed to the coordinator and committed whole.
   int64_t drained_at = 0;
   {
-    auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
+    auto store = storage::CheckpointStore::open((dir_.path() / "work" / "coordinator.db").string());
     const auto latest = store->latest();
     ASSERT_TRUE(latest) << "no final checkpoint";
     EXPECT_GE(latest->step, 15);
@@ -387,7 +387,7 @@ TEST_F(Runtime, ADrainCommitsTheLastCompletedStepWhenTheStepInProgressOutlastsTh
       std::chrono::duration<double>(std::chrono::steady_clock::now() - drained).count();
   EXPECT_LT(seconds, 8.0) << "the drain outlasted its window";
   EXPECT_EQ(a0.wait(15s), 0);
-  auto store = storage::CheckpointStore::open((dir_.path / "work" / "coordinator.db").string());
+  auto store = storage::CheckpointStore::open((dir_.path() / "work" / "coordinator.db").string());
   const auto latest = store->latest();
   ASSERT_TRUE(latest) << "the drain committed no checkpoint\n" << a0.log();
   EXPECT_EQ(latest->step, 20) << "not the last completed step";
@@ -428,7 +428,7 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
 }
 
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
-  const fs::path keys = dir_.path / "keys", stranger = dir_.path / "stranger";
+  const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})
     ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
   auto security = [&](const fs::path& client_dir) {
@@ -536,8 +536,8 @@ TEST_F(Runtime, ASecondLaunchOnTheSamePortsFailsFastAndTouchesNothing) {
   // The same job again, in its own work_dir, on the same ports: its coordinator cannot bind
   // (the error names the port), and its agent, of another launch, is refused by the first
   // launch's coordinator instead of joining it.
-  const fs::path second_config = dir_.path / "second.toml";
-  std::ofstream(second_config) << job_toml(job, dir_.path / "work2");
+  const fs::path second_config = dir_.path() / "second.toml";
+  std::ofstream(second_config) << job_toml(job, dir_.path() / "work2");
   Child& second = run(second_config, {}, "run-second");
   EXPECT_EQ(second.wait(20s), 1) << "its coordinator died";
   const std::string port = std::to_string(job.port);

@@ -11,20 +11,12 @@
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 #include "tests/coordinator/json.h"
+#include "tests/support/temp_dir.h"
 
 namespace saccade::control {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Dir {
-  Dir() : path(fs::temp_directory_path() / ("saccade-unit-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  fs::path path;
-};
 
 JobConfig two_nodes() {
   return parse_config(
@@ -83,14 +75,14 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
 }
 
 TEST(StateStore, WritesSurviveReopening) {
-  Dir dir;
+  const testing::TempDir dir("unit");
   {
-    StateStore s(dir.path / "db");
+    StateStore s(dir.path() / "db");
     s.put({{"job/id", "x"}, {"actor/data/0", "1 2 3 4"}, {"actor/data/1", "5"}});
     EXPECT_EQ(s.get("job/id"), "x");
     EXPECT_FALSE(s.get("nothing"));
   }
-  StateStore again(dir.path / "db");
+  StateStore again(dir.path() / "db");
   EXPECT_EQ(again.get("job/id"), "x");
   const auto actors = again.scan("actor/");
   ASSERT_EQ(actors.size(), 2u);
@@ -98,10 +90,10 @@ TEST(StateStore, WritesSurviveReopening) {
 }
 
 TEST(StateStore, ALockedDatabaseIsAClearError) {
-  Dir dir;
-  StateStore first(dir.path / "db");
+  const testing::TempDir dir("unit");
+  StateStore first(dir.path() / "db");
   try {
-    StateStore second(dir.path / "db");
+    StateStore second(dir.path() / "db");
     FAIL() << "two coordinators opened one database";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
@@ -109,20 +101,20 @@ TEST(StateStore, ALockedDatabaseIsAClearError) {
 }
 
 TEST(Keys, GeneratedFilesReadBackAndSecretsArePrivate) {
-  Dir dir;
-  write_key_files(dir.path);
-  const CurveKeys server = read_key_file(dir.path / "server.key", true);
+  const testing::TempDir dir("unit");
+  write_key_files(dir.path());
+  const CurveKeys server = read_key_file(dir.path() / "server.key", true);
   EXPECT_EQ(server.public_key.size(), 40u);
   EXPECT_EQ(server.secret_key.size(), 40u);
-  const CurveKeys pub = read_key_file(dir.path / "server.pub", false);
+  const CurveKeys pub = read_key_file(dir.path() / "server.pub", false);
   EXPECT_EQ(pub.public_key, server.public_key);
   EXPECT_TRUE(pub.secret_key.empty());
-  EXPECT_EQ(fs::status(dir.path / "client.key").permissions() & fs::perms::others_read,
+  EXPECT_EQ(fs::status(dir.path() / "client.key").permissions() & fs::perms::others_read,
             fs::perms::none);
-  EXPECT_THROW(read_key_file(dir.path / "server.pub", true), std::runtime_error);
-  std::ofstream(dir.path / "bad.key") << "public = \"tooshort\"\n";
-  EXPECT_THROW(read_key_file(dir.path / "bad.key", false), std::runtime_error);
-  EXPECT_THROW(read_key_file(dir.path / "missing.key", false), std::runtime_error);
+  EXPECT_THROW(read_key_file(dir.path() / "server.pub", true), std::runtime_error);
+  std::ofstream(dir.path() / "bad.key") << "public = \"tooshort\"\n";
+  EXPECT_THROW(read_key_file(dir.path() / "bad.key", false), std::runtime_error);
+  EXPECT_THROW(read_key_file(dir.path() / "missing.key", false), std::runtime_error);
 }
 
 TEST(Endpoints, HostPortIsCheckedWithTheOptionName) {

@@ -13,6 +13,7 @@
 #include "control/control.h"
 #include "dataloader/ssl_loader.h"
 #include "test_data.h"
+#include "tests/support/temp_dir.h"
 #include "workers/data/batch_client.h"
 #include "workers/data/batch_codec.h"
 #include "workers/data/data_actor.h"
@@ -144,8 +145,8 @@ TEST(DataPlane, RemoteBatchesEqualTheLocalLoadersBitForBit) {
 }
 
 TEST(DataPlane, LearnersOnTheServersNodeGetTheSameBatchesOverIpc) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("saccade-dp-{}", ::getpid());
-  fs::remove_all(dir);
+  const saccade::testing::TempDir scratch("dp");
+  const fs::path dir = scratch.path();
   const std::string ipc = "ipc://" + (dir / "job-7100" / "data-0").string();  // folder made by it
   auto ds = std::make_shared<GeneratedDataset>(23, std::vector<int64_t>{});
   {

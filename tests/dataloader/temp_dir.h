@@ -1,35 +1,16 @@
-// A unique temporary folder for one test, removed with everything in it.
+// Files for the data loader tests: scratch folders (tests/support/temp_dir.h) and raw bytes.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace saccade::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device device;
-    path_ = std::filesystem::temp_directory_path() /
-            ("saccade-dataloader-" + std::to_string(device()) + "-" + std::to_string(device()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using saccade::testing::TempDir;  // tests/support/temp_dir.h
 
 inline void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

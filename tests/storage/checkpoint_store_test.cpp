@@ -1,4 +1,5 @@
 #include "storage/checkpoint_store.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -17,20 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under the system temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "saccade-store-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string db() const { return (path_ / "db").string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;  // tests/support/temp_dir.h
 
 // Deterministic bytes for (step, name): every checkpoint's content is checkable.
 std::string content(int64_t step, const std::string& name, size_t size) {
@@ -57,12 +45,12 @@ TEST(CheckpointStore, CommitThenReopenReadsTheSameBytes) {
   TempDir dir;
   const auto blobs = checkpoint(7, 3, 1 << 20);
   {
-    auto store = CheckpointStore::open(dir.db());
+    auto store = CheckpointStore::open(dir.file("db"));
     EXPECT_FALSE(store->latest().has_value());
     store->commit(7, blobs, {{"epoch", "2"}, {"rng", "abc"}});
     EXPECT_EQ(store->read(7, "tensor/1"), blobs.at("tensor/1"));
   }
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   const std::optional<CheckpointInfo> latest = store->latest();
   ASSERT_TRUE(latest.has_value());
   EXPECT_EQ(latest->step, 7);
@@ -76,7 +64,7 @@ TEST(CheckpointStore, CommitThenReopenReadsTheSameBytes) {
 
 TEST(CheckpointStore, RecommitReplacesTheWholeCheckpoint) {
   TempDir dir;
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   store->commit(3, {{"a", "old-a"}, {"b", "old-b"}});
   store->commit(3, {{"a", "new-a"}});
   const std::map<std::string, std::string> expected = {{"a", "new-a"}};
@@ -86,7 +74,7 @@ TEST(CheckpointStore, RecommitReplacesTheWholeCheckpoint) {
 
 TEST(CheckpointStore, ListAndLatestAreOrderedByStepNumerically) {
   TempDir dir;
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   for (int64_t step : {100, 9, 1000, 20}) store->commit(step, {{"w", std::to_string(step)}});
   std::vector<int64_t> steps;
   for (const CheckpointInfo& info : store->list()) steps.push_back(info.step);
@@ -98,11 +86,11 @@ TEST(CheckpointStore, UncommittedCheckpointIsInvisibleAndPreviousIntact) {
   TempDir dir;
   const auto good = checkpoint(10, 2, 100000);
   {
-    auto store = CheckpointStore::open(dir.db());
+    auto store = CheckpointStore::open(dir.file("db"));
     store->commit(10, good);
     store->write_uncommitted_for_testing(20, checkpoint(20, 2, 100000));
   }
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   EXPECT_EQ(store->latest()->step, 10);
   ASSERT_EQ(store->list().size(), 1u);
   EXPECT_FALSE(store->info(20).has_value());
@@ -122,7 +110,7 @@ TEST(CheckpointStore, KillDuringCommitLoopLeavesOnlyWholeCheckpoints) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {  // child: commit forever, reporting each step before and after
       close(pipe_fds[0]);
-      auto store = CheckpointStore::open(dir.db());
+      auto store = CheckpointStore::open(dir.file("db"));
       for (int64_t step = 1;; ++step) {
         const auto blobs = checkpoint(step, 8, 2 << 20);
         char begin = 'b';
@@ -145,7 +133,7 @@ TEST(CheckpointStore, KillDuringCommitLoopLeavesOnlyWholeCheckpoints) {
     close(pipe_fds[0]);
     ASSERT_TRUE(WIFSIGNALED(status)) << "child ended on its own: " << status;
 
-    auto store = CheckpointStore::open(dir.db());
+    auto store = CheckpointStore::open(dir.file("db"));
     const std::vector<CheckpointInfo> all = store->list();
     ASSERT_FALSE(all.empty());
     EXPECT_GE(store->latest()->step, acknowledged);
@@ -159,7 +147,7 @@ TEST(CheckpointStore, KillDuringCommitLoopLeavesOnlyWholeCheckpoints) {
 
 TEST(CheckpointStore, PruneKeepsTheLastN) {
   TempDir dir;
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   for (int64_t step = 1; step <= 6; ++step) store->commit(step, checkpoint(step, 1, 50000));
   EXPECT_EQ(store->prune(2), 4);
   std::vector<int64_t> steps;
@@ -173,7 +161,7 @@ TEST(CheckpointStore, PruneKeepsTheLastN) {
 
 TEST(CheckpointStore, ChecksumDetectsAChangedValue) {
   TempDir dir;
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   store->commit(42, checkpoint(42, 2, 10000));
   std::string bad = store->read(42, "tensor/1");
   bad[5000] ^= 0x01;
@@ -193,12 +181,12 @@ TEST(CheckpointStore, CorruptBlobFileOnDiskIsAnErrorNamingStepAndBlob) {
   TempDir dir;
   const std::string big = content(5, "w", 1 << 20);
   {
-    auto store = CheckpointStore::open(dir.db());
+    auto store = CheckpointStore::open(dir.file("db"));
     store->commit(5, {{"w", big}});
   }
-  { auto store = CheckpointStore::open(dir.db()); }  // recovery flushes: blob files exist
+  { auto store = CheckpointStore::open(dir.file("db")); }  // recovery flushes: blob files exist
   int corrupted = 0;
-  for (const auto& entry : fs::directory_iterator(dir.db())) {
+  for (const auto& entry : fs::directory_iterator(dir.file("db"))) {
     if (entry.path().extension() != ".blob") continue;
     std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(fs::file_size(entry.path()) / 2));
@@ -210,7 +198,7 @@ TEST(CheckpointStore, CorruptBlobFileOnDiskIsAnErrorNamingStepAndBlob) {
     ++corrupted;
   }
   ASSERT_GT(corrupted, 0) << "no blob file: blob storage is not enabled";
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   try {
     store->read(5, "w");
     FAIL() << "corruption not detected";
@@ -223,7 +211,7 @@ TEST(CheckpointStore, CorruptBlobFileOnDiskIsAnErrorNamingStepAndBlob) {
 TEST(CheckpointStore, KeyValueFamilies) {
   TempDir dir;
   {
-    auto store = CheckpointStore::open(dir.db());
+    auto store = CheckpointStore::open(dir.file("db"));
     store->put("state", "job/epoch", "3", true);
     store->write("state", {{"job/a", "1"}, {"job/b", "2"}, {"other", "x"}}, true);
     store->erase("state", "job/a");
@@ -231,7 +219,7 @@ TEST(CheckpointStore, KeyValueFamilies) {
     EXPECT_THROW(store->put("checkpoints", "k", "v"), std::invalid_argument);
     EXPECT_THROW(store->get("nope", "k"), std::invalid_argument);
   }
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   EXPECT_EQ(store->get("state", "job/epoch"), "3");
   EXPECT_EQ(store->get("metrics", "job/epoch"), "metric");
   EXPECT_FALSE(store->get("state", "job/a").has_value());
@@ -244,7 +232,7 @@ TEST(CheckpointStore, KeyValueFamilies) {
 
 TEST(CheckpointStore, BadArgumentsAreClearErrors) {
   TempDir dir;
-  auto store = CheckpointStore::open(dir.db());
+  auto store = CheckpointStore::open(dir.file("db"));
   EXPECT_THROW(store->commit(-1, {{"a", "b"}}), std::invalid_argument);
   EXPECT_THROW(store->commit(1, {{"", "b"}}), std::invalid_argument);
   EXPECT_FALSE(store->latest().has_value());  // the failed commits left nothing

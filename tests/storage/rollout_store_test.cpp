@@ -1,4 +1,5 @@
 #include "storage/rollout_store.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,19 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "saccade-rollouts-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string db() const { return (path_ / "rollouts.db").string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;  // tests/support/temp_dir.h
 
 // A group's bytes, distinct per (version, image), some past the blob threshold.
 std::string group(uint64_t version, uint64_t image) {
@@ -35,7 +24,7 @@ std::string group(uint64_t version, uint64_t image) {
 TEST(RolloutStore, KeepsTheNewestVersionsInImageOrderAcrossReopening) {
   TempDir dir;
   {
-    auto store = RolloutStore::open(dir.db(), /*keep_versions=*/2);
+    auto store = RolloutStore::open(dir.file("rollouts.db"), /*keep_versions=*/2);
     EXPECT_TRUE(store->versions().empty());
     EXPECT_TRUE(store->read(0).empty());
     // Images out of order and ids past 2^32: the key order is (version, image).
@@ -57,7 +46,7 @@ TEST(RolloutStore, KeepsTheNewestVersionsInImageOrderAcrossReopening) {
     EXPECT_EQ(v2[0].second, group(2, 1) + "!");  // replaced
     EXPECT_EQ(v2[1].second, group(2, 2));
   }
-  auto reopened = RolloutStore::open(dir.db(), 0);
+  auto reopened = RolloutStore::open(dir.file("rollouts.db"), 0);
   EXPECT_EQ(reopened->versions(), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(reopened->read(1), (RolloutStore::Groups{{7, group(1, 7)}}));
   // keep_versions = 0 keeps everything.
@@ -68,13 +57,13 @@ TEST(RolloutStore, KeepsTheNewestVersionsInImageOrderAcrossReopening) {
 TEST(RolloutStore, BadArgumentsAreClearErrors) {
   TempDir dir;
   EXPECT_THROW(RolloutStore::open("", 1), std::invalid_argument);
-  EXPECT_THROW(RolloutStore::open(dir.db(), -1), std::invalid_argument);
-  auto store = RolloutStore::open(dir.db(), 1);
+  EXPECT_THROW(RolloutStore::open(dir.file("rollouts.db"), -1), std::invalid_argument);
+  auto store = RolloutStore::open(dir.file("rollouts.db"), 1);
   try {
-    RolloutStore::open(dir.db(), 1);  // RocksDB's lock: one writer per store
+    RolloutStore::open(dir.file("rollouts.db"), 1);  // RocksDB's lock: one writer per store
     FAIL() << "a second open of a locked store succeeded";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(dir.db()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir.file("rollouts.db")), std::string::npos) << e.what();
   }
 }
 

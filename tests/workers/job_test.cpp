@@ -63,8 +63,8 @@ class Job : public RuntimeFixture {
     std::mt19937 rng(3);
     for (auto& p : pixels) p = static_cast<uint8_t>(rng());
     for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
-    data::write_idx_images((dir_.path / "images.idx.gz").string(), 64, 28, 28, pixels, true);
-    data::write_idx_labels((dir_.path / "labels.idx.gz").string(), labels, true);
+    data::write_idx_images((dir_.path() / "images.idx.gz").string(), 64, 28, 28, pixels, true);
+    data::write_idx_labels((dir_.path() / "labels.idx.gz").string(), labels, true);
   }
 
   // A real pretraining job of `steps` steps with a global batch of `batch`.
@@ -91,7 +91,7 @@ class Job : public RuntimeFixture {
         "pos_mlp_hidden = 16\n"
         "[views]\nmultizoom_patches = 2\nfovea_grid = 2\nglimpses = 2\nglobal_grid = 3\n"
         "local_grid = 2\nlocal_views = 1\n",
-        (dir_.path / "images.idx.gz").string(), (dir_.path / "labels.idx.gz").string());
+        (dir_.path() / "images.idx.gz").string(), (dir_.path() / "labels.idx.gz").string());
     return job;
   }
 
@@ -148,7 +148,7 @@ TEST_F(Job, TwoNodesTrainToTheBudgetAndExportTheBackbone) {
   EXPECT_GT(distance(student_weights(*db, 3), student_weights(*db, 6)), 0) << "nothing trained";
   db.reset();  // the export opens it
 
-  const fs::path out = dir_.path / "backbone.safetensors";
+  const fs::path out = dir_.path() / "backbone.safetensors";
   const ProcessResult exported =
       run_process({build_path("saccade"), "export", config.string(), "--out", out.string()}, 120s);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
@@ -166,11 +166,11 @@ TEST_F(Job, TwoLearnersWithBatchBMatchOneLearnerWithBatch2B) {
     job.checkpoint_every = 2;
     job.status_linger_ms = 0;
     job.ssl_extra += "koleo_weight = 0\nwarmup_epochs = 0\n";
-    const fs::path config = dir_.path / (name + ".toml");
-    std::ofstream(config) << job_toml(job, dir_.path / name);
+    const fs::path config = dir_.path() / (name + ".toml");
+    std::ofstream(config) << job_toml(job, dir_.path() / name);
     Child& r = start(name, {build_path("saccade"), "run", config.string()});
     EXPECT_EQ(r.wait(180s), 0) << name;
-    auto db = open_db(dir_.path / name);
+    auto db = open_db(dir_.path() / name);
     EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{2, 4})) << name;
     return std::pair{student_weights(*db, 2), student_weights(*db, 4)};
   };
@@ -323,7 +323,7 @@ fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& w
 TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
   const fs::path config = prepare_policy_job(
-      job, dir_.path, work_dir(), "epochs = 1\nbatch_size = 16\nkeep_rollout_batches = 3\n");
+      job, dir_.path(), work_dir(), "epochs = 1\nbatch_size = 16\nkeep_rollout_batches = 3\n");
   ASSERT_FALSE(HasFailure());
   Child& coord = coordinator(config);
   Child& a0 = agent(config, job.port, "n0");

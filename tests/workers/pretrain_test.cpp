@@ -20,6 +20,7 @@
 #include "model/backbone.h"
 #include "model/weights.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::workers {
@@ -315,10 +316,8 @@ TEST(SslTrainer, SupervisedObjectiveLearnsTheLabels) {
 }
 
 TEST(PretrainCommand, RunsCheckpointsAndResumes) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("saccade-pretrain-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir scratch("pretrain");
+  const std::filesystem::path dir = scratch.path();
   // A small IDX set: 64 images of 28 x 28.
   std::vector<uint8_t> pixels(64 * 28 * 28), labels(64);
   cv::RNG rng(5);

@@ -14,6 +14,7 @@
 #include "model/policy.h"
 #include "model/weights.h"
 #include "storage/rollout_store.h"
+#include "tests/support/temp_dir.h"
 #include "tests/workers/small_models.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_client.h"
@@ -181,9 +182,8 @@ TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
   o.seed = 5;
   model::GazePolicy trained_local = small_policy(), trained_remote = small_policy();
   train_policy(local, *trained_local, dataset->size(), o);
-  const std::filesystem::path db =
-      std::filesystem::temp_directory_path() / ("saccade-rollouts-" + std::to_string(getpid()));
-  std::filesystem::remove_all(db);
+  const testing::TempDir scratch("rollouts");
+  const std::filesystem::path db = scratch.path() / "rollouts.db";
   {
     auto store = storage::RolloutStore::open(db.string(), 0);
     RecordedRollouts recorded(client, *store);
