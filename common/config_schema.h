@@ -29,7 +29,11 @@ void describe(V& v, JobSection& c) {
   v.text("work_dir", c.work_dir, "runs/saccade",
          "Checkpoints, databases, logs and metrics of this job.");
   v.choices("stages", c.stages, {"pretrain", "probe", "policy", "eval"},
-            {"pretrain", "probe", "policy", "eval"}, "Stages `saccade run` runs, in this order.");
+            {"pretrain", "probe", "policy", "eval"},
+            "The job's stages, in order. `saccade run` and the coordinator run the FIRST one "
+            "(pretrain: data actors + learners; policy: a policy learner + rollout actors); the "
+            "probe and policy stages also run as one-process commands (`saccade probe`, "
+            "`saccade policy`). Running every stage in one job is not built yet.");
 }
 
 template <class V>
