@@ -15,7 +15,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   static bool quick = false, no_photos = false, no_baseline = false;
   CLI::App* e = bench->add_subcommand(
       "extract",
-      "Integral-image extraction vs crop-resize: table build and per-patch cost by image size");
+      "Integral-image extraction vs an image pyramid and crop-resize: build time, memory, "
+      "per-patch cost and accuracy by image size");
   e->add_option("--sizes", extract.sizes, "Square RGB image sides")->capture_default_str();
   e->add_option("--photos", extract.photos, "JPEG/PNG files (default: the installed wallpapers)");
   e->add_option("--patch-size", extract.patch_size, "P")->capture_default_str();
@@ -24,6 +25,9 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   e->add_option("--repetitions", extract.repetitions, "Repetitions of the integral method (median)")
       ->capture_default_str();
   e->add_option("--json", extract.json_path, "Also write the figures as JSON here");
+  e->add_option("--accuracy-patches", extract.accuracy_patches,
+                "Patches per image scored against the exact box average (0 = none)")
+      ->capture_default_str();
   e->add_flag("--fresh-gazes", extract.fresh_gazes,
               "New random gazes per repetition (no lines cached by the previous one)");
   e->add_flag("--cold-cache", extract.cold_cache,

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Plot per-patch extraction cost vs image size from bench_extract's JSON.
+"""Plot `saccade bench extract --json` figures: per-patch cost, build time and
+accuracy against the exact box average, for the integral image, the image pyramid
+and crop + INTER_AREA resize, by image size.
 
 Usage: scripts/plot_extract.py extract_bench.json docs/kernels_extract.png
-Needs matplotlib (pip install matplotlib). Synthetic images are lines; real photos
-are points at their pixel count.
+Needs matplotlib (Debian's python3-matplotlib, installed by scripts/install-deps.sh).
+Synthetic images are lines; real photos are points at their pixel count.
 """
 import json
 import sys
@@ -13,42 +15,55 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+METHODS = (("integral", "o-"), ("pyramid", "d-"), ("crop_resize", "s--"))
+COLOURS = {"integral": "tab:blue", "pyramid": "tab:green", "crop_resize": "tab:red"}
+
+
+def series(rows, key, threads=None):
+    pick = [r for r in rows if r.get(key, 0) > 0 and (threads is None or r["threads"] == threads)]
+    syn = sorted((r["height"] * r["width"], r[key]) for r in pick if r["synthetic"])
+    photos = [(r["height"] * r["width"], r[key]) for r in pick if not r["synthetic"]]
+    return syn, photos
+
+
+def draw(ax, syn, photos, style, colour, label, alpha=1.0):
+    if syn:
+        ax.plot([s[0] for s in syn], [s[1] for s in syn], style, color=colour, alpha=alpha,
+                label=label)
+    if photos:
+        ax.plot([p[0] for p in photos], [p[1] for p in photos], "x", color=colour, alpha=alpha)
+
 
 def main(src, dst):
     with open(src) as f:
         data = json.load(f)
-    rows = data["results"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"integral": "o-", "crop_resize": "s--"}
+    rows, acc = data["results"], data.get("accuracy", [])
+    fig, (cost, build, error) = plt.subplots(1, 3, figsize=(15, 4.5))
     for threads in sorted({r["threads"] for r in rows}):
-        for method, key in (("integral", "integral_us_per_patch"),
-                            ("crop_resize", "crop_resize_us_per_patch")):
-            syn = sorted((r["height"] * r["width"], r[key]) for r in rows
-                         if r["synthetic"] and r["threads"] == threads and r[key] > 0)
-            photos = [(r["height"] * r["width"], r[key]) for r in rows
-                      if not r["synthetic"] and r["threads"] == threads and r[key] > 0]
-            label = f"{method.replace('_', '-')}, {threads} thread{'s' if threads > 1 else ''}"
-            if syn:
-                line, = ax.plot([s[0] for s in syn], [s[1] for s in syn], styles[method],
-                                label=label + " (synthetic)")
-                if photos:
-                    ax.plot([p[0] for p in photos], [p[1] for p in photos], "x",
-                            color=line.get_color(), label=label + " (photos)")
-    # Thread CPU time of the single-threaded integral runs (robust on a shared machine).
-    cpu = sorted((r["height"] * r["width"], r.get("integral_cpu_us_per_patch", 0)) for r in rows
-                 if r["synthetic"] and r["threads"] == 1 and r.get("integral_cpu_us_per_patch", 0) > 0)
-    if cpu:
-        ax.plot([c[0] for c in cpu], [c[1] for c in cpu], "^:", color="black",
-                label="integral, 1 thread, thread CPU time (synthetic)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("image size (pixels)")
-    ax.set_ylabel("cost per patch (us), P = 16, RGB")
-    ax.set_title("Foveal extraction: integral image vs crop + INTER_AREA")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+        alpha = 1.0 if threads == 1 else 0.45
+        suffix = f", {threads} thread{'s' if threads > 1 else ''}"
+        for method, style in METHODS:
+            syn, photos = series(rows, f"{method}_us_per_patch", threads)
+            draw(cost, syn, photos, style, COLOURS[method], method.replace("_", "-") + suffix,
+                 alpha)
+        for method, key in (("integral", "build_ms"), ("pyramid", "pyramid_build_ms")):
+            syn, photos = series(rows, key, threads)
+            draw(build, syn, photos, "o-" if method == "integral" else "d-", COLOURS[method],
+                 method + suffix, alpha)
+    for method, style in METHODS:
+        syn, photos = series(acc, f"{method}_mean_abs")
+        draw(error, syn, photos, style, COLOURS[method], method.replace("_", "-"))
+    cost.set_title("cost per patch (us), P = 16, RGB; x = photos")
+    build.set_title("one-time build per image (ms)")
+    error.set_title("mean |error| vs the exact box average (0..255)")
+    for ax in (cost, build, error):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("image size (pixels)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(dst, dpi=120)
+    fig.savefig(dst, dpi=110)
     print("wrote", dst)
 
 

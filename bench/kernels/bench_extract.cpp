@@ -1,7 +1,7 @@
 // bench_extract: Google Benchmark cases for table build, integral extraction and the
 // crop-resize baseline; `bench_extract --table [--json PATH] [--quick] [--no-photos]
 // [--no-baseline] [--sizes 256,1024,...] [--threads 1,0] [--repetitions N] [--fresh-gazes]
-// [--cold-cache]`
+// [--cold-cache] [--accuracy-patches N]`
 // runs the full workload table instead (run_extract_bench, what `saccade bench extract`
 // calls).
 #include <benchmark/benchmark.h>
@@ -19,6 +19,8 @@
 #include "kernels/extract.h"
 #include "kernels/geometry.h"
 #include "kernels/integral_image.h"
+#include "kernels/parallel.h"
+#include "kernels/pyramid.h"
 
 namespace {
 
@@ -93,10 +95,38 @@ std::vector<int> int_list(const char* s) {
   return v;
 }
 
+void BM_PyramidBuild(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const ImageView view{image_of(side).data(), side, side, 3, 0};
+  // OpenCV reads 0 as "no threads"; the cases' 0 means all cores.
+  cv::setNumThreads(state.range(1) == 0 ? hardware_threads() : static_cast<int>(state.range(1)));
+  for (auto _ : state) benchmark::DoNotOptimize(ImagePyramid::build(view));
+  cv::setNumThreads(1);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(side) * side * 3);
+}
+
+void BM_PyramidExtract(benchmark::State& state) {
+  const int side = static_cast<int>(state.range(0));
+  const ImageView view{image_of(side).data(), side, side, 3, 0};
+  const ImagePyramid pyramid = ImagePyramid::build(view);
+  const auto boxes = glimpse_boxes(side, 10);
+  std::vector<float> out(boxes.size() * 3 * 16 * 16);
+  for (auto _ : state)
+    pyramid_patches(std::span<const ImagePyramid>(&pyramid, 1), boxes, 16, out.data(),
+                    static_cast<int>(state.range(1)));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
+}
+
 BENCHMARK(BM_TableBuild)
     ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_IntegralExtract)
+    ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PyramidBuild)
+    ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PyramidExtract)
     ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CropResize)->ArgsProduct({{256, 1024, 4096}, {1}})->Unit(benchmark::kMicrosecond);
@@ -129,6 +159,8 @@ int main(int argc, char** argv) {
       options.sizes = int_list(argv[++i]);
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       options.threads = int_list(argv[++i]);
+    } else if (std::strcmp(argv[i], "--accuracy-patches") == 0 && i + 1 < argc) {
+      options.accuracy_patches = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--repetitions") == 0 && i + 1 < argc) {
       options.repetitions = std::atoi(argv[++i]);
     } else {

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
@@ -22,6 +22,7 @@
 #include "kernels/geometry.h"
 #include "kernels/integral_image.h"
 #include "kernels/parallel.h"
+#include "kernels/pyramid.h"
 
 namespace saccade::bench {
 namespace {
@@ -137,13 +138,100 @@ void evict_caches(std::vector<std::uint64_t>& buffer) {
   if (sum == 0x123456789ULL) std::printf(" ");  // keep the loads
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+// The exact box average of a patch's cells under extract_patches' border rule,
+// summed directly from the pixels in double (independent of any table): the value
+// every method is scored against. Layout [C, P, P].
+void exact_box_average(const ImageView& img, const CropBox& b, int p, std::vector<double>& out) {
+  const int C = img.channels;
+  const std::ptrdiff_t stride =
+      img.row_stride != 0 ? img.row_stride : static_cast<std::ptrdiff_t>(img.width) * C;
+  const auto borders = [p](float lo, float hi) {  // b_k, as extract.h states it
+    std::vector<std::int64_t> e(p + 1);
+    const double step = (static_cast<double>(hi) - lo) / p;
+    for (int k = 0; k <= p; ++k)
+      e[k] = static_cast<std::int64_t>(std::floor(static_cast<double>(lo) + step * k + 0.5));
+    return e;
+  };
+  const auto bx = borders(b.x0, b.x1), by = borders(b.y0, b.y1);
+  out.assign(static_cast<std::size_t>(C) * p * p, 0.0);
+  for (int i = 0; i < p; ++i)
+    for (int j = 0; j < p; ++j) {
+      // Cell k spans [b_k, max(b_{k+1}, b_k + 1)); the outside is zero but counts.
+      const std::int64_t ye = std::max(by[i + 1], by[i] + 1), xe = std::max(bx[j + 1], bx[j] + 1);
+      const double area = static_cast<double>(ye - by[i]) * static_cast<double>(xe - bx[j]);
+      const std::int64_t y0 = std::max<std::int64_t>(by[i], 0),
+                         y1 = std::min<std::int64_t>(ye, img.height);
+      const std::int64_t x0 = std::max<std::int64_t>(bx[j], 0),
+                         x1 = std::min<std::int64_t>(xe, img.width);
+      for (int c = 0; c < C; ++c) {
+        std::uint64_t sum = 0;
+        for (std::int64_t y = y0; y < y1; ++y) {
+          const std::uint8_t* row = img.data + y * stride;
+          for (std::int64_t x = x0; x < x1; ++x) sum += row[x * C + c];
+        }
+        out[(static_cast<std::size_t>(c) * p + i) * p + j] = static_cast<double>(sum) / area;
+      }
+    }
+}
+
+// Absolute error on the 0..255 scale: the per-patch mean and per-patch max, each
+// averaged over patches, and the largest error of any value.
+struct Error {
+  double mean = 0, max = 0, worst = 0;
+};
+
+struct Accuracy {
+  Error integral, pyramid, crop_resize;
+  int patches = 0;
+};
+
+std::string fmt_crop(const Error& e) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, ", crop + INTER_AREA %.3f / %.1f / %.0f", e.mean, e.max, e.worst);
+  return buf;
+}
+
+Accuracy measure_accuracy(const ExtractBenchOptions& o, const ImageView& view,
+                          const IntegralImage& table, const ImagePyramid& pyramid,
+                          const std::vector<std::vector<CropBox>>& steps) {
+  std::vector<CropBox> boxes;
+  for (const auto& step : steps)
+    for (const CropBox& b : step)
+      if (static_cast<int>(boxes.size()) < o.accuracy_patches) boxes.push_back(b);
+  Accuracy acc;
+  acc.patches = static_cast<int>(boxes.size());
+  const std::size_t n = static_cast<std::size_t>(view.channels) * o.patch_size * o.patch_size;
+  std::vector<float> integral(boxes.size() * n), pyr(boxes.size() * n), crop(boxes.size() * n);
+  extract_patches(std::span<const IntegralImage>(&table, 1), boxes, o.patch_size, integral.data(),
+                  0);
+  pyramid_patches(std::span<const ImagePyramid>(&pyramid, 1), boxes, o.patch_size, pyr.data(), 0);
+  if (o.baseline) {
+    CropResizeOptions co;
+    co.num_threads = 0;
+    crop_resize_patches(std::span<const ImageView>(&view, 1), boxes, o.patch_size, crop.data(), co);
   }
-  return out;
+  std::vector<double> exact;
+  const auto score = [&](const std::vector<float>& got, std::size_t i, const Error& e) {
+    Error r = e;
+    double sum = 0, patch_max = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double d = std::abs(static_cast<double>(got[i * n + k]) - exact[k]);
+      sum += d;
+      patch_max = std::max(patch_max, d);
+    }
+    const double patches = static_cast<double>(boxes.size());
+    r.mean += sum / static_cast<double>(n) / patches;
+    r.max += patch_max / patches;
+    r.worst = std::max(r.worst, patch_max);
+    return r;
+  };
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    exact_box_average(view, boxes[i], o.patch_size, exact);
+    acc.integral = score(integral, i, acc.integral);
+    acc.pyramid = score(pyr, i, acc.pyramid);
+    if (o.baseline) acc.crop_resize = score(crop, i, acc.crop_resize);
+  }
+  return acc;
 }
 
 }  // namespace
@@ -168,10 +256,11 @@ int run_extract_bench(const ExtractBenchOptions& o) {
 
   const int hw = hardware_threads();
   const int patches_per_run = o.steps * (o.multizoom + o.grid * o.grid);
-  std::ostringstream json;
-  json << "{\n  \"patch_size\": " << o.patch_size
-       << ",\n  \"patches_per_image\": " << patches_per_run << ",\n  \"hardware_threads\": " << hw
-       << ",\n  \"results\": [";
+  nlohmann::json json = {{"patch_size", o.patch_size},
+                         {"patches_per_image", patches_per_run},
+                         {"hardware_threads", hw},
+                         {"results", nlohmann::json::array()},
+                         {"accuracy", nlohmann::json::array()}};
   std::printf(
       "%d patches per image (%d steps of %d multi-zoom + %dx%d grid), P = %d, RGB; %d hardware "
       "threads\n",
@@ -179,59 +268,88 @@ int run_extract_bench(const ExtractBenchOptions& o) {
   std::printf("load average at start: %.2f; %s gazes per repetition (%d repetitions)%s\n",
               load_average(), o.fresh_gazes ? "fresh" : "the same", std::max(1, o.repetitions),
               o.cold_cache ? "; caches evicted before every step (untimed)" : "");
+  std::printf(
+      "methods: integral image (exact box average), image pyramid (pyrDown levels, bilinear from "
+      "the nearest level), crop + INTER_AREA resize\n");
   std::vector<std::uint64_t> evict_buffer(o.cold_cache ? o.evict_bytes / 8 : 0, 1);
-  std::printf("%-34s %11s %4s %10s %10s %9s %9s %11s %8s %7s %8s %5s\n", "image", "HxW", "thr",
-              "build_ms", "cold_ms", "int_us/p", "int_cpu", "crop_us/p", "speedup", "lines/p",
-              "limit_us", "thp%");
-  bool first = true;
+  std::printf("%-34s %11s %4s %9s %8s %9s %9s %8s %8s %10s %8s %7s %8s %5s\n", "image", "HxW",
+              "thr", "build_ms", "pyr_ms", "int_us/p", "int_cpu", "pyr_us/p", "pyr_cpu",
+              "crop_us/p", "speedup", "lines/p", "limit_us", "thp%");
   double line_ns = 0;
   {
     // A 8192^2 gray table: 269 MB, far beyond the 32 MB L3.
     std::vector<std::uint8_t> zeros(std::size_t{8192} * 8192, 0);
     line_ns = random_line_ns(IntegralImage::build({zeros.data(), 8192, 8192, 1, 0}, hw));
   }
+  const int reps = std::max(1, o.repetitions);
   for (const Entry& e : entries) {
     const ImageView view{e.image.data, e.image.rows, e.image.cols, 3,
                          static_cast<std::ptrdiff_t>(e.image.step)};
     const ImageSize size{e.image.rows, e.image.cols};
-    const int reps = std::max(1, o.repetitions);
+    const bool synthetic = e.name.rfind("synthetic", 0) == 0;
     std::vector<std::vector<std::vector<CropBox>>> rep_steps;  // per repetition
     for (int r = 0; r < (o.fresh_gazes ? reps : 1); ++r)
       rep_steps.push_back(make_steps(o, size, o.seed + static_cast<unsigned long long>(r)));
     const auto& steps = rep_steps[0];
+    ImagePyramid pyramid;
     for (int threads_opt : o.threads) {
       const int threads = threads_opt <= 0 ? hw : threads_opt;
       if (threads_opt > 0 && threads_opt > hw) continue;
       auto t0 = Clock::now();
       IntegralImage table = IntegralImage::build(view, threads);
       const double cold = seconds_since(t0);
-      std::vector<double> builds;
-      for (int r = 0; r < std::max(1, o.repetitions); ++r) {
+      std::vector<double> builds, pyramid_builds;
+      for (int r = 0; r < reps; ++r) {
         t0 = Clock::now();
         table.rebuild(view, threads);
         builds.push_back(seconds_since(t0));
+        // pyrDown gets as many threads (OpenCV's own) as the table build.
+        const int opencv_threads = cv::getNumThreads();
+        cv::setNumThreads(threads);
+        t0 = Clock::now();
+        pyramid = ImagePyramid::build(view);
+        pyramid_builds.push_back(seconds_since(t0));
+        cv::setNumThreads(opencv_threads);
       }
       const double lines = lines_per_patch(table, steps, o.patch_size);
       std::vector<float> out(static_cast<std::size_t>(o.multizoom + o.grid * o.grid) * 3 *
                              o.patch_size * o.patch_size);
-      std::vector<double> runs, cpu_runs;
-      for (int r = 0; r < reps; ++r) {
-        double wall = 0, cpu = 0;
-        for (const auto& step : rep_steps[o.fresh_gazes ? r : 0]) {
-          if (o.cold_cache) evict_caches(evict_buffer);
-          t0 = Clock::now();
-          const double c0 = thread_cpu_seconds();
-          extract_patches(std::span<const IntegralImage>(&table, 1), step, o.patch_size, out.data(),
-                          threads);
-          wall += seconds_since(t0);
-          cpu += thread_cpu_seconds() - c0;
+      // Wall and thread-CPU seconds of one repetition of `extract` over the steps.
+      const auto time_method = [&](const auto& extract, std::vector<double>& wall_runs,
+                                   std::vector<double>& cpu_runs) {
+        for (int r = 0; r < reps; ++r) {
+          double wall = 0, cpu = 0;
+          for (const auto& step : rep_steps[o.fresh_gazes ? r : 0]) {
+            if (o.cold_cache) evict_caches(evict_buffer);
+            t0 = Clock::now();
+            const double c0 = thread_cpu_seconds();
+            extract(step);
+            wall += seconds_since(t0);
+            cpu += thread_cpu_seconds() - c0;
+          }
+          wall_runs.push_back(wall);
+          cpu_runs.push_back(cpu);
         }
-        runs.push_back(wall);
-        cpu_runs.push_back(cpu);
-      }
+      };
+      std::vector<double> runs, cpu_runs, pyr_runs, pyr_cpu_runs;
+      time_method(
+          [&](const std::vector<CropBox>& step) {
+            extract_patches(std::span<const IntegralImage>(&table, 1), step, o.patch_size,
+                            out.data(), threads);
+          },
+          runs, cpu_runs);
+      time_method(
+          [&](const std::vector<CropBox>& step) {
+            pyramid_patches(std::span<const ImagePyramid>(&pyramid, 1), step, o.patch_size,
+                            out.data(), threads);
+          },
+          pyr_runs, pyr_cpu_runs);
       const double integral_us = median(runs) * 1e6 / patches_per_run;
+      const double pyramid_us = median(pyr_runs) * 1e6 / patches_per_run;
       // Meaningful for one thread only (other threads' CPU time is not counted).
       const double integral_cpu_us = threads == 1 ? median(cpu_runs) * 1e6 / patches_per_run : 0.0;
+      const double pyramid_cpu_us =
+          threads == 1 ? median(pyr_cpu_runs) * 1e6 / patches_per_run : 0.0;
       double crop_us = 0;
       if (o.baseline) {
         std::vector<double> base_runs;
@@ -250,28 +368,63 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       // Share of the table backed by transparent huge pages (TLB reach), after the runs.
       const double thp =
           100.0 * static_cast<double>(table.huge_page_bytes()) / static_cast<double>(table.bytes());
-      std::printf("%-34s %5dx%-5d %4d %10.2f %10.2f %9.3f %9.3f %11.2f %8.1f %7.0f %8.3f %5.0f\n",
-                  e.name.c_str(), size.height, size.width, threads, median(builds) * 1e3,
-                  cold * 1e3, integral_us, integral_cpu_us, crop_us,
-                  crop_us > 0 ? crop_us / integral_us : 0.0, lines, limit_us, thp);
+      std::printf(
+          "%-34s %5dx%-5d %4d %9.2f %8.2f %9.3f %9.3f %8.3f %8.3f %10.2f %8.1f %7.0f %8.3f %5.0f\n",
+          e.name.c_str(), size.height, size.width, threads, median(builds) * 1e3,
+          median(pyramid_builds) * 1e3, integral_us, integral_cpu_us, pyramid_us, pyramid_cpu_us,
+          crop_us, crop_us > 0 ? crop_us / integral_us : 0.0, lines, limit_us, thp);
       std::fflush(stdout);
-      json << (first ? "" : ",") << "\n    {\"image\": \"" << json_escape(e.name)
-           << "\", \"height\": " << size.height << ", \"width\": " << size.width
-           << ", \"threads\": " << threads << ", \"build_ms\": " << median(builds) * 1e3
-           << ", \"cold_build_ms\": " << cold * 1e3
-           << ", \"integral_us_per_patch\": " << integral_us
-           << ", \"integral_cpu_us_per_patch\": " << integral_cpu_us
-           << ", \"crop_resize_us_per_patch\": " << crop_us
-           << ", \"load_average\": " << load_average() << ", \"lines_per_patch\": " << lines
-           << ", \"random_line_ns\": " << line_ns << ", \"thp_percent\": " << thp
-           << ", \"fresh_gazes\": " << (o.fresh_gazes ? "true" : "false")
-           << ", \"cold_cache\": " << (o.cold_cache ? "true" : "false")
-           << ", \"repetitions\": " << reps
-           << ", \"synthetic\": " << (e.name.rfind("synthetic", 0) == 0 ? "true" : "false") << "}";
-      first = false;
+      json["results"].push_back({{"image", e.name},
+                                 {"height", size.height},
+                                 {"width", size.width},
+                                 {"threads", threads},
+                                 {"build_ms", median(builds) * 1e3},
+                                 {"cold_build_ms", cold * 1e3},
+                                 {"table_bytes", table.bytes()},
+                                 {"pyramid_build_ms", median(pyramid_builds) * 1e3},
+                                 {"pyramid_bytes", pyramid.bytes()},
+                                 {"integral_us_per_patch", integral_us},
+                                 {"integral_cpu_us_per_patch", integral_cpu_us},
+                                 {"pyramid_us_per_patch", pyramid_us},
+                                 {"pyramid_cpu_us_per_patch", pyramid_cpu_us},
+                                 {"crop_resize_us_per_patch", crop_us},
+                                 {"load_average", load_average()},
+                                 {"lines_per_patch", lines},
+                                 {"random_line_ns", line_ns},
+                                 {"thp_percent", thp},
+                                 {"fresh_gazes", o.fresh_gazes},
+                                 {"cold_cache", o.cold_cache},
+                                 {"repetitions", reps},
+                                 {"synthetic", synthetic}});
+      if (threads_opt == o.threads.back() && o.accuracy_patches > 0) {
+        const Accuracy acc = measure_accuracy(o, view, table, pyramid, steps);
+        std::printf(
+            "  %s: |error| vs the exact box average over %d patches (0..255), per-patch mean / "
+            "per-patch max / worst: integral %.2g / %.2g / %.2g, pyramid %.3f / %.1f / %.0f%s; "
+            "memory: table %.1f MB, pyramid %.1f MB\n",
+            e.name.c_str(), acc.patches, acc.integral.mean, acc.integral.max, acc.integral.worst,
+            acc.pyramid.mean, acc.pyramid.max, acc.pyramid.worst,
+            o.baseline ? fmt_crop(acc.crop_resize).c_str() : "",
+            static_cast<double>(table.bytes()) / 1e6, static_cast<double>(pyramid.bytes()) / 1e6);
+        json["accuracy"].push_back({{"image", e.name},
+                                    {"height", size.height},
+                                    {"width", size.width},
+                                    {"synthetic", synthetic},
+                                    {"patches", acc.patches},
+                                    {"integral_mean_abs", acc.integral.mean},
+                                    {"integral_max_abs", acc.integral.max},
+                                    {"integral_worst_abs", acc.integral.worst},
+                                    {"pyramid_worst_abs", acc.pyramid.worst},
+                                    {"crop_resize_worst_abs", acc.crop_resize.worst},
+                                    {"pyramid_mean_abs", acc.pyramid.mean},
+                                    {"pyramid_max_abs", acc.pyramid.max},
+                                    {"crop_resize_mean_abs", acc.crop_resize.mean},
+                                    {"crop_resize_max_abs", acc.crop_resize.max},
+                                    {"table_bytes", table.bytes()},
+                                    {"pyramid_bytes", pyramid.bytes()}});
+      }
     }
   }
-  json << "\n  ]\n}\n";
   if (line_ns > 0)
     std::printf(
         "random 64-byte line read, 1 core, 269 MB table: %.2f ns/line (limit_us = lines/p x "
@@ -283,7 +436,7 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       std::fprintf(stderr, "cannot write %s\n", o.json_path.c_str());
       return 1;
     }
-    f << json.str();
+    f << json.dump(2) << "\n";
     std::printf("wrote %s\n", o.json_path.c_str());
   }
   return 0;

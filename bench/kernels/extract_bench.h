@@ -1,5 +1,7 @@
-// The extraction benchmark as a library function, so both the Google Benchmark
-// binary (bench_extract --table) and the CLI (`saccade bench extract`) can run it.
+// The extraction benchmark as a library function, so both the Google Benchmark binary
+// (bench_extract --table) and the CLI (`saccade bench extract`) can run it: the integral
+// image against its O(1) peer (an image pyramid) and crop + INTER_AREA resize, in time,
+// memory and accuracy against the exact box average.
 // Workload per image: `steps` glimpses of one multi-zoom stack (M patches, z in
 // linspace(0, 5, M)) plus a G x G foveal grid (z uniform in [grid_z_min, grid_z_max])
 // at a random gaze: 10 x (19 + 81) = 1,000 patches, P = 16, by default.
@@ -33,6 +35,9 @@ struct ExtractBenchOptions {
   std::size_t evict_bytes = std::size_t{128} << 20;
   std::vector<int> threads = {1, 0};  // 0 = all hardware threads
   std::string json_path;              // empty = no JSON
+  // Patches per image scored against the exact box average (summed from the pixels
+  // in double); 0 = no accuracy figures.
+  int accuracy_patches = 300;
   unsigned long long seed = 1234;
 };
 

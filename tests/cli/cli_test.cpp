@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -70,6 +72,30 @@ TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
       bad.err.find(path.string() + ":2:9: model.depth: expected an integer in [1, 128], got -1"),
       std::string::npos)
       << bad.err;
+}
+
+// The extraction benchmark's accuracy columns: the integral image is the exact box
+// average, the pyramid and crop-resize are not, and every method is timed.
+TEST(Cli, BenchExtractScoresEveryMethodAgainstTheExactBoxAverage) {
+  const testing::TempDir scratch("cli-bench");
+  const std::string json_path = (scratch.path() / "extract.json").string();
+  const auto r = saccade({"bench", "extract", "--sizes", "96", "--no-photos", "--repetitions", "1",
+                          "--threads", "1", "--accuracy-patches", "50", "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.at("results").size(), 1u);
+  const auto& t = j.at("results")[0];
+  EXPECT_GT(t.at("integral_us_per_patch").get<double>(), 0);
+  EXPECT_GT(t.at("pyramid_us_per_patch").get<double>(), 0);
+  EXPECT_GT(t.at("crop_resize_us_per_patch").get<double>(), 0);
+  EXPECT_LT(t.at("pyramid_bytes").get<double>(), t.at("table_bytes").get<double>());
+  ASSERT_EQ(j.at("accuracy").size(), 1u);
+  const auto& a = j.at("accuracy")[0];
+  EXPECT_EQ(a.at("patches").get<int>(), 50);
+  EXPECT_LT(a.at("integral_worst_abs").get<double>(), 1e-3);
+  EXPECT_GT(a.at("pyramid_mean_abs").get<double>(), 0.1);
+  EXPECT_GT(a.at("crop_resize_mean_abs").get<double>(), 0.01);  // uint8 rounding at least
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {
