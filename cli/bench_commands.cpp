@@ -1,5 +1,6 @@
-// saccade bench extract | model | runtime: benchmarks that print figures.
+// saccade bench extract | model | allreduce | runtime: benchmarks that print figures.
 #include "bench/kernels/extract_bench.h"
+#include "bench/learner/allreduce_bench.h"
 #include "bench/model/model_bench.h"
 #include "bench/runtime/runtime_bench.h"
 #include "cli/commands.h"
@@ -12,7 +13,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   bench->require_subcommand(1);
 
   static saccade::bench::ExtractBenchOptions extract;
-  static bool quick = false, no_photos = false, no_baseline = false;
+  static bool quick = false, no_photos = false, no_baseline = false, no_cuda = false;
   CLI::App* e = bench->add_subcommand(
       "extract",
       "Integral-image extraction vs an image pyramid and crop-resize: build time, memory, "
@@ -33,9 +34,14 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   e->add_flag("--cold-cache", extract.cold_cache,
               "Evict the caches before every step (untimed): the table is out of cache at every "
               "size");
+  e->add_option("--cuda-sizes", extract.cuda_sizes, "Square image sides of the CUDA rows")
+      ->capture_default_str();
+  e->add_option("--cuda-patches", extract.cuda_patches, "Patches per CUDA batch")
+      ->capture_default_str();
   e->add_flag("--no-photos", no_photos, "Synthetic images only");
   e->add_flag("--no-baseline", no_baseline, "Skip crop-resize (slow on large images)");
   e->add_flag("--quick", quick, "Small sizes, one repetition: a smoke run");
+  e->add_flag("--no-cuda", no_cuda, "Skip the CUDA rows (on by default where a device is present)");
   e->callback([] {
     if (quick) {
       extract.sizes = {256, 1024};
@@ -44,6 +50,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     }
     if (no_photos) extract.default_photos = false;
     if (no_baseline) extract.baseline = false;
+    if (no_cuda) extract.cuda = false;
     if (const int rc = saccade::bench::run_extract_bench(extract); rc != 0) throw Exit{rc};
   });
 
@@ -65,6 +72,40 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     auto* entry = reinterpret_cast<int (*)(const saccade::model::ModelBenchOptions*)>(
         torch_entry("saccade_torch_bench_model"));
     if (const int rc = entry(&model); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::bench::AllreduceBenchOptions allreduce;
+  CLI::App* a = bench->add_subcommand(
+      "allreduce",
+      "Gradient all-reduce through the learners' c10d group in real processes (Gloo on CPU, "
+      "NCCL on GPUs): checked sums, time and bandwidth per size");
+  a->add_option("--world-size", allreduce.world_size, "Processes (ranks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  a->add_option("--device", allreduce.device, "cpu (Gloo) or cuda (NCCL; rank r on GPU r % GPUs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  a->add_option("--megabytes", allreduce.megabytes, "Tensor sizes (float32), e.g. 1,16,64")
+      ->delimiter(',')
+      ->capture_default_str();
+  a->add_option("--iterations", allreduce.iterations, "Timed all-reduces per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  a->add_option("--store-host", allreduce.store_host, "Address of rank 0's TCPStore")
+      ->capture_default_str();
+  a->add_option("--store-port", allreduce.store_port, "Port of rank 0's TCPStore")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  a->add_option("--timeout", allreduce.timeout_s, "Seconds for the rendezvous and each collective")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  a->add_option("--json", allreduce.json_path, "Also write the figures as JSON here (rank 0)");
+  a->add_option("--rank", allreduce.rank, "Internal: run as this rank (the launcher sets it)")
+      ->check(CLI::Range(0, 1023));
+  a->callback([] {
+    auto* entry = reinterpret_cast<int (*)(const saccade::bench::AllreduceBenchOptions*)>(
+        torch_entry("saccade_torch_bench_allreduce"));
+    if (const int rc = entry(&allreduce); rc != 0) throw Exit{rc};
   });
 
   static saccade::bench::RuntimeBenchOptions runtime;

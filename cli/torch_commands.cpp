@@ -81,6 +81,16 @@ extern "C" int saccade_torch_bench_model(const saccade::model::ModelBenchOptions
   }
 }
 
+extern "C" int saccade_torch_bench_allreduce(const saccade::bench::AllreduceBenchOptions* options) {
+  try {
+    return saccade::bench::run_allreduce_bench(*options);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "saccade bench allreduce{}: {}\n",
+               options->rank >= 0 ? fmt::format(" (rank {})", options->rank) : "", e.what());
+    return 1;
+  }
+}
+
 extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "export", [&](const JobConfig& config) {

@@ -9,9 +9,29 @@ find_package(CLI11 REQUIRED)
 find_package(cppzmq REQUIRED)
 find_package(CapnProto REQUIRED)
 find_package(RocksDB REQUIRED)
-find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
+if(SACCADE_IMAGE_CODECS)
+  find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
+else()
+  find_package(OpenCV REQUIRED COMPONENTS core imgproc)
+endif()
+# What decodes image files: link this, test SACCADE_HAS_IMAGE_CODECS (0 or 1).
+add_library(saccade_image_codecs INTERFACE)
+if(SACCADE_IMAGE_CODECS)
+  target_link_libraries(saccade_image_codecs INTERFACE opencv_imgcodecs)
+  target_compile_definitions(saccade_image_codecs INTERFACE SACCADE_HAS_IMAGE_CODECS=1)
+else()
+  target_compile_definitions(saccade_image_codecs INTERFACE SACCADE_HAS_IMAGE_CODECS=0)
+endif()
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
+# A CUDA LibTorch's Caffe2 config detects the GPUs with a CUDA try_run (which fails on
+# a machine without one, and on CMake's missing CUDA20 flags) unless it is told the
+# architectures: derive them from ours ("90" -> "9.0").
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND SACCADE_CUDA_ARCHITECTURES)
+  string(REGEX REPLACE "([0-9])([0-9])" "\\1.\\2" _saccade_torch_arch "${SACCADE_CUDA_ARCHITECTURES}")
+  string(REPLACE ";" " " _saccade_torch_arch "${_saccade_torch_arch}")
+  set(ENV{TORCH_CUDA_ARCH_LIST} "${_saccade_torch_arch}")
+endif()
 find_package(Torch REQUIRED)
 # Debian's Caffe2 config makes an imported "gflags" target with an empty
 # IMPORTED_LOCATION ("old-style gflags target"), which breaks generation of any
@@ -31,6 +51,23 @@ add_library(saccade_torch INTERFACE)
 target_link_libraries(saccade_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(saccade_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_options(saccade_torch INTERFACE ${TORCH_CXX_FLAGS})
+# A torch wheel ships a newer fmt in its include directory, which would shadow the
+# system fmt that spdlog was built against (fmt uses versioned inline namespaces, so
+# both can live in one program). Put the system fmt first through a one-link directory.
+foreach(_saccade_dir ${TORCH_INCLUDE_DIRS})
+  if(EXISTS "${_saccade_dir}/fmt/core.h")
+    get_target_property(_saccade_fmt_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+    foreach(_saccade_fmt_dir ${_saccade_fmt_dirs})
+      if(EXISTS "${_saccade_fmt_dir}/fmt/core.h" AND NOT _saccade_fmt_dir STREQUAL _saccade_dir)
+        file(MAKE_DIRECTORY "${CMAKE_BINARY_DIR}/system-fmt")
+        file(CREATE_LINK "${_saccade_fmt_dir}/fmt" "${CMAKE_BINARY_DIR}/system-fmt/fmt" SYMBOLIC)
+        target_include_directories(saccade_torch SYSTEM BEFORE INTERFACE "${CMAKE_BINARY_DIR}/system-fmt")
+        break()
+      endif()
+    endforeach()
+    break()
+  endif()
+endforeach()
 
 # Does this LibTorch carry CUDA (a torch 2.x wheel via CMAKE_PREFIX_PATH), or is it Debian's CPU one?
 set(SACCADE_TORCH_HAS_CUDA OFF)

@@ -7,6 +7,7 @@ set(SACCADE_CUDA_ARCHITECTURES "90" CACHE STRING "CUDA architectures (H100/H200 
 option(SACCADE_WERROR "Treat warnings as errors" OFF)
 option(SACCADE_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(SACCADE_BUILD_BENCH "Build the benchmarks" ON)
+option(SACCADE_IMAGE_CODECS "Decode image files with OpenCV imgcodecs (image-folder data sets, the extraction bench's photos); OFF drops imgcodecs and its ~100 libraries, e.g. for the GPU bundle (scripts/gpu/bundle.sh)" ON)
 
 find_program(SACCADE_CCACHE ccache)
 if(SACCADE_CCACHE)

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#if SACCADE_HAS_IMAGE_CODECS
 #include <opencv2/imgcodecs.hpp>
+#endif
 #include <opencv2/imgproc.hpp>
 
 namespace saccade::data {
@@ -37,7 +39,9 @@ cv::Mat decode(const std::string& path, int channels, std::string* reason) {
   }
   cv::Mat image;
   try {
+#if SACCADE_HAS_IMAGE_CODECS
     image = cv::imread(path, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+#endif
   } catch (const cv::Exception& e) {  // e.g. an image over OpenCV's pixel limit
     *reason = std::string("OpenCV: ") + e.what();
     return {};
@@ -63,6 +67,12 @@ struct ImageFolderDataset::Impl {
 
 ImageFolderDataset::ImageFolderDataset(ImageFolderOptions options)
     : impl_(std::make_unique<Impl>()) {
+  if (!SACCADE_HAS_IMAGE_CODECS) {
+    throw std::invalid_argument(fmt::format(
+        "ImageFolderDataset (root '{}'): this build decodes no image files (built with "
+        "-DSACCADE_IMAGE_CODECS=OFF); rebuild with it ON, or use an IDX or generated data set",
+        options.root));
+  }
   if (options.channels != 1 && options.channels != 3) {
     throw std::invalid_argument(
         fmt::format("ImageFolderDataset: channels must be 1 or 3, got {} (root '{}')",

@@ -49,7 +49,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t b = x.size(0), n = x.size(1), w = x.size(2);
   // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim], the timm layout.
   auto qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).permute({2, 0, 3, 1, 4});
-  auto out = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]);
+  auto out = attention(qkv[0], qkv[1], qkv[2]);  // torch_compat.h
   return proj_(out.transpose(1, 2).reshape({b, n, w}));
 }
 

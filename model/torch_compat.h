@@ -13,9 +13,10 @@
 
 namespace saccade::model {
 
-// q, k, v: [B, heads, N, head_dim] -> [B, heads, N, head_dim]; no mask, no dropout.
-inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                                  const torch::Tensor& v) {
+// softmax(Q K^T / sqrt(d)) V; q, k, v: [B, heads, N, head_dim] -> the same; no mask,
+// no dropout. (Not named scaled_dot_product_attention: at:: has one, found by ADL.)
+inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
   return torch::scaled_dot_product_attention(q, k, v);
 #else

@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
+#if SACCADE_HAS_IMAGE_CODECS
 #include <opencv2/imgcodecs.hpp>
+#endif
 
 #include "common/seconds_since.h"
 #include "kernels/crop_resize.h"
@@ -25,6 +27,12 @@
 #include "kernels/pyramid.h"
 
 namespace saccade::bench {
+
+#if defined(SACCADE_BENCH_CUDA)
+// extract_bench_cuda.cpp: false when there is no device.
+bool run_cuda_extract_rows(const ExtractBenchOptions& o, nlohmann::json& json);
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -246,7 +254,11 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       if (e.path().extension() == ".jpg") photos.push_back(e.path().string());
   std::sort(photos.begin(), photos.end());
   for (const auto& path : photos) {
+#if SACCADE_HAS_IMAGE_CODECS
     cv::Mat img = cv::imread(path, cv::IMREAD_COLOR);
+#else
+    cv::Mat img;  // this build decodes no image files (SACCADE_IMAGE_CODECS=OFF)
+#endif
     if (img.empty()) {
       std::fprintf(stderr, "skipping unreadable photo %s\n", path.c_str());
       continue;
@@ -256,11 +268,9 @@ int run_extract_bench(const ExtractBenchOptions& o) {
 
   const int hw = hardware_threads();
   const int patches_per_run = o.steps * (o.multizoom + o.grid * o.grid);
-  nlohmann::json json = {{"patch_size", o.patch_size},
-                         {"patches_per_image", patches_per_run},
-                         {"hardware_threads", hw},
-                         {"results", nlohmann::json::array()},
-                         {"accuracy", nlohmann::json::array()}};
+  nlohmann::json json = {{"patch_size", o.patch_size},      {"patches_per_image", patches_per_run},
+                         {"hardware_threads", hw},          {"results", nlohmann::json::array()},
+                         {"cuda", nlohmann::json::array()}, {"accuracy", nlohmann::json::array()}};
   std::printf(
       "%d patches per image (%d steps of %d multi-zoom + %dx%d grid), P = %d, RGB; %d hardware "
       "threads\n",
@@ -425,6 +435,11 @@ int run_extract_bench(const ExtractBenchOptions& o) {
       }
     }
   }
+#if defined(SACCADE_BENCH_CUDA)
+  if (o.cuda) run_cuda_extract_rows(o, json);
+#else
+  if (o.cuda) std::printf("CUDA rows: not compiled (a build with SACCADE_WITH_CUDA has them)\n");
+#endif
   if (line_ns > 0)
     std::printf(
         "random 64-byte line read, 1 core, 269 MB table: %.2f ns/line (limit_us = lines/p x "

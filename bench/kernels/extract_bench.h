@@ -39,6 +39,11 @@ struct ExtractBenchOptions {
   // in double); 0 = no accuracy figures.
   int accuracy_patches = 300;
   unsigned long long seed = 1234;
+  // CUDA rows (builds with SACCADE_WITH_CUDA and a device): table build (upload +
+  // scans) and device-to-device extraction of `cuda_patches` patches per size.
+  std::vector<int> cuda_sizes = {4096};
+  int cuda_patches = 100000;
+  bool cuda = true;  // false: skip the CUDA rows
 };
 
 // Prints a table to stdout, writes JSON when json_path is set; returns 0 on success.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "model/backbone.h"
 #include "model/flops.h"
@@ -154,22 +155,26 @@ std::vector<Row> measure_preset(FovealBackbone& model, const std::string& name,
 }
 
 void write_json(const std::string& path, const ModelBenchOptions& o, const std::vector<Row>& rows) {
+  nlohmann::json out = {{"bench", "model"},       {"threads", o.threads},
+                        {"batch", o.batch},       {"iters", o.iters},
+                        {"device", o.device},     {"bf16", o.bf16},
+                        {"torch", TORCH_VERSION}, {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows)
+    out["rows"].push_back({{"preset", r.preset},
+                           {"mode", r.mode},
+                           {"image_side", r.image_side},
+                           {"patch_tokens", r.patch_tokens},
+                           {"tokens", r.tokens},
+                           {"batch", r.batch},
+                           {"fwd_ms", r.fwd_ms},
+                           {"fwd_bwd_ms", r.fwd_bwd_ms},
+                           {"fwd_bwd_min_ms", r.fwd_bwd_min_ms},
+                           {"peak_rss_delta_mib", r.peak_mib},
+                           {"gflop_fwd_bwd", r.gflop_fwd_bwd},
+                           {"gflops_per_s", r.gflop_fwd_bwd / (r.fwd_bwd_ms / 1e3)}});
   std::ofstream f(path);
   if (!f) throw std::runtime_error("json_path: cannot write \"" + path + "\"");
-  f << "{\"bench\":\"model\",\"threads\":" << o.threads << ",\"batch\":" << o.batch
-    << ",\"iters\":" << o.iters << ",\"device\":\"" << o.device
-    << "\",\"bf16\":" << (o.bf16 ? "true" : "false") << ",\"torch\":\"" << TORCH_VERSION
-    << "\",\"rows\":[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    f << (i ? "," : "") << "{\"preset\":\"" << r.preset << "\",\"mode\":\"" << r.mode
-      << "\",\"image_side\":" << r.image_side << ",\"patch_tokens\":" << r.patch_tokens
-      << ",\"tokens\":" << r.tokens << ",\"batch\":" << r.batch << ",\"fwd_ms\":" << r.fwd_ms
-      << ",\"fwd_bwd_ms\":" << r.fwd_bwd_ms << ",\"fwd_bwd_min_ms\":" << r.fwd_bwd_min_ms
-      << ",\"peak_rss_delta_mib\":" << r.peak_mib << ",\"gflop_fwd_bwd\":" << r.gflop_fwd_bwd
-      << ",\"gflops_per_s\":" << r.gflop_fwd_bwd / (r.fwd_bwd_ms / 1e3) << "}";
-  }
-  f << "]}\n";
+  f << out.dump(2) << "\n";
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/config.h"
 #include "common/seconds_since.h"
 #include "control/control.h"
@@ -403,30 +405,42 @@ class RuntimeBench {
 
   void write_json() const {
     if (options_.json_path.empty()) return;
-    std::string runs;
-    for (const Result& r : results_) {
-      runs += fmt::format(
-          "{}    {{\"run\": \"{}\", \"command\": \"{}\", \"learners\": {}, \"data_actors\": {}, "
-          "\"global_batch\": {}, \"steps\": {}, \"images_per_second\": {:.3f}, \"wall_s\": {:.3f}, "
-          "\"exit\": {}}}",
-          runs.empty() ? "" : ",\n", r.variant.name, r.variant.command, r.variant.learners,
-          r.variant.data_actors, r.variant.batch, r.variant.steps, r.images_per_second, r.wall_s,
-          r.exit_code);
+    nlohmann::json runs = nlohmann::json::array();
+    for (const Result& r : results_)
+      runs.push_back({{"run", r.variant.name},
+                      {"command", r.variant.command},
+                      {"learners", r.variant.learners},
+                      {"data_actors", r.variant.data_actors},
+                      {"global_batch", r.variant.batch},
+                      {"steps", r.variant.steps},
+                      {"images_per_second", r.images_per_second},
+                      {"wall_s", r.wall_s},
+                      {"exit", r.exit_code}});
+    const nlohmann::json out = {{"config", options_.config_path},
+                                {"throughput", runs},
+                                {"recovery",
+                                 {{"killed_at_step", recovery_.killed_at},
+                                  {"resumed_from_step", recovery_.resumed_from},
+                                  {"new_generation_s", recovery_.to_generation},
+                                  {"training_again_s", recovery_.to_training},
+                                  {"exit", recovery_.exit_code}}},
+                                {"data_path",
+                                 {{"local_batches_per_s", data_.local},
+                                  {"one_actor_batches_per_s", data_.one},
+                                  {"one_actor_ipc_batches_per_s", data_.one_ipc},
+                                  {"two_actors_batches_per_s", data_.two},
+                                  {"serial_batches_per_s", data_.serial},
+                                  {"latency_p50_ms", data_.p50},
+                                  {"latency_p99_ms", data_.p99},
+                                  {"ipc_latency_p50_ms", data_.ipc_p50},
+                                  {"ipc_latency_p99_ms", data_.ipc_p99},
+                                  {"frame_bytes", data_.frame_bytes}}}};
+    std::ofstream file(options_.json_path);
+    file << out.dump(2) << "\n";
+    if (!file.flush()) {
+      fmt::print(stderr, "cannot write {}\n", options_.json_path);
+      return;
     }
-    std::ofstream out(options_.json_path);
-    out << fmt::format(
-        "{{\n  \"config\": \"{}\",\n  \"throughput\": [\n{}\n  ],\n"
-        "  \"recovery\": {{\"killed_at_step\": {}, \"resumed_from_step\": {}, "
-        "\"new_generation_s\": {:.3f}, \"training_again_s\": {:.3f}, \"exit\": {}}},\n"
-        "  \"data_path\": {{\"local_batches_per_s\": {:.3f}, \"one_actor_batches_per_s\": {:.3f}, "
-        "\"one_actor_ipc_batches_per_s\": {:.3f}, "
-        "\"two_actors_batches_per_s\": {:.3f}, \"serial_batches_per_s\": {:.3f}, "
-        "\"latency_p50_ms\": {:.3f}, \"latency_p99_ms\": {:.3f}, \"ipc_latency_p50_ms\": {:.3f}, "
-        "\"ipc_latency_p99_ms\": {:.3f}, \"frame_bytes\": {:.0f}}}\n}}\n",
-        options_.config_path, runs, recovery_.killed_at, recovery_.resumed_from,
-        recovery_.to_generation, recovery_.to_training, recovery_.exit_code, data_.local, data_.one,
-        data_.one_ipc, data_.two, data_.serial, data_.p50, data_.p99, data_.ipc_p50, data_.ipc_p99,
-        data_.frame_bytes);
     fmt::print("figures written to {}\n", options_.json_path);
   }
 

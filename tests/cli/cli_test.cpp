@@ -32,6 +32,7 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                     {"bench"},
                                                     {"bench", "extract"},
                                                     {"bench", "model"},
+                                                    {"bench", "allreduce"},
                                                     {"pretrain"},
                                                     {"coordinator"},
                                                     {"agent"},
@@ -96,6 +97,31 @@ TEST(Cli, BenchExtractScoresEveryMethodAgainstTheExactBoxAverage) {
   EXPECT_LT(a.at("integral_worst_abs").get<double>(), 1e-3);
   EXPECT_GT(a.at("pyramid_mean_abs").get<double>(), 0.1);
   EXPECT_GT(a.at("crop_resize_mean_abs").get<double>(), 0.01);  // uint8 rounding at least
+}
+
+// Two real rank processes through the learners' Gloo group: checked sums and figures;
+// a rank that cannot start its device fails the whole run with its reason.
+TEST(Cli, BenchAllreduceChecksTheSumAcrossRealProcesses) {
+  const testing::TempDir scratch("cli-allreduce");
+  const std::string json_path = (scratch.path() / "allreduce.json").string();
+  const auto r = saccade({"bench", "allreduce", "--world-size", "2", "--megabytes", "0.25,1",
+                          "--iterations", "2", "--store-port", "29671", "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("backend").get<std::string>(), "gloo");
+  EXPECT_EQ(j.at("world_size").get<int>(), 2);
+  EXPECT_TRUE(j.at("checked").get<bool>());
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  for (const auto& row : j.at("rows")) EXPECT_GT(row.at("busbw_gb_s").get<double>(), 0);
+
+  if (!std::filesystem::exists("/dev/nvidia0")) {
+    const auto no_gpu = saccade(
+        {"bench", "allreduce", "--device", "cuda", "--store-port", "29672", "--timeout", "10"});
+    EXPECT_EQ(no_gpu.exit_code, 1);
+    EXPECT_NE(no_gpu.err.find("no CUDA device"), std::string::npos) << no_gpu.err;
+    EXPECT_NE(no_gpu.err.find("2 of 2 ranks failed"), std::string::npos) << no_gpu.err;
+  }
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {

@@ -92,7 +92,7 @@ std::optional<Json> RuntimeFixture::status(const fs::path& config, int* exit_cod
       10s);
   if (exit_code) *exit_code = r.exit_code;
   if (r.exit_code != 0) return std::nullopt;
-  return JsonReader::parse(r.out);
+  return Json::parse(r.out);
 }
 
 std::optional<Json> RuntimeFixture::wait_status(const fs::path& config,
@@ -110,15 +110,15 @@ std::optional<Json> RuntimeFixture::wait_status(const fs::path& config,
 }
 
 const Json* RuntimeFixture::actor(const Json& s, const std::string& role, int rank) {
-  for (const Json& a : s["actors"].array())
-    if (a["role"].str() == role && a["rank"].num() == rank) return &a;
+  for (const Json& a : s.at("actors"))
+    if (a.at("role").get<std::string>() == role && a.at("rank").get<double>() == rank) return &a;
   return nullptr;
 }
 
 bool RuntimeFixture::all_running(const Json& s) {
-  for (const Json& a : s["actors"].array())
-    if (a["state"].str() != "running") return false;
-  return !s["actors"].array().empty();
+  for (const Json& a : s.at("actors"))
+    if (a.at("state").get<std::string>() != "running") return false;
+  return !s.at("actors").empty();
 }
 
 }  // namespace saccade::testing

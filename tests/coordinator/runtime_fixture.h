@@ -50,7 +50,7 @@ class RuntimeFixture : public ::testing::Test {
 
   static const Json* actor(const Json& s, const std::string& role, int rank);
   static bool all_running(const Json& s);
-  static bool finished(const Json& s) { return s["state"].str() == "finished"; }
+  static bool finished(const Json& s) { return s.at("state").get<std::string>() == "finished"; }
 
   TempDir dir_;
   std::string actor_binary_;  // what agents run as actors; empty: the real bodies

@@ -81,21 +81,21 @@ TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
   auto running = wait_status(config, all_running, 20s);
   ASSERT_TRUE(running) << "the actors never all ran";
   const Json& s = *running;
-  EXPECT_EQ(s["job"].str(), "rt-test");
-  EXPECT_EQ(s["stage"].str(), "pretrain");
-  EXPECT_EQ(s["total_steps"].num(), 40);
-  ASSERT_EQ(s["actors"].array().size(), 4u);
+  EXPECT_EQ(s.at("job").get<std::string>(), "rt-test");
+  EXPECT_EQ(s.at("stage").get<std::string>(), "pretrain");
+  EXPECT_EQ(s.at("total_steps").get<double>(), 40);
+  ASSERT_EQ(s.at("actors").size(), 4u);
   for (const char* role : {"data", "learner"}) {
     for (int rank : {0, 1}) {
       const Json* a = actor(s, role, rank);
       ASSERT_NE(a, nullptr) << role << " " << rank;
-      EXPECT_EQ(a->operator[]("node").str(), rank == 0 ? "n0" : "n1");
-      EXPECT_GT(a->operator[]("pid").num(), 0);
-      EXPECT_GE(a->operator[]("heartbeat_age_ms").num(), 0);
+      EXPECT_EQ(a->at("node").get<std::string>(), rank == 0 ? "n0" : "n1");
+      EXPECT_GT(a->at("pid").get<double>(), 0);
+      EXPECT_GE(a->at("heartbeat_age_ms").get<double>(), 0);
     }
   }
-  ASSERT_EQ(s["nodes"].array().size(), 2u);
-  for (const Json& n : s["nodes"].array()) EXPECT_EQ(n["state"].str(), "registered");
+  ASSERT_EQ(s.at("nodes").size(), 2u);
+  for (const Json& n : s.at("nodes")) EXPECT_EQ(n.at("state").get<std::string>(), "registered");
 
   const std::string metrics = http_get(job.metrics_port);
   EXPECT_NE(metrics.find("HTTP/1.0 200 OK"), std::string::npos) << metrics;
@@ -105,15 +105,15 @@ TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
       << metrics;
 
   auto finished = wait_status(
-      config, [](const Json& j) { return j["state"].str() == "finished"; }, 20s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 20s);
   ASSERT_TRUE(finished);
   for (int rank : {0, 1}) {
-    EXPECT_EQ((*actor(*finished, "learner", rank))["step"].num(), 40);
-    EXPECT_EQ((*actor(*finished, "learner", rank))["restarts"].num(), 0);
+    EXPECT_EQ((*actor(*finished, "learner", rank)).at("step").get<double>(), 40);
+    EXPECT_EQ((*actor(*finished, "learner", rank)).at("restarts").get<double>(), 0);
   }
-  EXPECT_EQ((*finished)["last_checkpoint_step"].num(), 40);
-  EXPECT_EQ((*finished)["generation"].num(), 1);
-  EXPECT_NEAR((*finished)["loss"].num(), 1.0 / 40, 1e-9);
+  EXPECT_EQ((*finished).at("last_checkpoint_step").get<double>(), 40);
+  EXPECT_EQ((*finished).at("generation").get<double>(), 1);
+  EXPECT_NEAR((*finished).at("loss").get<double>(), 1.0 / 40, 1e-9);
   EXPECT_EQ(coord.wait(15s), 0);
   EXPECT_EQ(a0.wait(10s), 0);
   EXPECT_EQ(a1.wait(10s), 0);
@@ -140,23 +140,24 @@ TEST_F(Runtime, KilledActorsAreRestartedAndTheJobFinishes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 300));
     s = status(config);
     ASSERT_TRUE(s);
-    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank))["pid"].num());
+    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank)).at("pid").get<double>());
     ASSERT_GT(pid, 0);
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     auto back = wait_status(
         config,
         [&](const Json& j) {
           const Json& a = *actor(j, role, rank);
-          return a["restarts"].num() == 1 && a["state"].str() == "running" && a["pid"].num() != pid;
+          return a.at("restarts").get<double>() == 1 &&
+                 a.at("state").get<std::string>() == "running" && a.at("pid").get<double>() != pid;
         },
         10s);
     ASSERT_TRUE(back) << role << " " << rank << " was not restarted";
   }
   auto finished = wait_status(
-      config, [](const Json& j) { return j["state"].str() == "finished"; }, 30s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 30s);
   ASSERT_TRUE(finished);
-  EXPECT_EQ((*finished)["generation"].num(), 2);  // one learner lost: one re-rendezvous
-  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), 400);
+  EXPECT_EQ((*finished).at("generation").get<double>(), 2);  // one learner lost: one re-rendezvous
+  EXPECT_EQ((*actor(*finished, "learner", 1)).at("step").get<double>(), 400);
   EXPECT_EQ(coord.wait(15s), 0);
 }
 
@@ -175,7 +176,9 @@ std::string Runtime::kill_and_restart_the_coordinator(std::chrono::milliseconds 
   Child& a1 = agent(config, job.port, "n1");
   auto s = wait_status(
       config,
-      [](const Json& j) { return all_running(j) && (*actor(j, "learner", 0))["step"].num() >= 20; },
+      [](const Json& j) {
+        return all_running(j) && (*actor(j, "learner", 0)).at("step").get<double>() >= 20;
+      },
       20s);
   EXPECT_TRUE(s);
   if (!s) return "";
@@ -188,14 +191,14 @@ std::string Runtime::kill_and_restart_the_coordinator(std::chrono::milliseconds 
   std::this_thread::sleep_for(400ms);  // agents and actors notice it is gone
   Child& second = coordinator(config, "coordinator-restarted");
   auto finished = wait_status(
-      config, [](const Json& j) { return j["state"].str() == "finished"; }, 20s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 20s);
   EXPECT_TRUE(finished);
   if (!finished) return "";
-  for (const Json& a : (*finished)["actors"].array())
-    EXPECT_EQ(a["restarts"].num(), 0) << "actors outlive a coordinator restart";
-  EXPECT_EQ((*finished)["generation"].num(), 1);
-  EXPECT_EQ((*actor(*finished, "learner", 1))["step"].num(), job.steps);
-  EXPECT_GE((*finished)["last_checkpoint_step"].num(), job.steps);
+  for (const Json& a : (*finished).at("actors"))
+    EXPECT_EQ(a.at("restarts").get<double>(), 0) << "actors outlive a coordinator restart";
+  EXPECT_EQ((*finished).at("generation").get<double>(), 1);
+  EXPECT_EQ((*actor(*finished, "learner", 1)).at("step").get<double>(), job.steps);
+  EXPECT_GE((*finished).at("last_checkpoint_step").get<double>(), job.steps);
   EXPECT_EQ(second.wait(15s), 0);
   EXPECT_EQ(a0.wait(10s), 0);
   EXPECT_EQ(a1.wait(10s), 0);
@@ -229,7 +232,7 @@ TEST_F(Runtime, AnActorLostWhileTheCoordinatorIsDownIsRestartedForItsCause) {
   agent(config, job.port, "n1");
   auto s = wait_status(config, all_running, 20s);
   ASSERT_TRUE(s);
-  const pid_t pid = static_cast<pid_t>((*actor(*s, "data", 1))["pid"].num());
+  const pid_t pid = static_cast<pid_t>((*actor(*s, "data", 1)).at("pid").get<double>());
   first.signal(SIGSTOP);
   std::this_thread::sleep_for(500ms);  // the agents notice it is gone
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -238,9 +241,9 @@ TEST_F(Runtime, AnActorLostWhileTheCoordinatorIsDownIsRestartedForItsCause) {
   EXPECT_EQ(first.wait(5s), 128 + SIGKILL);
   Child& second = coordinator(config, "coordinator-restarted");
   auto finished = wait_status(
-      config, [](const Json& j) { return j["state"].str() == "finished"; }, 20s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 20s);
   ASSERT_TRUE(finished);
-  EXPECT_EQ((*actor(*finished, "data", 1))["restarts"].num(), 1);
+  EXPECT_EQ((*actor(*finished, "data", 1)).at("restarts").get<double>(), 1);
   EXPECT_EQ(second.wait(15s), 0);
   EXPECT_NE(second.log().find("data 1 on n1 failed (killed by signal 9"), std::string::npos)
       << second.log();
@@ -256,14 +259,14 @@ TEST_F(Runtime, HungActorsAreKilledAndRestartedWithinTheTimeout) {
   agent(config, job.port, "n1", env);
   auto s = wait_status(config, all_running, 20s);
   ASSERT_TRUE(s);
-  const pid_t frozen = static_cast<pid_t>((*actor(*s, "data", 0))["pid"].num());
+  const pid_t frozen = static_cast<pid_t>((*actor(*s, "data", 0)).at("pid").get<double>());
   ASSERT_EQ(kill(frozen, SIGSTOP), 0);  // a hard hang: no heartbeat from any thread
   const auto t0 = std::chrono::steady_clock::now();
   auto back = wait_status(
       config,
       [&](const Json& j) {
         const Json& a = *actor(j, "data", 0);
-        return a["restarts"].num() == 1 && a["state"].str() == "running";
+        return a.at("restarts").get<double>() == 1 && a.at("state").get<std::string>() == "running";
       },
       10s);
   ASSERT_TRUE(back);
@@ -271,10 +274,11 @@ TEST_F(Runtime, HungActorsAreKilledAndRestartedWithinTheTimeout) {
   // Timeout 6 x 50 ms, backoff 50 ms, process start; generous for a loaded 2-core machine.
   EXPECT_LT(took, 3s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
   auto stalled = wait_status(
-      config, [&](const Json& j) { return (*actor(j, "data", 1))["restarts"].num() == 1; }, 10s);
+      config,
+      [&](const Json& j) { return (*actor(j, "data", 1)).at("restarts").get<double>() == 1; }, 10s);
   EXPECT_TRUE(stalled) << "the stalled body was not restarted";
   EXPECT_TRUE(wait_status(
-      config, [](const Json& j) { return j["state"].str() == "finished"; }, 30s));
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 30s));
   EXPECT_EQ(coord.wait(15s), 0);
 }
 
@@ -291,9 +295,9 @@ TEST_F(Runtime, RestartCapFailsTheJobWithItsReason) {
   Child& a0 = agent(config, job.port, "n0", env);
   Child& a1 = agent(config, job.port, "n1", env);
   auto failed = wait_status(
-      config, [](const Json& j) { return j["state"].str() == "failed"; }, 20s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "failed"; }, 20s);
   ASSERT_TRUE(failed);
-  const std::string reason = (*failed)["reason"].str();
+  const std::string reason = (*failed).at("reason").get<std::string>();
   EXPECT_NE(reason.find("restart cap reached"), std::string::npos) << reason;
   EXPECT_NE(reason.find("data 0 on n0: exit code 7"), std::string::npos) << reason;
   EXPECT_EQ(coord.wait(20s), 3);
@@ -312,7 +316,7 @@ TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
       config,
       [](const Json& j) {
         const Json* l = actor(j, "learner", 0);
-        return l && (*l)["step"].num() >= 15;
+        return l && (*l).at("step").get<double>() >= 15;
       },
       20s);
   ASSERT_TRUE(s);
@@ -376,7 +380,7 @@ TEST_F(Runtime, ADrainCommitsTheLastCompletedStepWhenTheStepInProgressOutlastsTh
       config,
       [](const Json& j) {
         const Json* l = actor(j, "learner", 0);
-        return l && (*l)["step"].num() >= 20;
+        return l && (*l).at("step").get<double>() >= 20;
       },
       30s));
   std::this_thread::sleep_for(500ms);  // inside step 21
@@ -419,9 +423,10 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
   Child& a1 = agent(config, job.port, "n1", env);
   auto done = wait_status(config, finished, 60s);
   ASSERT_TRUE(done);
-  EXPECT_EQ((*done)["generation"].num(), 2);
-  EXPECT_EQ((*actor(*done, "learner", 1))["restarts"].num(), 1);  // resumed once, did not fail
-  EXPECT_EQ((*actor(*done, "learner", 1))["step"].num(), 200);
+  EXPECT_EQ((*done).at("generation").get<double>(), 2);
+  EXPECT_EQ((*actor(*done, "learner", 1)).at("restarts").get<double>(),
+            1);  // resumed once, did not fail
+  EXPECT_EQ((*actor(*done, "learner", 1)).at("step").get<double>(), 200);
   EXPECT_EQ(coord.wait(15s), 0);
   const std::string log = a1.log();
   EXPECT_NE(log.find(fmt::format("({} bytes of weights)", kBytes)), std::string::npos) << log;
@@ -462,8 +467,9 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   EXPECT_EQ(code, 1);
   s = status(config);
   ASSERT_TRUE(s);
-  for (const Json& n : (*s)["nodes"].array())
-    EXPECT_EQ(n["state"].str(), n["name"].str() == "n1" ? "waiting" : "registered");
+  for (const Json& n : (*s).at("nodes"))
+    EXPECT_EQ(n.at("state").get<std::string>(),
+              n.at("name").get<std::string>() == "n1" ? "waiting" : "registered");
   coord.signal(SIGTERM);  // drains the job
   EXPECT_EQ(coord.wait(20s), 4);
   EXPECT_EQ(good.wait(10s), 0);
@@ -557,12 +563,13 @@ TEST_F(Runtime, ASecondLaunchOnTheSamePortsFailsFastAndTouchesNothing) {
   // The first launch never noticed: still running, its learner still stepping.
   auto before = status(config);
   ASSERT_TRUE(before);
-  EXPECT_EQ((*before)["state"].str(), "running");
-  const double step = (*actor(*before, "learner", 0))["step"].num();
+  EXPECT_EQ((*before).at("state").get<std::string>(), "running");
+  const double step = (*actor(*before, "learner", 0)).at("step").get<double>();
   EXPECT_TRUE(wait_status(
-      config, [&](const Json& j) { return (*actor(j, "learner", 0))["step"].num() > step + 5; },
+      config,
+      [&](const Json& j) { return (*actor(j, "learner", 0)).at("step").get<double>() > step + 5; },
       10s));
-  EXPECT_EQ((*actor(*before, "learner", 0))["restarts"].num(), 0);
+  EXPECT_EQ((*actor(*before, "learner", 0)).at("restarts").get<double>(), 0);
   first.signal(SIGTERM);
   EXPECT_EQ(first.wait(20s), 4);
 }

@@ -160,14 +160,14 @@ TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
   EXPECT_EQ(back.target_entropy_ratio, 0.875);
   EXPECT_TRUE(std::isnan(back.prototypes_used));
 
-  const auto json = testing::JsonReader::parse(status_json(back));
-  EXPECT_EQ(json["job"].str(), "j\"1");
-  EXPECT_TRUE(json["loss"].is_null());
-  EXPECT_EQ(json["knn"].num(), 0.715);
-  EXPECT_EQ(json["target_entropy_ratio"].num(), 0.875);
-  EXPECT_TRUE(json["prototypes_used"].is_null());
-  EXPECT_EQ(json["actors"].array()[0]["node"].str(), "n\n0");
-  EXPECT_TRUE(json["actors"].array()[0]["straggler"].boolean());
+  const auto json = testing::Json::parse(status_json(back));
+  EXPECT_EQ(json.at("job").get<std::string>(), "j\"1");
+  EXPECT_TRUE(json.at("loss").is_null());
+  EXPECT_EQ(json.at("knn").get<double>(), 0.715);
+  EXPECT_EQ(json.at("target_entropy_ratio").get<double>(), 0.875);
+  EXPECT_TRUE(json.at("prototypes_used").is_null());
+  EXPECT_EQ(json.at("actors")[0].at("node").get<std::string>(), "n\n0");
+  EXPECT_TRUE(json.at("actors")[0].at("straggler").get<bool>());
   EXPECT_NE(status_table(back).find("learner"), std::string::npos);
   EXPECT_NE(status_table(back).find("learning: k-NN 71.5%  target entropy 0.875 ln K  prototypes "
                                     "in use -"),

@@ -131,14 +131,14 @@ TEST_F(Job, TwoNodesTrainToTheBudgetAndExportTheBackbone) {
   ASSERT_TRUE(done) << "the job did not finish";
   for (int rank : {0, 1}) {
     const Json& l = *actor(*done, "learner", rank);
-    EXPECT_EQ(l["step"].num(), 6);
-    EXPECT_EQ(l["restarts"].num(), 0);
-    EXPECT_EQ(l["node"].str(), rank == 0 ? "n0" : "n1");
+    EXPECT_EQ(l.at("step").get<double>(), 6);
+    EXPECT_EQ(l.at("restarts").get<double>(), 0);
+    EXPECT_EQ(l.at("node").get<std::string>(), rank == 0 ? "n0" : "n1");
   }
-  EXPECT_EQ((*done)["generation"].num(), 1);
-  EXPECT_EQ((*done)["last_checkpoint_step"].num(), 6);
-  EXPECT_TRUE(std::isfinite((*done)["loss"].num()));
-  EXPECT_GT((*done)["loss"].num(), 0);
+  EXPECT_EQ((*done).at("generation").get<double>(), 1);
+  EXPECT_EQ((*done).at("last_checkpoint_step").get<double>(), 6);
+  EXPECT_TRUE(std::isfinite((*done).at("loss").get<double>()));
+  EXPECT_GT((*done).at("loss").get<double>(), 0);
   EXPECT_EQ(coord.wait(30s), 0);
   EXPECT_EQ(a0.wait(20s), 0);
   EXPECT_EQ(a1.wait(20s), 0);
@@ -197,13 +197,15 @@ TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
     return wait_status(
         config,
         [&](const Json& s) {
-          if (s["last_checkpoint_step"].num() > 0)
-            seen.insert(static_cast<int64_t>(s["last_checkpoint_step"].num()));
+          if (s.at("last_checkpoint_step").get<double>() > 0)
+            seen.insert(static_cast<int64_t>(s.at("last_checkpoint_step").get<double>()));
           return pred(s);
         },
         timeout);
   };
-  auto learner_step = [](const Json& s) { return (*actor(s, "learner", 0))["step"].num(); };
+  auto learner_step = [](const Json& s) {
+    return (*actor(s, "learner", 0)).at("step").get<double>();
+  };
   std::mt19937 rng(std::random_device{}());
 
   for (auto [role, rank] : {std::pair{"learner", 1}, std::pair{"data", 0}}) {
@@ -213,15 +215,15 @@ TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
     s = status(config);
     ASSERT_TRUE(s);
     const double step = learner_step(*s);
-    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank))["pid"].num());
+    const pid_t pid = static_cast<pid_t>((*actor(*s, role, rank)).at("pid").get<double>());
     ASSERT_GT(pid, 0);
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     const auto killed = std::chrono::steady_clock::now();
     auto again = watch(
         [&](const Json& j) {
           const Json& a = *actor(j, role, rank);
-          return a["restarts"].num() == 1 && a["pid"].num() != pid && all_running(j) &&
-                 learner_step(j) > step;
+          return a.at("restarts").get<double>() == 1 && a.at("pid").get<double>() != pid &&
+                 all_running(j) && learner_step(j) > step;
         },
         120s);
     ASSERT_TRUE(again) << role << " " << rank << " killed at step " << step
@@ -230,7 +232,8 @@ TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
               << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
               << " s\n";
   }
-  EXPECT_EQ((*status(config))["generation"].num(), 2);  // the lost learner: one re-rendezvous
+  EXPECT_EQ((*status(config)).at("generation").get<double>(),
+            2);  // the lost learner: one re-rendezvous
 
   std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 800));
   coord->signal(SIGKILL);
@@ -239,7 +242,7 @@ TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
   coord = &coordinator(config, "coordinator-restarted");
   auto done = watch(finished, 240s);
   ASSERT_TRUE(done) << "the job did not finish after the coordinator restart";
-  for (int rank : {0, 1}) EXPECT_EQ((*actor(*done, "learner", rank))["step"].num(), 300);
+  for (int rank : {0, 1}) EXPECT_EQ((*actor(*done, "learner", rank)).at("step").get<double>(), 300);
   EXPECT_EQ(coord->wait(30s), 0);
 
   auto db = open_db(work_dir());
@@ -258,11 +261,12 @@ TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
       config,
       [](const Json& j) {
         const Json* l = actor(j, "learner", 0);
-        return l && (*l)["step"].num() >= 3;
+        return l && (*l).at("step").get<double>() >= 3;
       },
       120s);
   ASSERT_TRUE(s) << "never trained 3 steps";
-  const int64_t reported = static_cast<int64_t>((*actor(*s, "learner", 0))["step"].num());
+  const int64_t reported =
+      static_cast<int64_t>((*actor(*s, "learner", 0)).at("step").get<double>());
   r.signal(SIGTERM);
   EXPECT_EQ(r.wait(60s), 4) << "a drain before the budget is a pause, not the end";
   EXPECT_NE(r.log().find("job drained"), std::string::npos);
@@ -330,12 +334,12 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   Child& a1 = agent(config, job.port, "n1");
   auto done = wait_status(config, finished, 300s);
   ASSERT_TRUE(done) << "the policy job did not finish";
-  EXPECT_EQ((*done)["stage"].str(), "policy");
-  EXPECT_EQ((*actor(*done, "learner", 0))["step"].num(), 1);  // epochs
+  EXPECT_EQ((*done).at("stage").get<std::string>(), "policy");
+  EXPECT_EQ((*actor(*done, "learner", 0)).at("step").get<double>(), 1);  // epochs
   for (int rank : {0, 1}) {
     const Json& r = *actor(*done, "rollout", rank);
-    EXPECT_EQ(r["node"].str(), rank == 0 ? "n0" : "n1");
-    EXPECT_EQ(r["restarts"].num(), 0);
+    EXPECT_EQ(r.at("node").get<std::string>(), rank == 0 ? "n0" : "n1");
+    EXPECT_EQ(r.at("restarts").get<double>(), 0);
   }
   EXPECT_EQ(coord.wait(30s), 0);
   EXPECT_EQ(a0.wait(20s), 0);
