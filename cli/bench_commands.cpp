@@ -18,10 +18,13 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
       "extract",
       "Integral-image extraction vs an image pyramid and crop-resize: build time, memory, "
       "per-patch cost and accuracy by image size");
-  e->add_option("--sizes", extract.sizes, "Square RGB image sides")->capture_default_str();
+  e->add_option("--sizes", extract.sizes, "Square RGB image sides, e.g. 256,4096")
+      ->delimiter(',')
+      ->capture_default_str();
   e->add_option("--photos", extract.photos, "JPEG/PNG files (default: the installed wallpapers)");
   e->add_option("--patch-size", extract.patch_size, "P")->capture_default_str();
-  e->add_option("--threads", extract.threads, "Thread counts to measure (0 = all cores)")
+  e->add_option("--threads", extract.threads, "Thread counts to measure, e.g. 1,0 (0 = all cores)")
+      ->delimiter(',')
       ->capture_default_str();
   e->add_option("--repetitions", extract.repetitions, "Repetitions of the integral method (median)")
       ->capture_default_str();
@@ -34,7 +37,9 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   e->add_flag("--cold-cache", extract.cold_cache,
               "Evict the caches before every step (untimed): the table is out of cache at every "
               "size");
-  e->add_option("--cuda-sizes", extract.cuda_sizes, "Square image sides of the CUDA rows")
+  e->add_option("--cuda-sizes", extract.cuda_sizes,
+                "Square image sides of the CUDA rows, e.g. 1024,4096")
+      ->delimiter(',')
       ->capture_default_str();
   e->add_option("--cuda-patches", extract.cuda_patches, "Patches per CUDA batch")
       ->capture_default_str();

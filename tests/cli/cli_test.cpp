@@ -99,6 +99,21 @@ TEST(Cli, BenchExtractScoresEveryMethodAgainstTheExactBoxAverage) {
   EXPECT_GT(a.at("crop_resize_mean_abs").get<double>(), 0.01);  // uint8 rounding at least
 }
 
+// Lists take commas, as the docs and scripts/gpu/run.sh write them.
+TEST(Cli, BenchExtractTakesCommaSeparatedLists) {
+  const testing::TempDir scratch("cli-bench-lists");
+  const std::string json_path = (scratch.path() / "extract.json").string();
+  const auto r = saccade({"bench", "extract", "--sizes", "64,96", "--no-photos", "--no-baseline",
+                          "--repetitions", "1", "--threads", "1", "--accuracy-patches", "0",
+                          "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.at("results").size(), 2u);
+  EXPECT_EQ(j.at("results")[0].at("height").get<int>(), 64);
+  EXPECT_EQ(j.at("results")[1].at("height").get<int>(), 96);
+}
+
 // Two real rank processes through the learners' Gloo group: checked sums and figures;
 // a rank that cannot start its device fails the whole run with its reason.
 TEST(Cli, BenchAllreduceChecksTheSumAcrossRealProcesses) {
