@@ -18,6 +18,7 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
+#include "bench/median.h"
 #include "common/seconds_since.h"
 #include "kernels/crop_resize.h"
 #include "kernels/extract.h"
@@ -51,11 +52,6 @@ double load_average() {
   double v = -1;
   f >> v;
   return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // Photo-like synthetic image: smooth gradients plus pixel noise.

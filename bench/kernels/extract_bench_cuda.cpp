@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/kernels/extract_bench.h"
+#include "bench/median.h"
 #include "common/seconds_since.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/geometry.h"
@@ -39,11 +40,6 @@ struct DeviceFloats {
   DeviceFloats(const DeviceFloats&) = delete;
   DeviceFloats& operator=(const DeviceFloats&) = delete;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -14,11 +14,14 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/median.h"
 #include "model/backbone.h"
 #include "model/flops.h"
 
 namespace saccade::model {
 namespace {
+
+using bench::median;
 
 // Peak resident memory (VmHWM) of this process in KiB, from /proc/self/status.
 int64_t peak_rss_kib() {
@@ -73,11 +76,6 @@ torch::Tensor positions_for(int64_t batch, int64_t tokens, int64_t side) {
   auto px = torch::rand({batch, tokens, 2}) * static_cast<double>(side);
   auto z = torch::rand({batch, tokens, 1}) * 5.0;
   return torch::cat({px / static_cast<double>(side), z}, -1);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Case {
