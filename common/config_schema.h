@@ -337,8 +337,9 @@ void describe(V& v, PolicyConfig& c) {
             "Silence of a rollout actor before the policy learner sends its images to another.");
   v.text("input_dir", c.input_dir, "",
          "Folder holding probe_head.safetensors and the checkpoints it names (coordinator.db or "
-         "checkpoints.db); empty = job.work_dir. A policy job run by `saccade run` after a "
-         "pretraining job run the same way needs its own work_dir and this.");
+         "checkpoints.db), on the coordinator's node: its actors get them from the coordinator; "
+         "empty = job.work_dir. A policy job run by `saccade run` after a pretraining job run "
+         "the same way needs its own work_dir and this.");
 }
 
 template <class V>

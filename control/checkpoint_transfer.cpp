@@ -1,6 +1,7 @@
 #include "control/checkpoint_transfer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -29,6 +30,36 @@ void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
       c.checksum = i + 1 == count ? crc : 0;
       emit(c);
     }
+  }
+}
+
+void write_query(const CheckpointQuery& query, wire::CheckpointRequest::Builder out) {
+  out.setStep(query.step);
+  out.setSource(query.source);
+  auto blobs = out.initBlobs(static_cast<unsigned>(query.blobs.size()));
+  for (unsigned i = 0; i < query.blobs.size(); ++i) blobs.set(i, query.blobs[i]);
+}
+
+CheckpointQuery read_query(wire::CheckpointRequest::Reader in) {
+  CheckpointQuery q;
+  q.step = in.getStep();
+  q.source = in.getSource();
+  for (auto name : in.getBlobs()) q.blobs.emplace_back(name.cStr());
+  return q;
+}
+
+std::string describe(const CheckpointQuery& query) {
+  const std::string names =
+      query.blobs.empty() ? "" : fmt::format(" ({})", fmt::join(query.blobs, ", "));
+  switch (query.source) {
+    case wire::CheckpointSource::INPUT_FILE:
+      return fmt::format("input file(s){}", names);
+    case wire::CheckpointSource::INPUT_CHECKPOINT:
+      return fmt::format("checkpoint {}{} of the stage's input",
+                         query.step < 0 ? "newest" : std::to_string(query.step), names);
+    default:
+      return fmt::format("checkpoint {}{}", query.step < 0 ? "newest" : std::to_string(query.step),
+                         names);
   }
 }
 

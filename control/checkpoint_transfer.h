@@ -37,6 +37,17 @@ struct ChunkView {
 void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
                     const std::function<void(const ChunkView&)>& emit);
 
+// What an actor asks the coordinator for (a CheckpointRequest).
+struct CheckpointQuery {
+  int64_t step = -1;               // -1: the newest
+  std::vector<std::string> blobs;  // only these (files, for kInputFile); empty: every blob
+  wire::CheckpointSource source = wire::CheckpointSource::JOB;
+};
+void write_query(const CheckpointQuery& query, wire::CheckpointRequest::Builder out);
+CheckpointQuery read_query(wire::CheckpointRequest::Reader in);
+// "checkpoint 7 (blobs teacher) of the stage's input": for log lines and errors.
+std::string describe(const CheckpointQuery& query);
+
 // Fills a CheckpointChunk message body.
 void write_chunk(int64_t step, const ChunkView& chunk, wire::CheckpointChunk::Builder out);
 

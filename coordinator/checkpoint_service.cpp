@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "control/control.h"
@@ -14,8 +16,8 @@ namespace saccade::control {
 using Body = wire::Envelope::Body;
 
 CheckpointService::CheckpointService(const JobConfig& config, JobState& job, StateStore& store,
-                                     PeerSender& peers)
-    : config_(config), job_(job), store_(store), peers_(peers) {}
+                                     StageInputs& inputs, PeerSender& peers)
+    : config_(config), job_(job), store_(store), inputs_(inputs), peers_(peers) {}
 
 void CheckpointService::refuse_upload(const std::string& id, uint64_t seq, const std::string& why) {
   upload_.reset();
@@ -96,25 +98,41 @@ void CheckpointService::finish_commit() {
   });
 }
 
-void CheckpointService::send(const std::string& id, int64_t step) {
-  auto& store = store_.checkpoints();
-  std::optional<storage::CheckpointInfo> info = step < 0 ? store.latest() : store.info(step);
+void CheckpointService::send(const std::string& id, const CheckpointQuery& query) {
+  std::optional<int64_t> step;
   std::shared_ptr<const Blobs> blobs;
   std::string error;
-  if (!info) {
-    error = fmt::format("no committed checkpoint {}", step);
-  } else {
-    for (const auto& [other, d] : downloads_)
-      if (d.transfer.step() == info->step) blobs = d.transfer.blobs();
-    try {
-      if (!blobs) blobs = std::make_shared<const Blobs>(store.read_all(info->step));
-    } catch (const std::exception& e) {
-      error = e.what();
+  try {
+    switch (query.source) {
+      case wire::CheckpointSource::INPUT_FILE:
+        step = 0;
+        blobs = std::make_shared<const Blobs>(inputs_.files(
+            query.blobs, static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes)));
+        break;
+      case wire::CheckpointSource::INPUT_CHECKPOINT: {
+        auto [at, read] = inputs_.checkpoint(query.step, query.blobs);
+        step = at;
+        blobs = std::make_shared<const Blobs>(std::move(read));
+        break;
+      }
+      default: {
+        auto& store = store_.checkpoints();
+        const auto info = query.step < 0 ? store.latest() : store.info(query.step);
+        if (!info) throw std::runtime_error(fmt::format("no committed checkpoint {}", query.step));
+        step = info->step;
+        for (const auto& [other, d] : downloads_)  // one copy however many learners resume
+          if (d.transfer.step() == info->step && d.query.source == query.source &&
+              d.query.blobs == query.blobs)
+            blobs = d.transfer.blobs();
+        if (!blobs) blobs = std::make_shared<const Blobs>(read_blobs(store, *step, query.blobs));
+      }
     }
+  } catch (const std::exception& e) {
+    error = e.what();
   }
   downloads_.erase(id);
   if (!error.empty()) {
-    spdlog::error("checkpoint request from {}: {}", id, error);
+    spdlog::error("{} asked for {}: {}", id, describe(query), error);
     peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
       auto ack = e.getBody().initAck();
       ack.setOk(false);
@@ -124,9 +142,9 @@ void CheckpointService::send(const std::string& id, int64_t step) {
   }
   const int64_t now = steady_ms();
   downloads_.emplace(
-      id, Download{CheckpointDownload(info->step, std::move(blobs),
+      id, Download{CheckpointDownload(*step, std::move(blobs),
                                       checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
-                   now, now + config_.cluster.checkpoint_timeout_s * 1000});
+                   query, now, now + config_.cluster.checkpoint_timeout_s * 1000});
 }
 
 void CheckpointService::pump(int64_t now) {
@@ -143,8 +161,8 @@ void CheckpointService::pump(int64_t now) {
       d.advance();
     }
     if (d.done()) {
-      spdlog::info("checkpoint {} sent to {} ({} bytes in {} chunks, {:.2f} s)", d.step(), id,
-                   d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
+      spdlog::info("{} sent to {} ({} bytes in {} chunks, {:.2f} s)", describe(it->second.query),
+                   id, d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
     } else if (s == PeerSender::Sent::kGone) {
       spdlog::warn("checkpoint {} to {}: the peer is gone; transfer dropped", d.step(), id);
     } else if (now > it->second.deadline_ms) {

@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "control/checkpoint_transfer.h"
 #include "coordinator/job_state.h"
+#include "coordinator/stage_inputs.h"
 #include "coordinator/state_store.h"
 #include "schemas/wire.h"
 
@@ -33,16 +34,17 @@ class PeerSender {
 class CheckpointService {
  public:
   // All borrowed; they outlive the service.
-  CheckpointService(const JobConfig& config, JobState& job, StateStore& store, PeerSender& peers);
+  CheckpointService(const JobConfig& config, JobState& job, StateStore& store, StageInputs& inputs,
+                    PeerSender& peers);
 
   // A CheckpointChunk or CheckpointCommitted from learner `key`, peer `id`.
   // Returns why it was refused ("" when taken); the learner is told too.
   std::string on_upload(const std::string& id, const ActorKey& key, wire::Envelope::Reader env);
   // Answers learner 0 once its checkpoint's commit has finished (call every loop).
   void finish_commit();
-  // Starts streaming committed checkpoint `step` (-1: the newest) to peer `id`;
-  // a new request from the same peer replaces its old one.
-  void send(const std::string& id, int64_t step);
+  // Starts streaming what `query` names to peer `id` (or refuses it with an
+  // Ack naming what is missing); a new request from the same peer replaces its old one.
+  void send(const std::string& id, const CheckpointQuery& query);
   // Sends what the peers' queues take of every download, ~64 MiB per call at most.
   void pump(int64_t now_ms);
   // Drops the download to peer `id` (it exited: nobody to take it).
@@ -56,10 +58,12 @@ class CheckpointService {
   const JobConfig& config_;
   JobState& job_;
   StateStore& store_;
+  StageInputs& inputs_;
   PeerSender& peers_;
   CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
   struct Download {
     CheckpointDownload transfer;
+    CheckpointQuery query;
     int64_t started_ms;
     int64_t deadline_ms;
   };

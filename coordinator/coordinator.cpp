@@ -46,7 +46,8 @@ class Coordinator final : public PeerSender {
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
         expect_(expect_any_job(config)),
-        checkpoints_(config, job_, store_, *this),
+        stage_inputs_(config, store_.checkpoints(), coordinator_db_path(config)),
+        checkpoints_(config, job_, store_, stage_inputs_, *this),
         timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
     job_.load(steady_ms());
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
@@ -251,8 +252,8 @@ class Coordinator final : public PeerSender {
       case Body::CHECKPOINT_COMMITTED:
         return checkpoints_.on_upload(id, key, env);
       case Body::CHECKPOINT_REQUEST:
-        if (role != wire::Role::LEARNER) return "only learners load checkpoints";
-        checkpoints_.send(id, body.getCheckpointRequest().getStep());
+        if (role == wire::Role::DATA) return "data actors load no checkpoints";
+        checkpoints_.send(id, read_query(body.getCheckpointRequest()));
         return "";
       default:
         return fmt::format("unexpected {} from an actor", wire::kind_name(m.kind()));
@@ -622,7 +623,8 @@ class Coordinator final : public PeerSender {
   EnvelopeWriter writer_;
   wire::Expect expect_;
   DropLog drops_;
-  CheckpointService checkpoints_;  // uploads from learner 0, downloads to resuming learners
+  StageInputs stage_inputs_;       // what the stage reads from the stages before it
+  CheckpointService checkpoints_;  // uploads from learner 0; downloads to actors
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t ended_ms_ = -1;

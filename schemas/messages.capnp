@@ -269,12 +269,22 @@ struct CheckpointChunk {
   checksum @5 :UInt64;               # of the whole named blob, on its last chunk
 }
 
-# Learner -> coordinator: send committed checkpoint `step` (-1: the latest).
+# Actor -> coordinator: send checkpoint `step` (-1: the latest) of `source`.
 # The coordinator answers with its blobs as CheckpointChunk messages, then
 # CheckpointCommitted{step, bytes} once all were sent; Ack{ok = false} when it
-# has no such checkpoint.
+# has no such checkpoint, blob or file. Every actor gets what it loads this
+# way: none opens a database or file on the coordinator's node.
 struct CheckpointRequest {
   step @0 :Int64;
+  blobs @1 :List(Text);              # only these blobs (files for inputFile); empty: every blob
+  source @2 :CheckpointSource;
+}
+
+enum CheckpointSource {
+  job @0;                            # this job's committed checkpoints (a learner resuming)
+  inputCheckpoint @1;                # the checkpoints of the stage's input (policy.input_dir)
+  inputFile @2;                      # files of the input folder by plain name (e.g. the task
+                                     # head), sent as the blobs of a checkpoint of step 0
 }
 
 struct CheckpointCommitted {

@@ -65,6 +65,7 @@ using testing::TempDir;  // tests/support/temp_dir.h
 // [[cluster.nodes]] tables without the header; `extra` is appended as is.
 struct TestJob {
   std::string name = "rt-test";
+  std::string stage = "pretrain";  // job.stages = [stage]
   int port = 0;
   int metrics_port = 0;
   int steps = 40;  // one epoch of `steps` steps
@@ -84,6 +85,16 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);
 // Bodies of the test actor (tests/coordinator/test_actor.cpp) take faults from
 // this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop | slow.
 inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
+
+// A test rollout actor given this variable (a checkpoint step S) checks the
+// stage's inputs it gets from the coordinator: the file kTestInputFile holds
+// test_weights(1, kTestInputFileBytes) and the input checkpoint S has a
+// "teacher" blob of test_weights(S, kTestTeacherBytes); a path outside the
+// input folder and a missing step are refused. It exits 9 when anything differs.
+inline constexpr const char* kInputStepVariable = "SACCADE_TEST_INPUT_STEP";
+inline constexpr const char* kTestInputFile = "head.bin";
+inline constexpr size_t kTestInputFileBytes = 5000;
+inline constexpr size_t kTestTeacherBytes = 200000;
 
 // The test learner checkpoints {"state": "step N", "weights": test_weights(N, bytes)}
 // with `bytes` from this variable (default 3000); a learner that resumes checks both.

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "common/file_bytes.h"
 #include "storage/checkpoint_store.h"
 #include "tests/coordinator/runtime_fixture.h"
 #include "tests/support/subprocess.h"
@@ -430,6 +431,43 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
   EXPECT_EQ(coord.wait(15s), 0);
   const std::string log = a1.log();
   EXPECT_NE(log.find(fmt::format("({} bytes of weights)", kBytes)), std::string::npos) << log;
+}
+
+// A policy stage's actors get its inputs (the probe's head, the checkpoint it
+// names) from the coordinator, which reads them from policy.input_dir: bytes
+// intact over several chunks, only the blobs asked for, nothing outside the
+// folder, a clear refusal for what is missing.
+TEST_F(Runtime, AStagesInputsReachItsActorsOverTheWire) {
+  const fs::path input = dir_.path() / "pretrain-job";
+  fs::create_directories(input);
+  write_file_bytes(input / kTestInputFile, test_weights(1, kTestInputFileBytes));
+  {
+    auto store = storage::CheckpointStore::open((input / "checkpoints.db").string());
+    store->commit(7, {{"teacher", test_weights(7, kTestTeacherBytes)}, {"student", "student"}});
+  }
+  TestJob job;
+  job.port = free_port();
+  job.stage = "policy";
+  job.steps = 100;
+  job.status_linger_ms = 3000;
+  job.cluster_extra = "max_message_bytes = 32768";  // the teacher crosses as 13 chunks
+  job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\nlearners = 1\nrollout_actors = 1"};
+  job.extra = fmt::format("[policy]\ninput_dir = \"{}\"\n", input.string());
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0", {std::string(kInputStepVariable) + "=7"});
+  auto done = wait_status(config, finished, 60s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ((*actor(*done, "rollout", 0)).at("restarts").get<double>(), 0);
+  EXPECT_EQ(coord.wait(15s), 0);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_NE(a0.log().find(fmt::format("inputs verified: {} bytes of head, {} bytes of teacher 7",
+                                      kTestInputFileBytes, kTestTeacherBytes)),
+            std::string::npos)
+      << a0.log();
+  const std::string log = coord.log();
+  EXPECT_NE(log.find("expected a plain file name"), std::string::npos) << log;
+  EXPECT_NE(log.find("has no committed checkpoint 8"), std::string::npos) << log;
 }
 
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {

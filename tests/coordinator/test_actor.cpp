@@ -72,7 +72,9 @@ class Learner : public ActorBody {
     uint64_t generation = r->generation;
     step_ = 0;
     if (r->resume_from_step >= 0) {  // the checkpoint streamed back must be the one committed
-      auto blobs = ctx.load_checkpoint(r->resume_from_step, std::chrono::seconds(30));
+      control::CheckpointQuery query;
+      query.step = r->resume_from_step;
+      auto blobs = ctx.load_checkpoint(query, std::chrono::seconds(30));
       if (!blobs) return ctx.stopping() ? 0 : 6;
       if (blobs->at("state") != fmt::format("step {}", r->resume_from_step) ||
           blobs->at("weights") != test_weights(r->resume_from_step, checkpoint_bytes())) {
@@ -145,6 +147,53 @@ class Data : public ActorBody {
   }
 };
 
+// A rollout actor that first checks the stage's inputs it gets over the wire
+// (kInputStepVariable), then serves like a data actor.
+class InputChecker : public Data {
+ public:
+  int run(ActorContext& ctx) override {
+    const char* step = std::getenv(kInputStepVariable);
+    if (step && !inputs_ok(ctx, std::stoll(step))) return ctx.stopping() ? 0 : 9;
+    return Data::run(ctx);
+  }
+
+ private:
+  static bool inputs_ok(ActorContext& ctx, int64_t step) {
+    const auto timeout = std::chrono::seconds(30);
+    control::CheckpointQuery file;
+    file.source = wire::CheckpointSource::INPUT_FILE;
+    file.blobs = {kTestInputFile};
+    const auto files = ctx.load_checkpoint(file, timeout);
+    if (!files || files->size() != 1 ||
+        files->at(kTestInputFile) != test_weights(1, kTestInputFileBytes)) {
+      fmt::print(stderr, "input file wrong or missing\n");
+      return false;
+    }
+    control::CheckpointQuery teacher;
+    teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+    teacher.step = step;
+    teacher.blobs = {"teacher"};
+    const auto blobs = ctx.load_checkpoint(teacher, timeout);
+    if (!blobs || blobs->size() != 1 ||
+        blobs->at("teacher") != test_weights(step, kTestTeacherBytes)) {
+      fmt::print(stderr, "input checkpoint {} wrong or missing ({} blobs)\n", step,
+                 blobs ? blobs->size() : 0);
+      return false;
+    }
+    control::CheckpointQuery outside = file;
+    outside.blobs = {"../job.toml"};
+    control::CheckpointQuery missing = teacher;
+    missing.step = step + 1;
+    if (ctx.load_checkpoint(outside, timeout) || ctx.load_checkpoint(missing, timeout)) {
+      fmt::print(stderr, "a file outside the input folder or a missing step was sent\n");
+      return false;
+    }
+    fmt::print(stderr, "inputs verified: {} bytes of head, {} bytes of teacher {}\n",
+               files->at(kTestInputFile).size(), blobs->at("teacher").size(), step);
+    return true;
+  }
+};
+
 }  // namespace
 }  // namespace saccade::testing
 
@@ -152,8 +201,10 @@ int main(int argc, char** argv) {
   using namespace saccade;
   runtime::register_actor_body(wire::Role::LEARNER,
                                [] { return std::make_unique<testing::Learner>(); });
-  for (wire::Role r : {wire::Role::DATA, wire::Role::ROLLOUT, wire::Role::EVAL})
+  for (wire::Role r : {wire::Role::DATA, wire::Role::EVAL})
     runtime::register_actor_body(r, [] { return std::make_unique<testing::Data>(); });
+  runtime::register_actor_body(wire::Role::ROLLOUT,
+                               [] { return std::make_unique<testing::InputChecker>(); });
   CLI::App app{"saccade test actor"};
   app.require_subcommand(1);
   int code = 0;

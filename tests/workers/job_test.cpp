@@ -344,6 +344,16 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   EXPECT_EQ(coord.wait(30s), 0);
   EXPECT_EQ(a0.wait(20s), 0);
   EXPECT_EQ(a1.wait(20s), 0);
+  // The learner and both rollout actors got the head and the backbone from the coordinator.
+  const std::string coord_log = coord.log();
+  for (const char* what : {"input file(s) (probe_head.safetensors) sent to",
+                           "checkpoint 4 (teacher) of the stage's input sent to"}) {
+    size_t n = 0;
+    for (size_t at = coord_log.find(what); at != std::string::npos;
+         at = coord_log.find(what, at + 1))
+      ++n;
+    EXPECT_EQ(n, 3u) << what << "\n" << coord_log;
+  }
   // Both actors served (the status may predate their last report: read their logs).
   for (Child* a : {&a0, &a1})
     EXPECT_NE(a->log().find("rollout actor stops: 4 requests"), std::string::npos) << a->log();

@@ -175,8 +175,10 @@ class LearnerActor final : public runtime::ActorBody {
         [group](at::Tensor& t) { group->all_reduce_sum(t); }, r.world_size);
     int64_t saved_step = -1;
     if (r.resume_from_step >= 0) {
-      auto blobs = ctx.load_checkpoint(r.resume_from_step,
-                                       std::chrono::seconds(config.cluster.checkpoint_timeout_s));
+      control::CheckpointQuery query;
+      query.step = r.resume_from_step;
+      auto blobs =
+          ctx.load_checkpoint(query, std::chrono::seconds(config.cluster.checkpoint_timeout_s));
       if (!blobs) {
         spdlog::error("checkpoint {} did not arrive from the coordinator", r.resume_from_step);
         return false;

@@ -1,9 +1,13 @@
 #include "workers/policy/policy_actors.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <filesystem>
+#include <stdexcept>
+#include <utility>
 
 #include "dataloader/dataset_factory.h"
 #include "storage/rollout_store.h"
@@ -23,13 +27,39 @@ void set_threads(const runtime::ActorContext& ctx) {
                                    : resolve_threads(ctx.config().ssl.threads));
 }
 
+// The policy stage's inputs from the coordinator, never from its file system
+// (the actor may run on a node without it): the probe's head, then the teacher
+// of the checkpoint the head was trained on.
+PolicyStage fetch_policy_stage(const JobConfig& config, runtime::ActorContext& ctx) {
+  const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+  auto fetch = [&](const control::CheckpointQuery& q) {
+    auto blobs = ctx.load_checkpoint(q, timeout);
+    if (!blobs)
+      throw std::runtime_error(
+          fmt::format("{} did not arrive from the coordinator{}", control::describe(q),
+                      ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
+    return std::move(*blobs);
+  };
+  control::CheckpointQuery head_query;
+  head_query.source = wire::CheckpointSource::INPUT_FILE;
+  head_query.blobs = {kProbeHeadFile};
+  const std::string head = fetch(head_query).at(kProbeHeadFile);
+  const std::string origin = fmt::format("{} from the coordinator", kProbeHeadFile);
+  control::CheckpointQuery teacher_query;
+  teacher_query.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+  teacher_query.step = probe_head_step(head, origin);
+  teacher_query.blobs = {"teacher"};
+  const std::string teacher = fetch(teacher_query).at("teacher");
+  return policy_stage_from(config, head, origin, teacher_backbone_from(config, teacher));
+}
+
 class PolicyLearner : public runtime::ActorBody {
  public:
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
     try {
       set_threads(ctx);
-      PolicyStage stage = load_policy_stage(config);
+      PolicyStage stage = fetch_policy_stage(config, ctx);
       model::GazePolicy policy = initial_policy(config, stage);
       RolloutClientOptions o;
       o.endpoints = ctx.assignment().peers;
@@ -72,7 +102,7 @@ class RolloutActor : public runtime::ActorBody {
     const JobConfig& config = ctx.config();
     try {
       set_threads(ctx);
-      PolicyStage stage = load_policy_stage(config);
+      PolicyStage stage = fetch_policy_stage(config, ctx);
       const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
       RolloutServerOptions o;
       o.endpoint = ctx.assignment().endpoint;

@@ -23,15 +23,11 @@
 namespace saccade::workers {
 namespace {
 
-// The probe's head and the checkpoint step it was trained on.
-std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path))
-    throw std::runtime_error(
-        fmt::format("{} does not exist: the policy is trained against the probe's task head, run "
-                    "`saccade probe CONFIG` first",
-                    path.string()));
+// The probe's head and the checkpoint step it was trained on, from the bytes
+// of probe_head.safetensors (`origin` names where they came from in errors).
+std::pair<TaskHead, int64_t> parse_probe_head(const std::string& bytes, const std::string& origin) {
   model::Metadata meta;
-  const model::RawTensorMap tensors = model::parse_safetensors(read_file_bytes(path), &meta);
+  const model::RawTensorMap tensors = model::parse_safetensors(bytes, &meta);
   const auto weight = tensors.find("weight"), bias = tensors.find("bias");
   const auto step = meta.find("checkpoint_step");
   if (weight == tensors.end() || bias == tensors.end() || step == meta.end() ||
@@ -39,7 +35,7 @@ std::pair<TaskHead, int64_t> load_probe_head(const std::filesystem::path& path) 
     throw std::runtime_error(fmt::format(
         "{}: expected a saccade.linear_probe file with tensors weight, bias and metadata "
         "checkpoint_step",
-        path.string()));
+        origin));
   return {{model::from_raw_tensor(weight->second), model::from_raw_tensor(bias->second)},
           std::stoll(step->second)};
 }
@@ -76,15 +72,29 @@ std::string percents(const std::vector<double>& a) {
 PolicyStage load_policy_stage(const JobConfig& config) {
   const std::filesystem::path dir =
       config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
-  auto [head, head_step] = load_probe_head(dir / "probe_head.safetensors");
+  const std::filesystem::path path = dir / kProbeHeadFile;
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error(
+        fmt::format("{} does not exist: the policy is trained against the probe's task head, run "
+                    "`saccade probe CONFIG` first",
+                    path.string()));
+  const std::string head = read_file_bytes(path);
   // The head was trained on one checkpoint's features: the policy must use that backbone.
-  const TeacherBackbone teacher = load_teacher_backbone(config, head_step, dir.string());
-  model::FovealBackbone backbone = model::import_backbone(teacher.safetensors);
+  const int64_t step = parse_probe_head(head, path.string()).second;
+  return policy_stage_from(config, head, path.string(),
+                           load_teacher_backbone(config, step, dir.string()).safetensors);
+}
+
+PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
+                              const std::string& head_origin,
+                              const std::string& backbone_safetensors) {
+  auto [head, head_step] = parse_probe_head(head_bytes, head_origin);
+  model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
   for (auto& p : backbone->parameters()) p.set_requires_grad(false);
   if (head.weight.size(1) != backbone->options().width)
-    throw std::runtime_error(fmt::format(
-        "probe_head.safetensors has {} inputs but the backbone of checkpoint {} is {} wide",
-        head.weight.size(1), head_step, backbone->options().width));
+    throw std::runtime_error(
+        fmt::format("{} has {} inputs but the backbone of checkpoint {} is {} wide", head_origin,
+                    head.weight.size(1), head_step, backbone->options().width));
   model::PolicyOptions po;
   po.in_dim = backbone->options().width;
   po.n_state = backbone->options().n_state;
@@ -94,6 +104,10 @@ PolicyStage load_policy_stage(const JobConfig& config) {
   po.n_mix = config.policy.mixtures;
   po.validate();
   return PolicyStage{std::move(head), head_step, std::move(backbone), po};
+}
+
+int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin) {
+  return parse_probe_head(head_bytes, head_origin).second;
 }
 
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {

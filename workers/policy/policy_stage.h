@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "common/config.h"
 #include "model/backbone.h"
@@ -14,6 +15,7 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_trainer.h"
+#include "workers/probe/probe_job.h"
 
 namespace saccade::workers {
 
@@ -28,8 +30,18 @@ struct PolicyStage {
   model::PolicyOptions policy_options;  // config [policy] on the backbone's state
 };
 
-// Throws std::runtime_error when the head or its checkpoint is missing.
+// `saccade policy` (one process): the head and checkpoint read from
+// policy.input_dir (job.work_dir when empty). Throws std::runtime_error when
+// the head or its checkpoint is missing. Actors get the same bytes from the
+// coordinator instead (workers/policy/policy_actors.cpp).
 PolicyStage load_policy_stage(const JobConfig& config);
+// The stage from the head's bytes (`head_origin` names them in errors) and the
+// backbone (model::export_backbone's safetensors) of the checkpoint it names.
+PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
+                              const std::string& head_origin,
+                              const std::string& backbone_safetensors);
+// The checkpoint step a probe head was trained on; throws like policy_stage_from.
+int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin);
 // The policy GRPO starts from (seeded by job.seed: every process builds the same).
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
 PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);

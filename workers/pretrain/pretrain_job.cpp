@@ -162,6 +162,10 @@ std::string initial_backbone(const JobConfig& config) {
   return SslTrainer(trainer_options(config, /*steps_per_epoch=*/1)).export_backbone();
 }
 
+std::string teacher_backbone_from(const JobConfig& config, std::string_view teacher_blob) {
+  return model::extract_backbone(teacher_blob, "backbone", trainer_options(config, 1).backbone);
+}
+
 TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
                                       const std::string& dir_override) {
   const std::filesystem::path dir = dir_override.empty() ? config.job.work_dir : dir_override;
@@ -175,12 +179,10 @@ TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
     auto store = storage::CheckpointStore::open(db, read_only);
     const auto info = step < 0 ? store->latest() : store->info(step);
     if (!info) continue;  // e.g. a later job's coordinator.db beside pretrain's checkpoints.db
-    // Only the teacher's backbone is read and built: not the heads, student or optimiser.
     TeacherBackbone out;
     out.db = db;
     out.step = info->step;
-    out.safetensors = model::extract_backbone(store->read(info->step, "teacher"), "backbone",
-                                              trainer_options(config, 1).backbone);
+    out.safetensors = teacher_backbone_from(config, store->read(info->step, "teacher"));
     return out;
   }
   if (tried.empty())

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/config.h"
 
@@ -42,6 +43,9 @@ struct TeacherBackbone {
   std::string db;           // the database it came from
   std::string safetensors;  // the backbone
 };
+// The teacher's backbone out of a checkpoint's "teacher" blob (only the
+// backbone is read and built: not the heads, student or optimiser).
+std::string teacher_backbone_from(const JobConfig& config, std::string_view teacher_blob);
 // Looks in `dir` (default job.work_dir), opening the databases read-only.
 TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1,  // -1: newest
                                       const std::string& dir = "");

@@ -197,7 +197,7 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
   std::filesystem::create_directories(dir);
   report.report_path = (dir / (run.random_init ? "probe_random_init.json" : "probe.json")).string();
   if (!run.random_init) {  // the policy stage reads the head beside its checkpoint
-    report.head_path = (dir / "probe_head.safetensors").string();
+    report.head_path = (dir / kProbeHeadFile).string();
     const model::Metadata meta{{"format", "saccade.linear_probe"},
                                {"checkpoint_step", std::to_string(report.checkpoint_step)},
                                {"c", fmt::format("{}", probed.task_head.c)},

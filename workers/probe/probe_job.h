@@ -16,6 +16,9 @@
 
 namespace saccade::workers {
 
+// The task head the probe writes in job.work_dir for the policy stage.
+inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
+
 struct ProbeRunOptions {
   int64_t step = -1;             // the checkpoint to probe; -1 = the newest
   bool random_init = false;      // probe the backbone's initial weights instead (no checkpoint)

@@ -467,7 +467,7 @@ class RuntimeContext final : public ActorContext {
     return ok;
   }
 
-  std::optional<CheckpointBlobs> load_checkpoint(int64_t step,
+  std::optional<CheckpointBlobs> load_checkpoint(const control::CheckpointQuery& query,
                                                  std::chrono::milliseconds timeout) override {
     using Transfer = ActorRuntime::Transfer;
     runtime_.touch();
@@ -480,8 +480,9 @@ class RuntimeContext final : public ActorContext {
         runtime_.load_ = Transfer::kPending;
         incarnation = runtime_.coordinator_incarnation_;
       }
-      runtime_.post(
-          [step](wire::Envelope::Builder e) { e.getBody().initCheckpointRequest().setStep(step); });
+      runtime_.post([query](wire::Envelope::Builder e) {
+        control::write_query(query, e.getBody().initCheckpointRequest());
+      });
     };
     request();
     std::unique_lock lock(runtime_.mutex_);
@@ -490,8 +491,8 @@ class RuntimeContext final : public ActorContext {
            std::chrono::steady_clock::now() < deadline) {
       if (runtime_.coordinator_incarnation_ != incarnation) {
         lock.unlock();
-        spdlog::warn("checkpoint {}: the coordinator restarted while sending it; asking again",
-                     step);
+        spdlog::warn("{}: the coordinator restarted while sending it; asking again",
+                     control::describe(query));
         request();
         deadline = std::chrono::steady_clock::now() + timeout;
         lock.lock();

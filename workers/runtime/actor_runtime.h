@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "control/checkpoint_transfer.h"
 #include "control/placement.h"
 
 namespace CLI {
@@ -88,10 +89,11 @@ class ActorContext {
   // after the timeout (false). Only one checkpoint is in flight at a time.
   virtual bool save_checkpoint(int64_t step, const CheckpointBlobs& blobs,
                                std::chrono::milliseconds timeout) = 0;
-  // Fetches committed checkpoint `step` (-1: the newest) from the coordinator;
-  // nullopt when it has none, on timeout or when stopping. Blobs are
-  // CRC-checked on arrival.
-  virtual std::optional<CheckpointBlobs> load_checkpoint(int64_t step,
+  // Fetches what `query` names from the coordinator: a committed checkpoint of
+  // the job (a learner resuming), or the stage's inputs (a checkpoint or files
+  // of the stages before it). nullopt when the coordinator refuses (its reason
+  // is logged), on timeout or when stopping. Blobs are CRC-checked on arrival.
+  virtual std::optional<CheckpointBlobs> load_checkpoint(const control::CheckpointQuery& query,
                                                          std::chrono::milliseconds timeout) = 0;
   // The latest rendezvous, if any arrived.
   virtual std::optional<RendezvousInfo> rendezvous() const = 0;

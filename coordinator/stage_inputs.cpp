@@ -1,0 +1,88 @@
+#include "coordinator/stage_inputs.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <stdexcept>
+#include <system_error>
+
+#include "common/file_bytes.h"
+
+namespace saccade::control {
+
+namespace fs = std::filesystem;
+
+Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
+                 const std::vector<std::string>& names) {
+  if (names.empty()) return store.read_all(step);
+  const auto info = store.info(step);
+  if (!info) throw std::runtime_error(fmt::format("no committed checkpoint {}", step));
+  Blobs out;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const storage::BlobInfo& b : info->blobs) found = found || b.name == name;
+    if (!found) throw std::runtime_error(fmt::format("checkpoint {} has no blob '{}'", step, name));
+    out[name] = store.read(step, name);
+  }
+  return out;
+}
+
+StageInputs::StageInputs(const JobConfig& config, const storage::CheckpointStore& own,
+                         const fs::path& own_path)
+    : dir_(config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir),
+      own_(own),
+      own_path_(own_path) {}
+
+std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
+                                                  const std::vector<std::string>& names) {
+  std::vector<std::string> tried;
+  for (const char* name : {"coordinator.db", "checkpoints.db"}) {
+    const fs::path path = dir_ / name;
+    std::error_code ec;
+    const bool own = fs::equivalent(path, own_path_, ec);
+    if (!own && !fs::exists(path)) continue;
+    tried.push_back(path.string());
+    const storage::CheckpointStore* store = &own_;
+    if (!own) {
+      auto& opened = opened_[path.string()];
+      if (!opened) {
+        storage::StoreOptions read_only;
+        read_only.read_only = true;  // its writer (another job's coordinator) may hold it
+        opened = storage::CheckpointStore::open(path.string(), read_only);
+      }
+      store = opened.get();
+    }
+    const auto info = step < 0 ? store->latest() : store->info(step);
+    if (!info) continue;
+    return {info->step, read_blobs(*store, info->step, names)};
+  }
+  if (tried.empty())
+    throw std::runtime_error(fmt::format(
+        "no checkpoints in the stage's input folder {} (coordinator.db or checkpoints.db)",
+        dir_.string()));
+  throw std::runtime_error(fmt::format("{} {} no committed checkpoint{}", fmt::join(tried, " and "),
+                                       tried.size() > 1 ? "have" : "has",
+                                       step < 0 ? "" : fmt::format(" {}", step)));
+}
+
+Blobs StageInputs::files(const std::vector<std::string>& names, uint64_t max_bytes) const {
+  if (names.empty()) throw std::runtime_error("input files: no file named");
+  Blobs out;
+  for (const std::string& name : names) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+      throw std::runtime_error(
+          fmt::format("input file '{}': expected a plain file name in {}", name, dir_.string()));
+    const fs::path path = dir_ / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw std::runtime_error(fmt::format("input file {} does not exist", path.string()));
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec || size > max_bytes)
+      throw std::runtime_error(fmt::format(
+          "input file {}: {} bytes, over cluster.max_checkpoint_bytes", path.string(), size));
+    out[name] = read_file_bytes(path);
+  }
+  return out;
+}
+
+}  // namespace saccade::control

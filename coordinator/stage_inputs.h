@@ -1,0 +1,54 @@
+// What a stage reads from the stages before it (the policy stage: the probe's
+// task head and the checkpoint it names), served to the stage's actors over
+// the wire so that no actor opens a database or file on the coordinator's
+// node. The input folder is policy.input_dir (job.work_dir when empty); its
+// checkpoint stores are coordinator.db (the coordinator's own when the folder
+// is job.work_dir) and checkpoints.db (`saccade pretrain`), opened read-only
+// on first use. Internal to coordinator/; single-threaded (the loop's).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+#include "control/checkpoint_transfer.h"
+#include "storage/checkpoint_store.h"
+
+namespace saccade::control {
+
+// The blobs `names` (every blob when empty) of committed checkpoint `step` of
+// `store`. Throws std::runtime_error naming the step and a missing blob.
+Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
+                 const std::vector<std::string>& names);
+
+class StageInputs {
+ public:
+  // `own`: the coordinator's store (borrowed, outlives this), at `own_path`.
+  StageInputs(const JobConfig& config, const storage::CheckpointStore& own,
+              const std::filesystem::path& own_path);
+  StageInputs(const StageInputs&) = delete;
+  StageInputs& operator=(const StageInputs&) = delete;
+
+  // Checkpoint `step` (-1: the newest) of the first input store that has it,
+  // only the blobs `names` (empty: all). Throws std::runtime_error naming the
+  // folder, the stores tried and what is missing.
+  std::pair<int64_t, Blobs> checkpoint(int64_t step, const std::vector<std::string>& names);
+  // Files of the input folder by plain name (no '/', not "." or ".."), each at
+  // most `max_bytes`. Throws std::runtime_error naming the file and the reason.
+  Blobs files(const std::vector<std::string>& names, uint64_t max_bytes) const;
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  const storage::CheckpointStore& own_;  // not owned
+  std::filesystem::path own_path_;
+  std::map<std::string, std::unique_ptr<storage::CheckpointStore>> opened_;  // read-only, by path
+};
+
+}  // namespace saccade::control
