@@ -1,31 +1,24 @@
 #include "workers/data/batch_codec.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <bit>
 #include <cstddef>
 #include <cstring>
-#include <map>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-namespace saccade::workers {
+#include "schemas/tensors.h"
 
-static_assert(std::endian::native == std::endian::little,
-              "tensors travel little-endian and are copied as they lie in memory");
+namespace saccade::workers {
 
 namespace {
 
-// One tensor of a batch: where its bytes lie in an SslBatch and what they are.
+// One tensor of a batch: what it is and where its bytes lie in an SslBatch.
 template <class Byte>
 struct TensorSlot {
-  std::string name;
-  wire::DType dtype;
-  std::vector<int64_t> shape;
+  wire::TensorSpec spec;
   Byte* data;  // not owned: a buffer of the batch
-  size_t bytes;
 };
 
 // The tensors of `batch` in wire order; `Batch` is SslBatch or const SslBatch.
@@ -34,8 +27,8 @@ auto slots_of(Batch& batch) {
   using Byte = std::conditional_t<std::is_const_v<Batch>, const std::byte, std::byte>;
   std::vector<TensorSlot<Byte>> slots;
   auto add = [&](std::string name, wire::DType dtype, std::vector<int64_t> shape, auto& values) {
-    slots.push_back({std::move(name), dtype, std::move(shape),
-                     reinterpret_cast<Byte*>(values.data()), values.size() * sizeof(values[0])});
+    slots.push_back(
+        {{std::move(name), dtype, std::move(shape)}, reinterpret_cast<Byte*>(values.data())});
   };
   auto add_views = [&](const char* name, auto& views) {
     const int64_t n = views.views, t = views.tokens, c = views.channels, p = views.patch_size;
@@ -52,19 +45,13 @@ auto slots_of(Batch& batch) {
   return slots;
 }
 
-std::string shape_text(capnp::List<int64_t>::Reader shape) {
-  std::vector<int64_t> dims;
-  for (int64_t d : shape) dims.push_back(d);
-  return fmt::format("[{}]", fmt::join(dims, ", "));
-}
-
 }  // namespace
 
 size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images) {
   data::SslBatch one;
   one.allocate(views, 1);
   size_t per_image = 0;
-  for (const auto& slot : slots_of(std::as_const(one))) per_image += slot.bytes;
+  for (const auto& slot : slots_of(std::as_const(one))) per_image += wire::tensor_bytes(slot.spec);
   constexpr size_t kEnvelope = 4096;  // header, names, shapes and list pointers
   return kEnvelope + per_image * static_cast<size_t>(images);
 }
@@ -76,18 +63,9 @@ void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosit
   out.setPosition(position.offset);
   out.setImages(static_cast<uint32_t>(batch.batch_size));
   out.setSkippedCorrupt(static_cast<uint32_t>(batch.skipped_corrupt));
-  const auto slots = slots_of(batch);
-  auto tensors = out.initTensors(static_cast<unsigned>(slots.size()));
-  for (size_t i = 0; i < slots.size(); ++i) {
-    auto t = tensors[static_cast<unsigned>(i)];
-    t.setName(slots[i].name);
-    t.setDtype(slots[i].dtype);
-    auto shape = t.initShape(static_cast<unsigned>(slots[i].shape.size()));
-    for (size_t d = 0; d < slots[i].shape.size(); ++d)
-      shape.set(static_cast<unsigned>(d), slots[i].shape[d]);
-    auto bytes = t.initData(static_cast<unsigned>(slots[i].bytes));
-    if (slots[i].bytes > 0) std::memcpy(bytes.begin(), slots[i].data, slots[i].bytes);
-  }
+  std::vector<wire::TensorOut> tensors;
+  for (const auto& slot : slots_of(batch)) tensors.push_back({slot.spec, slot.data});
+  wire::write_tensors(tensors, out.initTensors(static_cast<unsigned>(tensors.size())));
 }
 
 std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::ViewOptions& views,
@@ -101,48 +79,14 @@ std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::Vie
   batch.allocate(views, expected_images);
   batch.skipped_corrupt = in.getSkippedCorrupt();
   const auto slots = slots_of(batch);
-  const auto tensors = in.getTensors();
-  if (tensors.size() != slots.size()) {
-    why = fmt::format("batch {}: {} tensors, expected {}", in.getBatchId(), tensors.size(),
-                      slots.size());
-    return std::nullopt;
-  }
-  std::map<std::string, wire::Tensor::Reader> by_name;
-  for (auto t : tensors) {
-    const std::string name = t.getName();
-    if (!by_name.emplace(name, t).second) {
-      why = fmt::format("batch {}: tensor \"{}\" appears twice", in.getBatchId(), name);
-      return std::nullopt;
-    }
-  }
-  for (const auto& slot : slots) {
-    const auto found = by_name.find(slot.name);
-    if (found == by_name.end()) {
-      why = fmt::format("batch {}: tensor \"{}\" is missing", in.getBatchId(), slot.name);
-      return std::nullopt;
-    }
-    const wire::Tensor::Reader t = found->second;
-    std::string problem;
-    const auto shape = t.getShape();
-    bool same_shape = shape.size() == slot.shape.size();
-    for (unsigned d = 0; same_shape && d < shape.size(); ++d)
-      same_shape = shape[d] == slot.shape[d];
-    if (t.getDtype() != slot.dtype) {
-      problem =
-          fmt::format("batch {}: tensor \"{}\" has dtype {}, expected {}", in.getBatchId(),
-                      slot.name, static_cast<int>(t.getDtype()), static_cast<int>(slot.dtype));
-    } else if (!same_shape) {
-      problem = fmt::format("batch {}: tensor \"{}\" has shape {}, expected [{}]", in.getBatchId(),
-                            slot.name, shape_text(shape), fmt::join(slot.shape, ", "));
-    } else if (t.getData().size() != slot.bytes) {
-      problem = fmt::format("batch {}: tensor \"{}\" holds {} bytes, its shape needs {}",
-                            in.getBatchId(), slot.name, t.getData().size(), slot.bytes);
-    }
-    if (!problem.empty()) {
-      why = std::move(problem);
-      return std::nullopt;
-    }
-    if (slot.bytes > 0) std::memcpy(slot.data, t.getData().begin(), slot.bytes);
+  std::vector<wire::TensorSpec> specs;
+  for (const auto& slot : slots) specs.push_back(slot.spec);
+  const auto data =
+      wire::read_tensors(in.getTensors(), specs, fmt::format("batch {}", in.getBatchId()), why);
+  if (!data) return std::nullopt;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const size_t bytes = wire::tensor_bytes(slots[i].spec);
+    if (bytes > 0) std::memcpy(slots[i].data, (*data)[i], bytes);
   }
   return batch;
 }

@@ -3,45 +3,33 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include <bit>
 #include <cstring>
-#include <map>
 #include <stdexcept>
 
+#include "schemas/tensors.h"
 #include "schemas/wire.h"
 
 namespace saccade::workers {
 
-static_assert(std::endian::native == std::endian::little,
-              "tensors travel little-endian and are copied as they lie in memory");
-
 namespace {
 
+// One tensor of a group: what it is and its torch type.
 struct Slot {
-  const char* name;
-  wire::DType dtype;
-  std::vector<int64_t> shape;
+  wire::TensorSpec spec;
   torch::ScalarType scalar;
 };
 
 // The tensors of one image's group, in wire order.
 std::vector<Slot> slots_of(const RolloutShape& s) {
   const int64_t T = s.steps, G = s.group;
-  return {{"states", wire::DType::FLOAT32, {T, G, s.n_state, s.width}, torch::kFloat32},
-          {"extent", wire::DType::FLOAT32, {2}, torch::kFloat32},
-          {"gazes", wire::DType::FLOAT32, {T, G, 2}, torch::kFloat32},
-          {"logProb", wire::DType::FLOAT32, {T, G}, torch::kFloat32},
-          {"rewards", wire::DType::FLOAT32, {T, G}, torch::kFloat32},
-          {"correct", wire::DType::UINT8, {T, G}, torch::kUInt8}};
-}
-
-size_t slot_bytes(const Slot& slot) {
-  size_t n = slot.dtype == wire::DType::UINT8 ? 1 : 4;
-  for (int64_t d : slot.shape) n *= static_cast<size_t>(d);
-  return n;
+  return {{{"states", wire::DType::FLOAT32, {T, G, s.n_state, s.width}}, torch::kFloat32},
+          {{"extent", wire::DType::FLOAT32, {2}}, torch::kFloat32},
+          {{"gazes", wire::DType::FLOAT32, {T, G, 2}}, torch::kFloat32},
+          {{"logProb", wire::DType::FLOAT32, {T, G}}, torch::kFloat32},
+          {{"rewards", wire::DType::FLOAT32, {T, G}}, torch::kFloat32},
+          {{"correct", wire::DType::UINT8, {T, G}}, torch::kUInt8}};
 }
 
 // The group of image `b` as contiguous CPU tensors, in slots_of's order.
@@ -63,26 +51,20 @@ void fill_group(const Traces& tr, int64_t image, int64_t G, wire::RolloutGroup::
   const RolloutShape shape{tr.states.size(0), G, tr.states.size(2), tr.states.size(3)};
   const std::vector<Slot> slots = slots_of(shape);
   const std::vector<torch::Tensor> values = group_tensors(tr, image, G);
-  auto tensors = out.initTensors(static_cast<unsigned>(slots.size()));
+  std::vector<torch::Tensor> contiguous;  // keeps the bytes alive while they are copied
+  std::vector<wire::TensorOut> tensors;
   for (size_t i = 0; i < slots.size(); ++i) {
-    const torch::Tensor v = values[i].to(torch::kCPU, slots[i].scalar).contiguous();
-    auto t = tensors[static_cast<unsigned>(i)];
-    t.setName(slots[i].name);
-    t.setDtype(slots[i].dtype);
-    auto dims = t.initShape(static_cast<unsigned>(slots[i].shape.size()));
-    for (size_t d = 0; d < slots[i].shape.size(); ++d)
-      dims.set(static_cast<unsigned>(d), slots[i].shape[d]);
-    const size_t bytes = slot_bytes(slots[i]);
-    auto data = t.initData(static_cast<unsigned>(bytes));
-    std::memcpy(data.begin(), v.data_ptr(), bytes);
+    contiguous.push_back(values[i].to(torch::kCPU, slots[i].scalar).contiguous());
+    tensors.push_back({slots[i].spec, contiguous.back().data_ptr()});
   }
+  wire::write_tensors(tensors, out.initTensors(static_cast<unsigned>(tensors.size())));
 }
 
 }  // namespace
 
 size_t rollout_group_bytes(const RolloutShape& shape) {
   size_t total = 0;
-  for (const Slot& slot : slots_of(shape)) total += slot_bytes(slot);
+  for (const Slot& slot : slots_of(shape)) total += wire::tensor_bytes(slot.spec);
   return total;
 }
 
@@ -94,46 +76,15 @@ void write_rollout_group(const Traces& traces, int64_t image, int64_t group,
 std::optional<Traces> read_rollout_group(wire::RolloutGroup::Reader in, const RolloutShape& shape,
                                          std::string& why) {
   const std::vector<Slot> slots = slots_of(shape);
-  const auto tensors = in.getTensors();
+  std::vector<wire::TensorSpec> specs;
+  for (const Slot& slot : slots) specs.push_back(slot.spec);
   const std::string image = fmt::format("rollout group of image {}", in.getImageId());
-  if (tensors.size() != slots.size()) {
-    why = fmt::format("{}: {} tensors, expected {}", image, tensors.size(), slots.size());
-    return std::nullopt;
-  }
-  std::map<std::string, wire::Tensor::Reader> by_name;
-  for (auto t : tensors) {
-    if (!by_name.emplace(std::string(t.getName()), t).second) {
-      why = fmt::format("{}: tensor \"{}\" appears twice", image, std::string(t.getName()));
-      return std::nullopt;
-    }
-  }
+  const auto data = wire::read_tensors(in.getTensors(), specs, image, why);
+  if (!data) return std::nullopt;
   std::vector<torch::Tensor> values;
-  for (const Slot& slot : slots) {
-    const auto found = by_name.find(slot.name);
-    if (found == by_name.end()) {
-      why = fmt::format("{}: tensor \"{}\" is missing", image, slot.name);
-      return std::nullopt;
-    }
-    const wire::Tensor::Reader t = found->second;
-    std::vector<int64_t> dims;
-    for (int64_t d : t.getShape()) dims.push_back(d);
-    std::string problem;
-    if (t.getDtype() != slot.dtype) {
-      problem = fmt::format("{}: tensor \"{}\" has dtype {}, expected {}", image, slot.name,
-                            static_cast<int>(t.getDtype()), static_cast<int>(slot.dtype));
-    } else if (dims != slot.shape) {
-      problem = fmt::format("{}: tensor \"{}\" has shape [{}], expected [{}]", image, slot.name,
-                            fmt::join(dims, ", "), fmt::join(slot.shape, ", "));
-    } else if (t.getData().size() != slot_bytes(slot)) {
-      problem = fmt::format("{}: tensor \"{}\" holds {} bytes, its shape needs {}", image,
-                            slot.name, t.getData().size(), slot_bytes(slot));
-    }
-    if (!problem.empty()) {
-      why = std::move(problem);
-      return std::nullopt;
-    }
-    torch::Tensor v = torch::empty(slot.shape, slot.scalar);
-    std::memcpy(v.data_ptr(), t.getData().begin(), slot_bytes(slot));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    torch::Tensor v = torch::empty(slots[i].spec.shape, slots[i].scalar);
+    std::memcpy(v.data_ptr(), (*data)[i], wire::tensor_bytes(slots[i].spec));
     values.push_back(std::move(v));
   }
   Traces tr;
