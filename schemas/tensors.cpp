@@ -40,7 +40,8 @@ void write_tensors(const std::vector<TensorOut>& tensors, capnp::List<Tensor>::B
     t.setName(spec.name);
     t.setDtype(spec.dtype);
     auto dims = t.initShape(static_cast<unsigned>(spec.shape.size()));
-    for (size_t d = 0; d < spec.shape.size(); ++d) dims.set(static_cast<unsigned>(d), spec.shape[d]);
+    for (size_t d = 0; d < spec.shape.size(); ++d)
+      dims.set(static_cast<unsigned>(d), spec.shape[d]);
     const size_t bytes = tensor_bytes(spec);
     auto data = t.initData(static_cast<unsigned>(bytes));
     if (bytes > 0) std::memcpy(data.begin(), tensors[i].data, bytes);
