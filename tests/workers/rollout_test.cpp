@@ -218,24 +218,27 @@ TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
 TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   auto dataset = std::make_shared<OneClassDataset>(5, /*noise=*/true);
   ServerThread live(dataset);
-  // An endpoint where nobody answers: a port that was free a moment ago.
-  std::string dead;
-  {
-    zmq::context_t ctx;
-    zmq::socket_t probe(ctx, zmq::socket_type::router);
-    probe.bind("tcp://127.0.0.1:*");
-    dead = probe.get(zmq::sockopt::last_endpoint);
-  }
-  RolloutClientOptions o = client_options({dead, live.server().endpoint()});
+  // An actor that takes requests and never answers.
+  zmq::context_t silent_context;
+  zmq::socket_t silent(silent_context, zmq::socket_type::router);
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  RolloutClientOptions o =
+      client_options({silent.get(zmq::sockopt::last_endpoint), live.server().endpoint()});
   o.request_timeout = std::chrono::milliseconds(300);
   RolloutClient client(o);
+  // Sockets are `immediate`: parts go only to connected actors. Let both
+  // connections come up, or the live actor may serve both parts before the
+  // silent one is ever asked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   model::FovealBackbone bb = small_backbone();
   const TaskHead head = seeded_head();
   LocalRollouts local(*bb, head, *dataset, small_views());
   model::GazePolicy pi = small_policy();
   const RolloutBatch batch = batch_of({0, 1, 2, 3}, 4, 3);
   expect_same_traces(client.run(*pi, batch), local.run(*pi, batch));
-  EXPECT_EQ(client.resent(), 1u);  // the dead actor's half, once
+  EXPECT_EQ(client.resent(), 1u);  // the silent actor's half, once
+  EXPECT_EQ(live.server().requests_served(), 2u);
 
   // Garbage, a request for weights the actor never got, an image out of range.
   zmq::context_t ctx;

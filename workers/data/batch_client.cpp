@@ -1,11 +1,8 @@
 #include "workers/data/batch_client.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <stdexcept>
-#include <tuple>
 
 #include "workers/data/batch_codec.h"
 #include "workers/data/data_options.h"
@@ -14,7 +11,6 @@ namespace saccade::workers {
 
 namespace {
 using Body = wire::Envelope::Body;
-constexpr int64_t kMaxWaitMs = 100;  // longest wait between calls of stopping()
 }  // namespace
 
 struct RemoteBatchSource::Request {
@@ -22,17 +18,7 @@ struct RemoteBatchSource::Request {
   std::vector<int64_t> indices;         // dataset index per image
   std::vector<uint64_t> seeds;          // view seed per image
   data::DataPosition after;             // the sampler's position after this batch
-  int actor = -1;                       // the data actor it waits on; -1: to send
-  int avoid = -1;                       // the actor that last failed it: another is preferred
   std::optional<data::SslBatch> batch;  // the answer, once it came
-};
-
-struct RemoteBatchSource::Actor {
-  std::string endpoint;
-  std::unique_ptr<zmq::socket_t> socket;  // owned; replaced when re-dialed
-  int in_flight = 0;                      // requests it holds
-  int64_t progress_ms = 0;                // its last answer, or when it last got work while idle
-  bool suspect = false;                   // timed out and silent since: one request at a time
 };
 
 RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
@@ -52,7 +38,7 @@ RemoteSourceOptions batch_source_options(const JobConfig& config, const control:
 }
 
 RemoteBatchSource::RemoteBatchSource(RemoteSourceOptions options, data::DataPosition start)
-    : options_(std::move(options)), sampler_(options_.shard), writer_(options_.sender) {
+    : options_(std::move(options)), sampler_(options_.shard) {
   if (options_.endpoints.empty())
     throw std::invalid_argument("remote batches: no data actor endpoint (learner peers)");
   if (options_.batch_size < 1) {
@@ -76,66 +62,30 @@ RemoteBatchSource::RemoteBatchSource(RemoteSourceOptions options, data::DataPosi
         options_.batch_size, frame, options_.expect.max_frame_bytes));
   }
   sampler_.seek(start);
-  for (const std::string& endpoint : options_.endpoints) {
-    auto actor = std::make_unique<Actor>();
-    actor->endpoint = endpoint;
-    dial(*actor);
-    actors_.push_back(std::move(actor));
-  }
+  client_ = std::make_unique<runtime::RequestClient>(
+      runtime::RequestClientOptions{options_.endpoints, options_.queue_depth,
+                                    options_.request_timeout, options_.security, options_.sender,
+                                    options_.expect, "data actor"},
+      static_cast<runtime::RequestProtocol&>(*this));
 }
 
 RemoteBatchSource::~RemoteBatchSource() = default;
 
-void RemoteBatchSource::dial(Actor& actor) {
-  actor.socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-  control::configure_client(*actor.socket, options_.security, "");
-  actor.socket->set(zmq::sockopt::linger, 0);  // unanswered requests are not worth a wait
-  if (options_.expect.max_frame_bytes > 0) {
-    actor.socket->set(zmq::sockopt::maxmsgsize,
-                      static_cast<int64_t>(options_.expect.max_frame_bytes));
-  }
-  actor.socket->connect(actor.endpoint);
-}
-
 std::optional<data::LoadedBatch> RemoteBatchSource::next(const std::function<bool()>& stopping) {
-  for (;;) {
-    if (stopping()) return std::nullopt;
-    const int64_t now = control::steady_ms();
-    refill();
-    dispatch(now);
-    if (pending_.front()->batch) {
-      std::unique_ptr<Request> done = std::move(pending_.front());
-      pending_.pop_front();
-      skipped_corrupt_ += static_cast<uint64_t>(done->batch->skipped_corrupt);
-      data::LoadedBatch loaded;
-      loaded.batch = std::make_unique<data::SslBatch>(std::move(*done->batch));
-      loaded.position = done->after;
-      return loaded;
-    }
-    // Wait for answers, for room to send (a connected actor), or the next deadline.
-    const bool to_send = std::any_of(pending_.begin(), pending_.end(),
-                                     [](const auto& r) { return r->actor < 0 && !r->batch; });
-    int64_t wait = kMaxWaitMs;
-    std::vector<zmq::pollitem_t> items;
-    for (const auto& a : actors_) {
-      const bool room = a->in_flight < (a->suspect ? 1 : options_.queue_depth);
-      items.push_back({a->socket->handle(), 0,
-                       static_cast<short>(ZMQ_POLLIN | (to_send && room ? ZMQ_POLLOUT : 0)), 0});
-      if (a->in_flight > 0)
-        wait = std::min(wait, a->progress_ms + options_.request_timeout.count() - now);
-    }
-    control::poll_interruptible(items.data(), items.size(),
-                                std::chrono::milliseconds(std::max<int64_t>(wait, 0)));
-    const int64_t after = control::steady_ms();
-    for (size_t i = 0; i < actors_.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) receive(i, after);
-    }
-    expire(after);
-  }
+  refill();
+  if (!client_->run_until([&] { return pending_.front()->batch.has_value(); }, stopping))
+    return std::nullopt;
+  std::unique_ptr<Request> done = std::move(pending_.front());
+  pending_.pop_front();
+  skipped_corrupt_ += static_cast<uint64_t>(done->batch->skipped_corrupt);
+  data::LoadedBatch loaded;
+  loaded.batch = std::make_unique<data::SslBatch>(std::move(*done->batch));
+  loaded.position = done->after;
+  return loaded;
 }
 
 void RemoteBatchSource::refill() {
-  const size_t window = actors_.size() * static_cast<size_t>(options_.queue_depth);
+  const size_t window = client_->peers() * static_cast<size_t>(options_.queue_depth);
   while (pending_.size() < window) {
     auto r = std::make_unique<Request>();
     r->id = next_id_++;
@@ -144,56 +94,20 @@ void RemoteBatchSource::refill() {
       r->indices.push_back(sampler_.next());
     }
     r->after = sampler_.position();
+    client_->submit(r->id);
     pending_.push_back(std::move(r));
   }
 }
 
-void RemoteBatchSource::dispatch(int64_t now) {
-  std::vector<bool> unreachable(actors_.size(), false);  // a send failed in this pass
-  bool waiting = false;
-  for (auto& r : pending_) {
-    if (r->actor >= 0 || r->batch) continue;
-    waiting = true;
-    for (;;) {
-      // The least loaded actor with room, trusted ones first, the one that failed r last.
-      int best = -1;
-      std::tuple<bool, bool, int> best_key{};
-      for (size_t i = 0; i < actors_.size(); ++i) {
-        const Actor& a = *actors_[i];
-        if (unreachable[i] || a.in_flight >= (a.suspect ? 1 : options_.queue_depth)) continue;
-        const std::tuple<bool, bool, int> key{a.suspect, static_cast<int>(i) == r->avoid,
-                                              a.in_flight};
-        if (best < 0 || key < best_key) {
-          best = static_cast<int>(i);
-          best_key = key;
-        }
-      }
-      if (best < 0) break;
-      Actor& a = *actors_[static_cast<size_t>(best)];
-      if (!send(a, *r)) {
-        unreachable[static_cast<size_t>(best)] = true;
-        continue;
-      }
-      if (a.in_flight++ == 0) a.progress_ms = now;
-      r->actor = best;
-      break;
-    }
-  }
-  const bool stuck = std::any_of(pending_.begin(), pending_.end(),
-                                 [](const auto& r) { return r->actor < 0 && !r->batch; });
-  if (!waiting || !stuck) {
-    unsendable_since_ms_ = -1;
-  } else if (unsendable_since_ms_ < 0) {
-    unsendable_since_ms_ = now;
-  } else if (now - unsendable_since_ms_ > options_.request_timeout.count()) {
-    spdlog::warn("no data actor of {} reachable for {} ms (down, or CURVE keys refused?)",
-                 fmt::join(options_.endpoints, ", "), now - unsendable_since_ms_);
-    unsendable_since_ms_ = now;  // warn again one timeout later
-  }
+RemoteBatchSource::Request* RemoteBatchSource::find(uint64_t id) {
+  if (pending_.empty() || id < pending_.front()->id || id - pending_.front()->id >= pending_.size())
+    return nullptr;
+  return pending_[static_cast<size_t>(id - pending_.front()->id)].get();
 }
 
-bool RemoteBatchSource::send(Actor& actor, const Request& request) {
-  zmq::message_t frame = writer_.make(0, [&](wire::Envelope::Builder env) {
+bool RemoteBatchSource::send(uint64_t id, size_t /*peer*/, runtime::PeerLink& link) {
+  const Request& request = *find(id);
+  return link.send([&](wire::Envelope::Builder env) {
     auto out = env.getBody().initBatchRequest();
     out.setBatchId(request.id);
     auto indices = out.initIndices(static_cast<unsigned>(request.indices.size()));
@@ -203,73 +117,26 @@ bool RemoteBatchSource::send(Actor& actor, const Request& request) {
       seeds.set(i, request.seeds[i]);
     }
   });
-  // Not connected (immediate): the request waits for this or another actor.
-  return actor.socket->send(frame, zmq::send_flags::dontwait).has_value();
 }
 
-void RemoteBatchSource::release(Request& request, int avoid) {
-  if (request.actor >= 0) --actors_[static_cast<size_t>(request.actor)]->in_flight;
-  request.actor = -1;
-  request.avoid = avoid;
-  ++resent_;
-}
-
-void RemoteBatchSource::receive(size_t index, int64_t now) {
-  Actor& actor = *actors_[index];
-  for (int n = 0; n < 64; ++n) {
-    wire::Received r =
-        wire::recv_message(*actor.socket, options_.expect, zmq::recv_flags::dontwait);
-    if (r.status == wire::RecvStatus::kNothing) return;
-    if (r.status == wire::RecvStatus::kRefused) {
-      drops_.refused(actor.endpoint, r.why);
-      continue;
-    }
-    const auto env = r.message->envelope();
-    if (r.message->kind() != Body::BATCH || env.getSender().getRole() != wire::Role::DATA) {
-      drops_.refused(actor.endpoint,
-                     fmt::format("a {} message from a {}; learners take only Batch from data "
-                                 "actors here",
-                                 wire::kind_name(r.message->kind()),
-                                 control::role_name(env.getSender().getRole())));
-      continue;
-    }
-    actor.progress_ms = now;  // it answers: alive
-    actor.suspect = false;
-    const auto in = env.getBody().getBatch();
-    const uint64_t id = in.getBatchId();
-    if (pending_.empty() || id < pending_.front()->id ||
-        id - pending_.front()->id >= pending_.size())
-      continue;  // stale: a batch already taken, or never asked for
-    Request& request = *pending_[static_cast<size_t>(id - pending_.front()->id)];
-    if (request.batch) continue;  // a duplicate of a re-sent request
-    std::string why;
-    std::optional<data::SslBatch> batch = read_batch(in, options_.views, options_.batch_size, why);
-    if (!batch) {
-      drops_.refused(actor.endpoint, why);
-      release(request, static_cast<int>(index));  // ask again, preferably elsewhere
-      continue;
-    }
-    request.batch = std::move(batch);
-    if (request.actor >= 0) --actors_[static_cast<size_t>(request.actor)]->in_flight;
-    request.actor = -1;
+runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, const wire::Message& message) {
+  using Kind = runtime::Answer::Kind;
+  const auto env = message.envelope();
+  if (message.kind() != Body::BATCH || env.getSender().getRole() != wire::Role::DATA) {
+    return {Kind::kIgnored, 0, "",
+            fmt::format("a {} message from a {}; learners take only Batch from data actors here",
+                        wire::kind_name(message.kind()),
+                        control::role_name(env.getSender().getRole()))};
   }
-}
-
-void RemoteBatchSource::expire(int64_t now) {
-  for (size_t i = 0; i < actors_.size(); ++i) {
-    Actor& a = *actors_[i];
-    if (a.in_flight == 0 || now - a.progress_ms <= options_.request_timeout.count()) continue;
-    spdlog::warn(
-        "data actor {} answered none of its {} request(s) for {} ms: re-dialing it, "
-        "they go to another",
-        a.endpoint, a.in_flight, now - a.progress_ms);
-    for (auto& r : pending_) {
-      if (r->actor == static_cast<int>(i)) release(*r, static_cast<int>(i));
-    }
-    a.in_flight = 0;
-    a.suspect = true;
-    dial(a);  // a fresh socket: no late answer of the old one is waited for
-  }
+  const auto in = env.getBody().getBatch();
+  Request* request = find(in.getBatchId());
+  // Stale (a batch already taken, or never asked for), or a duplicate of a re-sent request.
+  if (request == nullptr || request->batch) return {};
+  std::string why;
+  std::optional<data::SslBatch> batch = read_batch(in, options_.views, options_.batch_size, why);
+  if (!batch) return {Kind::kRetry, request->id, "came back malformed", why};
+  request->batch = std::move(batch);
+  return {Kind::kDone, request->id, "", ""};
 }
 
 }  // namespace saccade::workers

@@ -19,7 +19,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/config.h"
 #include "control/control.h"
@@ -28,6 +27,7 @@
 #include "dataloader/ssl_loader.h"
 #include "dataloader/views.h"
 #include "schemas/wire.h"
+#include "workers/runtime/request_client.h"
 
 namespace saccade::workers {
 
@@ -49,12 +49,12 @@ struct RemoteSourceOptions {
 RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
                                          data::ShardOptions shard, int64_t batch);
 
-class RemoteBatchSource {
+class RemoteBatchSource : private runtime::RequestProtocol {
  public:
   // Starts at `start` (a checkpoint's data position, or {0, 0}); connects but
   // sends nothing until next(). Throws std::invalid_argument naming a bad option.
   RemoteBatchSource(RemoteSourceOptions options, data::DataPosition start);
-  ~RemoteBatchSource();
+  ~RemoteBatchSource() override;
   RemoteBatchSource(const RemoteBatchSource&) = delete;
   RemoteBatchSource& operator=(const RemoteBatchSource&) = delete;
 
@@ -64,33 +64,24 @@ class RemoteBatchSource {
   // true (a drain), and the source may be asked again later.
   std::optional<data::LoadedBatch> next(const std::function<bool()>& stopping);
 
-  uint64_t resent() const { return resent_; }                    // requests sent again
+  uint64_t resent() const { return client_->resent(); }          // requests sent again
   uint64_t skipped_corrupt() const { return skipped_corrupt_; }  // corrupt images in batches taken
-  uint64_t dropped() const { return drops_.total(); }            // frames refused
+  uint64_t dropped() const { return client_->dropped(); }        // frames refused
 
  private:
   struct Request;  // a batch asked for, in batch order
-  struct Actor;    // one data actor's socket and load
 
   void refill();
-  void dispatch(int64_t now);
-  void receive(size_t actor, int64_t now);
-  void expire(int64_t now);
-  void dial(Actor& actor);
-  void release(Request& request, int avoid);  // back to "to send", away from `avoid`
-  bool send(Actor& actor, const Request& request);
+  Request* find(uint64_t id);  // nullptr: taken already, or never asked for
+  bool send(uint64_t id, size_t peer, runtime::PeerLink& link) override;
+  runtime::Answer accept(size_t peer, const wire::Message& message) override;
 
   RemoteSourceOptions options_;
-  data::ShardedSampler sampler_;  // positioned after the last batch requested
-  uint64_t next_id_ = 1;          // batch id of the next request made
-  zmq::context_t context_;        // owns the sockets' I/O; outlives actors_
-  std::vector<std::unique_ptr<Actor>> actors_;
-  std::deque<std::unique_ptr<Request>> pending_;  // consecutive ids; front is next()'s
-  control::EnvelopeWriter writer_;
-  control::DropLog drops_;
-  uint64_t resent_ = 0;
+  data::ShardedSampler sampler_;                    // positioned after the last batch requested
+  uint64_t next_id_ = 1;                            // batch id of the next request made
+  std::deque<std::unique_ptr<Request>> pending_;    // consecutive ids; front is next()'s
+  std::unique_ptr<runtime::RequestClient> client_;  // sockets and re-sends; borrows *this
   uint64_t skipped_corrupt_ = 0;
-  int64_t unsendable_since_ms_ = -1;  // requests waiting and no actor reachable, since then
 };
 
 }  // namespace saccade::workers

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -20,14 +19,7 @@ namespace saccade::workers {
 
 namespace {
 
-// The socket file of an ipc:// endpoint (what follows the scheme).
-std::string ipc_socket_path(const std::string& endpoint) {
-  return endpoint.substr(endpoint.find("://") + 3);
-}
-
 using Body = wire::Envelope::Body;
-
-constexpr int64_t kPollMs = 50;  // idle wait between calls of stopping()
 
 // Runs fn(0) .. fn(n-1) on `threads` threads, the caller's among them, and
 // waits for all; rethrows the first error. Workers sleep between rounds.
@@ -116,40 +108,19 @@ class SlotPool {
 }  // namespace
 
 struct BatchServer::Impl {
-  Impl(std::shared_ptr<const data::Dataset> ds, data::ViewOptions v, BatchServerOptions o)
-      : dataset(std::move(ds)),
-        views(std::move(v)),
-        options(std::move(o)),
-        router(context, zmq::socket_type::router),
-        writer(options.sender),
-        pool(std::max(1, options.threads)) {}
-  // Closes the socket first, then removes its ipc socket file (libzmq may leave it).
-  ~Impl() {
-    router.close();
-    if (bound_local.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove(ipc_socket_path(bound_local), ignored);
-  }
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
+  Impl(std::shared_ptr<const data::Dataset> ds, data::ViewOptions v, int threads)
+      : dataset(std::move(ds)), views(std::move(v)), pool(std::max(1, threads)) {}
 
   std::shared_ptr<const data::Dataset> dataset;  // shared with the caller
   data::ViewOptions views;
-  BatchServerOptions options;
   int64_t max_images = 0;  // the largest request whose answer fits a frame
-  zmq::context_t context;  // own context: its ZAP handler is this server's
-  std::optional<control::ZapHandler> zap;
-  zmq::socket_t router;
-  std::string bound;
-  std::string bound_local;  // ipc:// endpoint, "" when none
-  control::EnvelopeWriter writer;
-  control::DropLog drops;
   SlotPool pool;
+  std::optional<runtime::RequestServer> server;  // bound once the options are checked
 };
 
 BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::ViewOptions views,
                          BatchServerOptions options)
-    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(views), std::move(options))) {
+    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(views), options.threads)) {
   Impl& s = *impl_;
   s.views.validate();
   if (s.dataset->channels() != s.views.channels) {
@@ -158,7 +129,7 @@ BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::Vie
                     s.dataset->channels(), s.views.channels));
   }
   const size_t limit =
-      s.options.expect.max_frame_bytes > 0 ? s.options.expect.max_frame_bytes : size_t{1} << 31;
+      options.expect.max_frame_bytes > 0 ? options.expect.max_frame_bytes : size_t{1} << 31;
   const size_t envelope = batch_frame_bytes(s.views, 0);
   const size_t per_image = batch_frame_bytes(s.views, 1) - envelope;
   s.max_images = limit > envelope ? static_cast<int64_t>((limit - envelope) / per_image) : 0;
@@ -167,75 +138,47 @@ BatchServer::BatchServer(std::shared_ptr<const data::Dataset> dataset, data::Vie
         "cluster.max_message_bytes: {} bytes cannot carry the views of one image ({} bytes)", limit,
         per_image + envelope));
   }
-  if (s.options.security.curve) s.zap.emplace(s.context, s.options.security.client.public_key);
-  control::configure_server(s.router, s.options.security);
-  if (s.options.expect.max_frame_bytes > 0) {
-    s.router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(s.options.expect.max_frame_bytes));
-  }
-  s.bound = control::bind_router(s.router, s.options.endpoint);
-  if (!s.options.local_endpoint.empty()) {
-    // libzmq replaces a socket file left by a dead predecessor; the folder must exist.
-    std::filesystem::create_directories(
-        std::filesystem::path(ipc_socket_path(s.options.local_endpoint)).parent_path());
-    s.router.bind(s.options.local_endpoint);
-    s.bound_local = s.options.local_endpoint;
-  }
+  s.server.emplace(options);
   spdlog::info(
       "data actor serving {} images on {}{}{} (CURVE {}, {} thread(s), at most {} images "
       "per request)",
-      s.dataset->size(), s.bound, s.bound_local.empty() ? "" : " and ", s.bound_local,
-      s.options.security.curve ? "on" : "off", s.options.threads, s.max_images);
+      s.dataset->size(), s.server->endpoint(), s.server->local_endpoint().empty() ? "" : " and ",
+      s.server->local_endpoint(), options.security.curve ? "on" : "off", options.threads,
+      s.max_images);
 }
 
 BatchServer::~BatchServer() = default;
 
 std::string BatchServer::endpoint() const {
-  return impl_->bound;
+  return impl_->server->endpoint();
 }
 
 std::string BatchServer::local_endpoint() const {
-  return impl_->bound_local;
+  return impl_->server->local_endpoint();
+}
+
+uint64_t BatchServer::dropped() const {
+  return impl_->server->dropped();
 }
 
 void BatchServer::serve(const std::function<bool()>& stopping) {
   Impl& s = *impl_;
-  auto refuse = [&](const std::string& from, const std::string& why) {
-    ++dropped_;
-    s.drops.refused(from, why);
-  };
-  while (!stopping()) {
-    std::vector<zmq::pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}};
-    if (s.zap) items.push_back({s.zap->socket().handle(), 0, ZMQ_POLLIN, 0});
-    control::poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
-    if (s.zap && (items[1].revents & ZMQ_POLLIN)) s.zap->handle_one();
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
-
-    // One message per turn, so stopping() is asked between requests.
-    std::optional<control::RoutedFrame> routed = control::recv_routed(s.router, s.options.expect);
-    if (!routed) continue;
-    zmq::message_t& identity = routed->identity;
-    wire::Received& r = routed->received;
-    if (r.status != wire::RecvStatus::kOk) {
-      refuse(routed->from, r.why);
-      continue;
+  s.server->serve(stopping, [&](runtime::Exchange& ex) {
+    if (ex.message().kind() != Body::BATCH_REQUEST) {
+      ex.refuse(fmt::format("a {} message; data actors take only BatchRequest",
+                            wire::kind_name(ex.message().kind())));
+      return;
     }
-    const auto env = r.message->envelope();
-    const std::string sender = fmt::format("{} {}", control::role_name(env.getSender().getRole()),
-                                           env.getSender().getRank());
-    if (r.message->kind() != Body::BATCH_REQUEST) {
-      refuse(sender, fmt::format("a {} message; data actors take only BatchRequest",
-                                 wire::kind_name(r.message->kind())));
-      continue;
-    }
-    const auto request = env.getBody().getBatchRequest();
+    const auto request = ex.envelope().getBody().getBatchRequest();
     const auto indices = request.getIndices();
     const auto seeds = request.getSeeds();
     const int64_t n = indices.size();
     if (n < 1 || n > s.max_images || seeds.size() != indices.size()) {
-      refuse(sender, fmt::format("a request of {} images with {} seeds (batch {}; 1 .. {} "
-                                 "images, one seed each)",
-                                 n, seeds.size(), request.getBatchId(), s.max_images));
-      continue;
+      ex.refuse(
+          fmt::format("a request of {} images with {} seeds (batch {}; 1 .. {} "
+                      "images, one seed each)",
+                      n, seeds.size(), request.getBatchId(), s.max_images));
+      return;
     }
     const int64_t size = s.dataset->size();
     std::optional<int64_t> bad;
@@ -243,9 +186,9 @@ void BatchServer::serve(const std::function<bool()>& stopping) {
       if (i < 0 || i >= size) bad = i;
     }
     if (bad) {
-      refuse(sender, fmt::format("an index outside the dataset's [0, {}): {} (batch {})", size,
-                                 *bad, request.getBatchId()));
-      continue;
+      ex.refuse(fmt::format("an index outside the dataset's [0, {}): {} (batch {})", size, *bad,
+                            request.getBatchId()));
+      return;
     }
 
     data::SslBatch batch;
@@ -265,16 +208,13 @@ void BatchServer::serve(const std::function<bool()>& stopping) {
     });
     batch.skipped_corrupt = skipped.load();
     // The data position is the learner's: it is not known here.
-    zmq::message_t reply = s.writer.make(0, [&](wire::Envelope::Builder out) {
+    const bool sent = ex.reply([&](wire::Envelope::Builder out) {
       write_batch(batch, request.getBatchId(), {-1, -1}, out.getBody().initBatch());
     });
-    const bool sent =
-        s.router.send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
-        s.router.send(reply, zmq::send_flags::dontwait).has_value();
-    if (!sent) spdlog::warn("could not answer request {} of {}", request.getBatchId(), sender);
+    if (!sent) spdlog::warn("could not answer request {} of {}", request.getBatchId(), ex.sender());
     ++batches_;
     images_ += static_cast<uint64_t>(n);
-  }
+  });
 }
 
 namespace {

@@ -20,16 +20,12 @@
 #include "dataloader/views.h"
 #include "schemas/wire.h"
 #include "workers/runtime/actor_runtime.h"
+#include "workers/runtime/request_server.h"
 
 namespace saccade::workers {
 
-struct BatchServerOptions {
-  std::string endpoint;        // where the ROUTER binds (tcp://HOST:PORT; port * picks one)
-  std::string local_endpoint;  // also bound when set: ipc://PATH for learners on this node
-  control::Security security;  // CURVE server (the job's server key pair) when on
-  wire::SenderInfo sender;     // this actor in the envelopes it sends (role DATA)
-  wire::Expect expect;         // job id and frame size limit of what it accepts
-  int threads = 1;             // view-cutting threads (data.loader_threads)
+struct BatchServerOptions : runtime::RequestServerOptions {  // sender's role: DATA
+  int threads = 1;  // view-cutting threads (data.loader_threads)
 };
 
 // The serving loop of a data actor, usable without the actor runtime (tests).
@@ -52,14 +48,13 @@ class BatchServer {
   std::string local_endpoint() const;  // the bound ipc:// endpoint, "" when none
   uint64_t batches_served() const { return batches_.load(); }
   uint64_t images_served() const { return images_.load(); }
-  uint64_t dropped() const { return dropped_.load(); }  // frames and requests refused
+  uint64_t dropped() const;  // frames and requests refused
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;  // sockets, pool and dataset: owned
+  std::unique_ptr<Impl> impl_;  // server, pool and dataset: owned
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> images_{0};
-  std::atomic<uint64_t> dropped_{0};
 };
 
 // The DATA role body: loads the training split (dataset_spec(config, false)),

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "schemas/wire.h"
 #include "workers/policy/rollout_codec.h"
 #include "workers/policy/rollout_source.h"
+#include "workers/runtime/request_client.h"
 
 namespace saccade::workers {
 
@@ -33,7 +35,7 @@ struct RolloutClientOptions {
   std::function<bool()> stopping;                    // a drain: run() throws; may be empty
 };
 
-class RolloutClient : public RolloutSource {
+class RolloutClient : public RolloutSource, private runtime::RequestProtocol {
  public:
   // Connects to every endpoint. Throws std::invalid_argument naming a bad option.
   explicit RolloutClient(RolloutClientOptions options);
@@ -41,26 +43,26 @@ class RolloutClient : public RolloutSource {
 
   Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
 
-  uint64_t resent() const { return resent_; }    // parts sent again (timeout or refusal)
-  uint64_t dropped() const { return dropped_; }  // frames and groups refused
+  uint64_t resent() const { return client_->resent(); }    // parts sent again (timeout or refusal)
+  uint64_t dropped() const { return client_->dropped(); }  // frames and groups refused
 
  private:
-  struct Actor;  // one rollout actor's socket and the policy version it holds
-  struct Part;   // consecutive images of a batch given to one actor
+  struct Part;  // consecutive images of a batch, one request
 
-  void dial(Actor& actor);
-  // Sends `part` to its actor (with the weights first when that actor lacks
-  // them); false when the connection is not up yet.
-  bool send_part(Part& part, const RolloutBatch& batch, const std::string& weights);
+  Part* find(uint64_t id);  // a part of the batch in flight; nullptr when none
+  bool send(uint64_t id, size_t peer, runtime::PeerLink& link) override;
+  runtime::Answer accept(size_t peer, const wire::Message& message) override;
+  void redialed(size_t peer) override;
 
   RolloutClientOptions options_;
-  zmq::context_t context_;  // owns the sockets' I/O; outlives actors_
-  std::vector<std::unique_ptr<Actor>> actors_;
-  control::EnvelopeWriter writer_;
-  control::DropLog drops_;
-  uint64_t next_request_ = 1;
-  uint64_t resent_ = 0;
-  uint64_t dropped_ = 0;
+  std::vector<std::optional<uint64_t>> versions_;  // per actor: the policy version it was sent
+  // The batch in flight (run()'s): its parts, their request ids from first_id_ on.
+  const RolloutBatch* batch_ = nullptr;
+  const std::string* weights_ = nullptr;  // its policy as safetensors, "" for random gazes
+  std::vector<Part> parts_;
+  uint64_t first_id_ = 0;
+  uint64_t next_id_ = 1;                            // request id of the next part made
+  std::unique_ptr<runtime::RequestClient> client_;  // sockets and re-sends; borrows *this
 };
 
 }  // namespace saccade::workers

@@ -16,21 +16,17 @@
 #include <memory>
 #include <string>
 
-#include "control/control.h"
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "model/options.h"
 #include "schemas/wire.h"
 #include "workers/policy/gaze_traces.h"
+#include "workers/runtime/request_server.h"
 
 namespace saccade::workers {
 
-struct RolloutServerOptions {
-  std::string endpoint;        // where the ROUTER binds (tcp://HOST:PORT; port * picks one)
-  control::Security security;  // CURVE server (the job's server key pair) when on
-  wire::SenderInfo sender;     // this actor in the envelopes it sends (role ROLLOUT)
-  wire::Expect expect;         // job id and frame size limit of what it accepts
-  int threads = 1;             // glimpse-cutting threads
+struct RolloutServerOptions : runtime::RequestServerOptions {  // sender's role: ROLLOUT
+  int threads = 1;                                             // glimpse-cutting threads
 };
 
 class RolloutServer {
@@ -52,14 +48,15 @@ class RolloutServer {
   std::string endpoint() const;  // the bound endpoint, wildcard port resolved
   uint64_t requests_served() const { return requests_.load(); }
   uint64_t traces_served() const { return traces_.load(); }
-  uint64_t dropped() const { return dropped_.load(); }  // frames and requests refused
+  uint64_t dropped() const;  // frames and requests refused
 
  private:
+  void handle(runtime::Exchange& exchange);  // one Weights or RolloutRequest
+
   struct Impl;
-  std::unique_ptr<Impl> impl_;  // socket, policy and dataset: owned
+  std::unique_ptr<Impl> impl_;  // server, policy and dataset: owned
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> traces_{0};
-  std::atomic<uint64_t> dropped_{0};
 };
 
 }  // namespace saccade::workers
