@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "dataloader/random.h"
+#include "tests/dataloader/small_views.h"
 
 namespace saccade::data {
 namespace {
@@ -41,25 +42,7 @@ class GeneratedDataset : public Dataset {
 };
 
 ViewOptions options() {
-  ViewOptions o;
-  o.patch_size = 4;
-  o.channels = 3;
-  o.multizoom = 3;
-  o.zoom_max = 3.0f;
-  o.fovea_grid = 2;
-  o.fovea_zoom_min = 2.0f;
-  o.fovea_zoom_max = 3.0f;
-  o.glimpses = 2;
-  o.global_grid = 4;
-  o.global_scale_min = 0.32f;
-  o.global_scale_max = 1.0f;
-  o.local_grid = 2;
-  o.local_views = 2;
-  o.local_scale_min = 0.05f;
-  o.local_scale_max = 0.32f;
-  o.pixel_mean = {0.5f};
-  o.pixel_std = {0.25f};
-  return o;
+  return testing::small_views();
 }
 
 std::vector<LoadedBatch> take(std::shared_ptr<const Dataset> ds, int threads, int depth,

@@ -15,6 +15,8 @@ namespace saccade::workers {
 namespace {
 using Body = wire::Envelope::Body;
 constexpr int kMaxRefusals = 3;  // a part refused this often by one actor is an error
+// Longest wait of the first batch for every actor's connection.
+constexpr std::chrono::milliseconds kConnectGrace{10000};
 
 wire::GazeSource to_wire(GazeSource source) {
   switch (source) {
@@ -164,6 +166,14 @@ Traces RolloutClient::run(model::GazePolicyImpl& policy, const RolloutBatch& bat
           "cluster.max_message_bytes: the policy's {} bytes of weights do not fit a frame of {}",
           weights.size(), options_.expect.max_frame_bytes));
   }
+  auto stopping = [&] { return options_.stopping && options_.stopping(); };
+  if (!warmed_up_) {
+    // Actors of a starting job come up at different times: give the late ones a moment.
+    warmed_up_ = true;
+    if (!client_->wait_connected(
+            std::min<std::chrono::milliseconds>(options_.request_timeout, kConnectGrace), stopping))
+      spdlog::warn("rollouts: not every rollout actor is reachable yet; starting without it");
+  }
   client_->clear();  // what an interrupted run() left unanswered
   batch_ = &batch;
   weights_ = &weights;
@@ -180,7 +190,6 @@ Traces RolloutClient::run(model::GazePolicyImpl& policy, const RolloutBatch& bat
     return std::all_of(parts_.begin(), parts_.end(),
                        [](const Part& p) { return p.received == p.count; });
   };
-  auto stopping = [&] { return options_.stopping && options_.stopping(); };
   const bool finished = client_->run_until(all_done, stopping);
   batch_ = nullptr;
   weights_ = nullptr;

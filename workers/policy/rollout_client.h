@@ -61,7 +61,8 @@ class RolloutClient : public RolloutSource, private runtime::RequestProtocol {
   const std::string* weights_ = nullptr;  // its policy as safetensors, "" for random gazes
   std::vector<Part> parts_;
   uint64_t first_id_ = 0;
-  uint64_t next_id_ = 1;                            // request id of the next part made
+  uint64_t next_id_ = 1;    // request id of the next part made
+  bool warmed_up_ = false;  // the first batch waited for the actors\' connections
   std::unique_ptr<runtime::RequestClient> client_;  // sockets and re-sends; borrows *this
 };
 

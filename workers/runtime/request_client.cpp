@@ -73,6 +73,30 @@ void RequestClient::submit(uint64_t id) {
     throw std::logic_error(fmt::format("request {} submitted twice", id));
 }
 
+bool RequestClient::wait_connected(std::chrono::milliseconds limit,
+                                   const std::function<bool()>& stopping) {
+  const int64_t deadline = control::steady_ms() + limit.count();
+  std::vector<bool> up(peers_.size(), false);
+  for (;;) {
+    std::vector<zmq::pollitem_t> items;
+    std::vector<size_t> waiting;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (up[i]) continue;
+      items.push_back({peers_[i]->socket->handle(), 0, ZMQ_POLLOUT, 0});
+      waiting.push_back(i);
+    }
+    if (items.empty()) return true;
+    const int64_t left = deadline - control::steady_ms();
+    if (left <= 0 || stopping()) return false;
+    // `immediate` sockets are writable only once their connection is up.
+    control::poll_interruptible(items.data(), items.size(),
+                                std::chrono::milliseconds(std::min(left, kMaxWaitMs)));
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (items[k].revents & ZMQ_POLLOUT) up[waiting[k]] = true;
+    }
+  }
+}
+
 void RequestClient::clear() {
   requests_.clear();
   for (auto& p : peers_) p->in_flight = 0;

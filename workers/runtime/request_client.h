@@ -86,6 +86,10 @@ class RequestClient {
 
   // Queues request `id` (unique among unfinished ones) for sending.
   void submit(uint64_t id);
+  // Waits until every peer's connection is up (true), or `limit` passed or
+  // `stopping()` (false): at a job's start the first requests then spread over
+  // all peers instead of going to whichever connected first.
+  bool wait_connected(std::chrono::milliseconds limit, const std::function<bool()>& stopping);
   // Forgets every unfinished request (an aborted batch); late answers are stale.
   void clear();
   // Sends, receives and re-sends until `done()` is true (true) or `stopping()`
