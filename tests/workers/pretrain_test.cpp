@@ -275,6 +275,18 @@ TEST(SslTrainer, LearnsWithoutCollapse) {
   }
   EXPECT_DOUBLE_EQ(stats[0].lr, 0.0);  // warmup starts at zero
   EXPECT_GT(stats[15].lr, stats[5].lr);
+  // The step's time by phase: each measured, and together the step's wall time.
+  for (const StepStats& s : stats) {
+    const StepPhases& p = s.phases;
+    EXPECT_GT(p.teacher, 0);
+    EXPECT_GT(p.student, 0);
+    EXPECT_GT(p.backward, 0);
+    EXPECT_GT(p.update, 0);
+    EXPECT_GE(p.loss, 0);
+    EXPECT_GE(p.other, 0);
+    EXPECT_NEAR(p.teacher + p.student + p.loss + p.backward + p.update + p.other, s.seconds,
+                1e-3 + 0.01 * s.seconds);
+  }
 }
 
 // The labelled baseline (ssl.objective = "supervised"): the same trainer with

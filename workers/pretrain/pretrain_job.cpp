@@ -149,12 +149,24 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     result.backbone_path = (work_dir / "backbone.safetensors").string();
     std::ofstream(result.backbone_path, std::ios::binary) << trainer.export_backbone();
   }
+  const int64_t steps_run = std::max<int64_t>(1, result.steps - result.first_step);
+  const StepPhases& p = loop.phases;
+  result.step_phases = {p.teacher / steps_run,  p.student / steps_run, p.loss / steps_run,
+                        p.backward / steps_run, p.update / steps_run,  p.other / steps_run};
   spdlog::info(
       "pretrain: {} steps, {:.1f} images/s, data preparation {:.0f}% of compute, trainer waited "
       "{:.0f}% "
       "of the time, {} corrupt image(s) skipped",
       result.steps - result.first_step, result.images_per_second, 100 * result.data_share,
       100 * result.stall_share, dataset->stats().skipped_corrupt());
+  const double total = std::max(1e-9, loop.step_seconds);
+  spdlog::info(
+      "pretrain: step time {:.0f} ms: teacher forward {:.0f}%, student forward {:.0f}%, loss "
+      "{:.0f}%, backward {:.0f}%, update {:.0f}%, other {:.0f}%",
+      1000 * loop.step_seconds / steps_run, 100 * p.teacher / total, 100 * p.student / total,
+      100 * p.loss / total, 100 * p.backward / total, 100 * p.update / total,
+      100 * p.other / total);
+
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/config.h"
+#include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::workers {
 
@@ -26,6 +27,7 @@ struct PretrainResult {
   double images_per_second = 0;
   double data_share = 0;      // loader thread time / (loader thread time + step time)
   double stall_share = 0;     // time the trainer waited for data / wall time
+  StepPhases step_phases;     // mean seconds per step by phase
   bool stopped = false;       // ended by `stop`, after a checkpoint
   std::string checkpoint_db;  // where checkpoints went
   std::string backbone_path;  // exported safetensors ("" when stopped early)

@@ -174,7 +174,23 @@ std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
           {"target_entropy", s.target_entropy},
           {"target_entropy_ratio", s.target_entropy_ratio},
           {"prototypes_used", static_cast<double>(s.prototypes_used)},
-          {"step_seconds", s.seconds}};
+          {"step_seconds", s.seconds},
+          {"seconds_teacher", s.phases.teacher},
+          {"seconds_student", s.phases.student},
+          {"seconds_loss", s.phases.loss},
+          {"seconds_backward", s.phases.backward},
+          {"seconds_update", s.phases.update},
+          {"seconds_other", s.phases.other}};
+}
+
+StepPhases& StepPhases::operator+=(const StepPhases& o) {
+  teacher += o.teacher;
+  student += o.student;
+  loss += o.loss;
+  backward += o.backward;
+  update += o.update;
+  other += o.other;
+  return *this;
 }
 
 SslTrainer::SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce, int world_size)
@@ -213,6 +229,17 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   // 2. Student: global, local views (one batched step), every step of its sequential view.
   // Forward passes run under autocast (bf16 when configured); the objective casts the
   // logits to fp32, so Sinkhorn-Knopp, the softmaxes and the loss are always fp32.
+  StepStats stats;
+  // Seconds since the last lap (the device synchronised first on CUDA).
+  auto last = std::chrono::steady_clock::now();
+  auto lap = [&] {
+    if (m.device.is_cuda()) torch::cuda::synchronize(m.device.index());
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    last = now;
+    return seconds;
+  };
+  stats.phases.other = lap();
   torch::Tensor teacher_global, teacher_final;
   ssl::StudentOutputs student;
   {
@@ -223,6 +250,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
           m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
       teacher_final = m.run_sequence(m.teacher, tseq, B, /*all_steps=*/false).back();
     }
+    stats.phases.teacher = lap();
     const model::StepOutput sg_out = m.student->backbone->step(sg.patches, sg.positions);
     student.global = m.student->head->forward(sg_out.state.select(1, 0));
     student.global_token = sg_out.state.select(1, 0);
@@ -235,6 +263,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     }
     student.sequential = torch::stack(m.run_sequence(m.student, sseq, B, /*all_steps=*/true));
   }
+  stats.phases.student = lap();
   torch::Tensor targets;
   {
     torch::NoGradGuard no_grad;
@@ -242,13 +271,14 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
                                    : ssl::teacher_targets(teacher_global, teacher_final, objective);
   }
   const ssl::LossParts parts = ssl::sequential_to_global_loss(targets, student, objective);
+  stats.phases.loss = lap();
 
   // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.
   m.optimizer->zero_grad();
   parts.loss.backward();
+  stats.phases.backward = lap();
   m.average_gradients();
   if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
-  StepStats stats;
   stats.grad_norm = ssl::clip_grad_norm(m.student_params, m.options.clip_grad);
   {
     std::lock_guard lock(m.state_mutex);
@@ -257,6 +287,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
     stats.step = m.step++;
   }
+  stats.phases.update = lap();
   const ssl::TargetStats target_stats = ssl::target_stats(targets);
   stats.loss = parts.loss.item<double>();
   stats.dino = parts.dino.item<double>();
@@ -272,6 +303,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   stats.target_entropy_ratio =
       target_stats.mean_entropy / std::log(static_cast<double>(m.options.head.n_prototypes));
   stats.prototypes_used = target_stats.prototypes_used;
+  stats.phases.other += lap();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

@@ -52,6 +52,18 @@ TrainerOptions trainer_options(const JobConfig& config, int64_t steps_per_epoch,
 // Sums a tensor in place over all learners; empty in one process.
 using AllReduceSum = std::function<void(at::Tensor&)>;
 
+// Where a step's wall time went (seconds). On a CUDA device each phase ends
+// with a synchronisation, so the figures are the device's, not launch times.
+struct StepPhases {
+  double teacher = 0;   // teacher forward: global view and its sequential view
+  double student = 0;   // student forward: global, local and sequential views
+  double loss = 0;      // targets (centring or Sinkhorn-Knopp) and the loss
+  double backward = 0;  // autograd
+  double update = 0;    // gradient all-reduce, clipping, AdamW, EMA teacher
+  double other = 0;     // views to tensors, statistics
+  StepPhases& operator+=(const StepPhases& o);
+};
+
 // What one step did, for progress, metrics and tests.
 struct StepStats {
   int64_t step = 0;  // the step just taken (0-based)
@@ -63,6 +75,7 @@ struct StepStats {
   double target_entropy_ratio = 0;  // target_entropy / ln K: 1 = uniform targets
   int64_t prototypes_used = 0;      // distinct argmax prototypes over the targets
   double seconds = 0;               // wall time of the step
+  StepPhases phases;                // that wall time by phase
 };
 
 // A step's figures as named metrics (metrics.jsonl, the learner's reports).

@@ -33,6 +33,7 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
     result.position = loaded->position;
     result.prep_seconds += loaded->prep_seconds;
     result.step_seconds += s.seconds;
+    result.phases += s.phases;
     result.images += options.batch_images;
     result.final_loss = s.loss;
     StepMetrics metrics = step_metrics(s);

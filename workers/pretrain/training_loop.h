@@ -51,6 +51,7 @@ struct TrainingLoopResult {
   double wall_seconds = 0;
   double prep_seconds = 0;   // data preparation reported by the batches
   double step_seconds = 0;   // inside train_step
+  StepPhases phases;         // step_seconds by phase
   double stall_seconds = 0;  // waiting for the next batch
   double final_loss = 0;
   data::DataPosition position;  // after the last step taken
