@@ -184,11 +184,12 @@ struct PolicyConfig {
   double std_start{};
   double std_end{};
   int64_t epochs{};
-  int64_t batch_size{};            // images per rollout batch
-  int64_t updates{};               // gradient steps per rollout batch
-  int64_t keep_rollout_batches{};  // in work_dir/rollouts.db; 0 = all
-  int64_t rollout_timeout_ms{};    // a rollout actor's silence before its part goes elsewhere
-  std::string input_dir;           // probe head and checkpoints; "" = job.work_dir
+  int64_t batch_size{};                // images per rollout batch
+  int64_t updates{};                   // gradient steps per rollout batch
+  int64_t keep_rollout_batches{};      // in work_dir/rollouts.db; 0 = all
+  int64_t rollout_timeout_ms{};        // a rollout actor's silence before its part goes elsewhere
+  int64_t checkpoint_every_batches{};  // the policy learner's checkpoint cadence
+  std::string input_dir;               // probe head and checkpoints; "" = job.work_dir
 };
 
 struct EvalConfig {

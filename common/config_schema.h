@@ -335,6 +335,9 @@ void describe(V& v, PolicyConfig& c) {
             "Rollout batches the policy learner keeps in job.work_dir/rollouts.db (0 = all).");
   v.integer("rollout_timeout_ms", c.rollout_timeout_ms, 60000, 1, int64_t{1} << 40,
             "Silence of a rollout actor before the policy learner sends its images to another.");
+  v.integer("checkpoint_every_batches", c.checkpoint_every_batches, 50, 1, int64_t{1} << 40,
+            "Rollout batches between the policy learner's checkpoints (policy and AdamW state, "
+            "committed by the coordinator); a killed policy learner resumes from the last one.");
   v.text("input_dir", c.input_dir, "",
          "Folder holding probe_head.safetensors and the checkpoints it names (coordinator.db or "
          "checkpoints.db), on the coordinator's node: its actors get them from the coordinator; "

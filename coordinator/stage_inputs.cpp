@@ -35,7 +35,7 @@ StageInputs::StageInputs(const JobConfig& config, const storage::CheckpointStore
 
 std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
                                                   const std::vector<std::string>& names) {
-  std::vector<std::string> tried;
+  std::vector<std::string> tried, lacking;
   for (const char* name : {"coordinator.db", "checkpoints.db"}) {
     const fs::path path = dir_ / name;
     std::error_code ec;
@@ -54,8 +54,24 @@ std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
     }
     const auto info = step < 0 ? store->latest() : store->info(step);
     if (!info) continue;
+    // The job's own database also holds its own stage's checkpoints (a policy
+    // learner's step 4 beside pretraining's step 4): an input has the blobs asked for.
+    std::vector<std::string> missing;
+    for (const std::string& blob : names) {
+      bool found = false;
+      for (const storage::BlobInfo& b : info->blobs) found = found || b.name == blob;
+      if (!found) missing.push_back(blob);
+    }
+    if (!missing.empty()) {
+      lacking.push_back(fmt::format("{} (checkpoint {} has no {})", path.string(), info->step,
+                                    fmt::join(missing, ", ")));
+      continue;
+    }
     return {info->step, read_blobs(*store, info->step, names)};
   }
+  if (!lacking.empty())
+    throw std::runtime_error(
+        fmt::format("no input checkpoint with the blobs asked for: {}", fmt::join(lacking, "; ")));
   if (tried.empty())
     throw std::runtime_error(fmt::format(
         "no checkpoints in the stage's input folder {} (coordinator.db or checkpoints.db)",

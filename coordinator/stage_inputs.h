@@ -34,8 +34,10 @@ class StageInputs {
   StageInputs(const StageInputs&) = delete;
   StageInputs& operator=(const StageInputs&) = delete;
 
-  // Checkpoint `step` (-1: the newest) of the first input store that has it,
-  // only the blobs `names` (empty: all). Throws std::runtime_error naming the
+  // Checkpoint `step` (-1: the newest) of the first input store that has it
+  // with every blob of `names` (empty: all blobs), only those blobs. A store
+  // whose checkpoint lacks one (the job's own stage's checkpoint of that step)
+  // is passed over. Throws std::runtime_error naming the
   // folder, the stores tried and what is missing.
   std::pair<int64_t, Blobs> checkpoint(int64_t step, const std::vector<std::string>& names);
   // Files of the input folder by plain name (no '/', not "." or ".."), each at

@@ -379,5 +379,37 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   EXPECT_EQ(rollouts->read(3).size(), 16u);
 }
 
+// kill -9 of the policy learner: the coordinator restarts it, it resumes GRPO
+// from its last committed checkpoint (policy and AdamW state), and the job finishes.
+TEST_F(Job, KilledPolicyLearnerResumesFromItsCheckpoint) {
+  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+  const fs::path config = prepare_policy_job(
+      job, dir_.path(), work_dir(),
+      "epochs = 6\nbatch_size = 8\ncheckpoint_every_batches = 4\nkeep_rollout_batches = 2\n");
+  ASSERT_FALSE(HasFailure());
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto s = wait_status(
+      config, [](const Json& j) { return j.at("last_checkpoint_step").get<double>() >= 8; }, 300s);
+  ASSERT_TRUE(s) << "no checkpoint after 8 rollout batches\n" << a0.log();
+  const auto pid = static_cast<pid_t>((*actor(*s, "learner", 0)).at("pid").get<double>());
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  auto done = wait_status(config, finished, 300s);
+  ASSERT_TRUE(done) << "the policy job did not finish after the kill\n" << a0.log();
+  EXPECT_EQ((*actor(*done, "learner", 0)).at("restarts").get<double>(), 1);
+  EXPECT_EQ((*done).at("last_checkpoint_step").get<double>(), 48);  // 6 epochs x 8 batches
+  EXPECT_EQ(coord.wait(30s), 0);
+  EXPECT_EQ(a0.wait(20s), 0);
+  EXPECT_EQ(a1.wait(20s), 0);
+  const std::string log = a0.log();
+  const std::string mark = "policy learner resumes after ";
+  const size_t at = log.find(mark);
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_GE(std::stoll(log.substr(at + mark.size())), 8);
+  EXPECT_TRUE(fs::exists(work_dir() / "policy.json"));
+}
+
 }  // namespace
 }  // namespace saccade::testing

@@ -273,5 +273,63 @@ TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   expect_same_traces(client.run(*pi, batch_of({4}, 4, 3)), local.run(*pi, batch_of({4}, 4, 3)));
 }
 
+TEST(PolicyTraining, AResumedRunTrainsExactlyWhatTheWholeRunTrains) {
+  OneClassDataset dataset(7, /*noise=*/true);
+  model::FovealBackbone bb = small_backbone();
+  LocalRollouts local(*bb, seeded_head(), dataset, small_views());
+  PolicyTrainOptions o;
+  o.epochs = 2;  // 3 batches of 3, 3, 1 images per epoch: 6 in all
+  o.batch_size = 3;
+  o.group = 3;
+  o.steps = 2;
+  o.updates = 2;
+  o.lr = 1e-2;
+  o.kl_beta = 0.1;
+  o.seed = 6;
+  struct Snapshot {
+    int64_t done;
+    std::string policy, optimizer;
+  };
+  std::vector<Snapshot> saved;
+  model::GazePolicy whole = small_policy();
+  PolicyProgress every2;
+  every2.checkpoint_every = 2;
+  every2.on_checkpoint = [&](int64_t done, const std::string& optimizer) {
+    saved.push_back({done, model::save_modules({{"", whole.get()}}), optimizer});
+  };
+  train_policy(local, *whole, dataset.size(), o, {}, every2);
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_EQ(saved[0].done, 2);
+  EXPECT_EQ(saved[2].done, 6);
+
+  // Resume mid-epoch 2 from the checkpoint after 4 batches, KL to the initial policy.
+  model::GazePolicy resumed = small_policy(), reference = small_policy();
+  model::load_modules({{"", resumed.get()}}, saved[1].policy);
+  PolicyProgress from4;
+  from4.start_update = 4;
+  from4.optimizer_state = saved[1].optimizer;
+  from4.reference = reference.get();
+  const auto epochs = train_policy(local, *resumed, dataset.size(), o, {}, from4);
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].epoch, 1);
+  EXPECT_EQ(epochs[0].images, 3 + 1);  // the epoch's last two batches
+  const auto want = whole->named_parameters();
+  for (const auto& p : resumed->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), want[p.key()])) << p.key();
+
+  // A run that is asked to stop checkpoints where it stands and returns.
+  model::GazePolicy stopped = small_policy();
+  int64_t batches = 0, last = -1;
+  PolicyProgress stop;
+  stop.stopping = [&] { return batches++ >= 3; };
+  stop.on_checkpoint = [&](int64_t done, const std::string&) { last = done; };
+  EXPECT_EQ(train_policy(local, *stopped, dataset.size(), o, {}, stop).size(), 1u);
+  EXPECT_EQ(last, 3);
+  PolicyProgress past_the_end;
+  past_the_end.start_update = 7;
+  EXPECT_THROW(train_policy(local, *stopped, dataset.size(), o, {}, past_the_end),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace saccade::workers

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "dataloader/dataset_factory.h"
+#include "model/weights.h"
 #include "storage/rollout_store.h"
 #include "workers/data/data_options.h"
 #include "workers/policy/policy_stage.h"
@@ -61,6 +62,41 @@ class PolicyLearner : public runtime::ActorBody {
       set_threads(ctx);
       PolicyStage stage = fetch_policy_stage(config, ctx);
       model::GazePolicy policy = initial_policy(config, stage);
+      model::GazePolicy reference = initial_policy(config, stage);  // the KL's, on resume too
+      // A world of one: the rendezvous only says which checkpoint to resume from.
+      const std::optional<runtime::RendezvousInfo> r =
+          ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
+      if (!r) {
+        if (ctx.stopping()) return 0;
+        spdlog::error("policy learner: no rendezvous within {} s",
+                      config.cluster.rendezvous_timeout_s);
+        return 1;
+      }
+      PolicyProgress progress;
+      progress.reference = reference.get();
+      progress.checkpoint_every = config.policy.checkpoint_every_batches;
+      progress.stopping = [&] { return ctx.stopping(); };
+      const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+      if (r->resume_from_step >= 0) {
+        control::CheckpointQuery query;
+        query.step = r->resume_from_step;
+        std::optional<runtime::CheckpointBlobs> blobs = ctx.load_checkpoint(query, timeout);
+        if (!blobs || !blobs->count("policy") || !blobs->count("optimizer")) {
+          if (ctx.stopping()) return 0;
+          spdlog::error("policy learner: checkpoint {} did not arrive whole", r->resume_from_step);
+          return 1;
+        }
+        model::load_modules({{"", policy.get()}}, blobs->at("policy"));
+        progress.optimizer_state = blobs->at("optimizer");
+        progress.start_update = r->resume_from_step;
+        spdlog::info("policy learner resumes after {} rollout batches", progress.start_update);
+      }
+      progress.on_checkpoint = [&](int64_t done, const std::string& optimizer) {
+        const bool ok = ctx.save_checkpoint(
+            done, {{"policy", model::save_modules({{"", policy.get()}})}, {"optimizer", optimizer}},
+            timeout);
+        if (!ok) spdlog::warn("policy learner: checkpoint {} was not committed", done);
+      };
       RolloutClientOptions o;
       o.endpoints = ctx.assignment().peers;
       o.n_state = stage.backbone->options().n_state;
@@ -78,10 +114,16 @@ class PolicyLearner : public runtime::ActorBody {
       spdlog::info("policy learner: {} rollout actor(s), rollouts kept in {}", o.endpoints.size(),
                    db);
       const PolicyReport report = train_and_evaluate_policy(
-          config, stage, *policy, recorded, {}, [&](const PolicyEpoch& e) {
+          config, stage, *policy, recorded, {},
+          [&](const PolicyEpoch& e) {
             ctx.report(e.epoch + 1, static_cast<double>(e.images) / std::max(e.seconds, 1e-9),
                        {{"loss", e.loss}, {"reward", e.mean_reward}});
-          });
+          },
+          progress);
+      if (report.stopped) {
+        spdlog::info("policy learner drained");
+        return 0;
+      }
       spdlog::info("policy learner done: {} parts re-sent, {} frames dropped; {}", client.resent(),
                    client.dropped(), report.policy_path);
       return 0;

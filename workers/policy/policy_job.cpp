@@ -137,7 +137,8 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
 PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
                                        model::GazePolicyImpl& policy, RolloutSource& rollouts,
                                        const PolicyRunOptions& run,
-                                       const std::function<void(const PolicyEpoch&)>& on_epoch) {
+                                       const std::function<void(const PolicyEpoch&)>& on_epoch,
+                                       const PolicyProgress& progress) {
   const std::filesystem::path dir = config.job.work_dir;
   PolicyReport report;
   report.checkpoint_step = stage.checkpoint_step;
@@ -150,16 +151,23 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
                report.train_images, stage.checkpoint_step, train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
-  train_policy(rollouts, policy, train_set->size(), train, [&](const PolicyEpoch& e) {
-    report.epochs.push_back(
-        {e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl, e.std, e.seconds});
-    spdlog::info(
-        "policy epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped "
-        "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s",
-        e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
-        e.std, e.seconds);
-    if (on_epoch) on_epoch(e);
-  });
+  train_policy(
+      rollouts, policy, train_set->size(), train,
+      [&](const PolicyEpoch& e) {
+        report.epochs.push_back(
+            {e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl, e.std, e.seconds});
+        spdlog::info(
+            "policy epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped "
+            "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s",
+            e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
+            e.std, e.seconds);
+        if (on_epoch) on_epoch(e);
+      },
+      progress);
+  if (progress.stopping && progress.stopping()) {
+    report.stopped = true;
+    return report;
+  }
 
   GazeEvalOptions eval;
   eval.steps = config.policy.steps;

@@ -34,6 +34,7 @@ struct PolicyReport {
   std::vector<double> policy_spread;    // (GazeEvaluation::gaze_spread)
   std::string policy_path;              // job.work_dir/policy.safetensors
   std::string report_path;              // job.work_dir/policy.json
+  bool stopped = false;                 // a drain ended the training: nothing measured or written
 };
 
 // Throws std::runtime_error when the probe head or its checkpoint is missing.

@@ -46,12 +46,15 @@ int64_t probe_head_step(const std::string& head_bytes, const std::string& head_o
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
 PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
 
-// Trains `policy` with `rollouts` on the training split, evaluates it against
-// random gazes on the validation split, writes work_dir/policy.safetensors and
-// policy.json, and returns what it measured.
-PolicyReport train_and_evaluate_policy(
-    const JobConfig& config, PolicyStage& stage, model::GazePolicyImpl& policy,
-    RolloutSource& rollouts, const PolicyRunOptions& run,
-    const std::function<void(const PolicyEpoch&)>& on_epoch = {});
+// Trains `policy` with `rollouts` on the training split (resumed and
+// checkpointed as `progress` says), evaluates it against random gazes on the
+// validation split, writes work_dir/policy.safetensors and policy.json, and
+// returns what it measured. When progress.stopping() ended the training it
+// returns at once, evaluating and writing nothing (`stopped` set).
+PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
+                                       model::GazePolicyImpl& policy, RolloutSource& rollouts,
+                                       const PolicyRunOptions& run,
+                                       const std::function<void(const PolicyEpoch&)>& on_epoch = {},
+                                       const PolicyProgress& progress = {});
 
 }  // namespace saccade::workers

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 #include "dataloader/random.h"
@@ -38,6 +39,26 @@ model::GazePolicy frozen_copy(model::GazePolicyImpl& policy) {
   return copy;
 }
 
+std::string save_adamw(torch::optim::AdamW& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void load_adamw(torch::optim::AdamW& optimizer, const std::string& bytes) {
+  try {
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(std::string("policy optimizer state does not load: ") +
+                             e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const TaskHead& head,
@@ -51,7 +72,8 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
 
 std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicyImpl& policy,
                                       int64_t dataset_size, const PolicyTrainOptions& o,
-                                      const std::function<void(const PolicyEpoch&)>& on_epoch) {
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch,
+                                      const PolicyProgress& progress) {
   check(o.epochs >= 1 && o.batch_size >= 1 && o.steps >= 1 && o.updates >= 1,
         "train_policy: epochs, batch_size, steps and updates must be >= 1");
   check(o.group >= 2, "train_policy: GRPO needs a group of >= 2 traces per image");
@@ -61,23 +83,36 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
   const int64_t batches = (n + o.batch_size - 1) / o.batch_size;
   const int64_t total = o.epochs * batches;
   const torch::Device device = policy.parameters().front().device();
+  const int64_t start = progress.start_update;
+  check(start >= 0 && start <= total,
+        fmt::format("train_policy: cannot resume after {} of {} rollout batches", start, total));
   std::optional<model::GazePolicy> reference;
-  if (o.kl_beta > 0) reference = frozen_copy(policy);
+  if (o.kl_beta > 0) reference = frozen_copy(progress.reference ? *progress.reference : policy);
   torch::optim::AdamW optimizer(policy.parameters(),
                                 torch::optim::AdamWOptions(o.lr).weight_decay(0.0));
+  if (!progress.optimizer_state.empty()) load_adamw(optimizer, progress.optimizer_state);
+  auto stopping = [&] { return progress.stopping && progress.stopping(); };
+  auto checkpoint = [&](int64_t done) {
+    if (progress.on_checkpoint) progress.on_checkpoint(done, save_adamw(optimizer));
+  };
   data::ShardOptions order;
   order.dataset_size = n;
   order.seed = o.seed;
   const data::ShardedSampler sampler(order);
 
   std::vector<PolicyEpoch> epochs;
-  int64_t update = 0;
-  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+  int64_t update = start;
+  for (int64_t epoch = start / batches; epoch < o.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> indices = sampler.permutation(epoch);
     PolicyEpoch log;
     log.epoch = epoch;
-    for (int64_t first = 0; first < n; first += o.batch_size, ++update) {
+    const int64_t resume_at = epoch == start / batches ? (start % batches) * o.batch_size : 0;
+    for (int64_t first = resume_at; first < n; first += o.batch_size, ++update) {
+      if (stopping()) {
+        checkpoint(update);
+        return epochs;
+      }
       const int64_t b = std::min(o.batch_size, n - first);
       RolloutBatch batch;
       batch.policy_version = static_cast<uint64_t>(update);
@@ -91,7 +126,14 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       for (int64_t index : batch.indices)
         trace.image_seeds.push_back(data::mix_seed(update_seed, static_cast<uint64_t>(index)));
       trace.threads = o.threads;
-      const Traces tr = rollouts.run(policy, batch);
+      Traces tr;
+      try {
+        tr = rollouts.run(policy, batch);
+      } catch (const std::exception&) {
+        if (!stopping()) throw;
+        checkpoint(update);  // the batch in flight is not trained on
+        return epochs;
+      }
 
       const int64_t T = o.steps, N = b * o.group;
       const torch::Tensor advantages =
@@ -128,6 +170,9 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       log.clip_fraction += loss.clip_fraction.item<double>() * w;
       log.kl += loss.kl.item<double>() * w;
       log.std = trace.std;
+      const int64_t done = update + 1;
+      if (progress.checkpoint_every > 0 && (done % progress.checkpoint_every == 0 || done == total))
+        checkpoint(done);
     }
     const double images = static_cast<double>(log.images);
     log.mean_reward /= images;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "dataloader/dataset.h"
@@ -49,13 +50,29 @@ std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const
                                       const PolicyTrainOptions& options,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch = {});
 
+// Resuming and checkpointing a run (the policy learner's). Rollout batch u
+// draws from mix_seed(seed, u) only, so a run resumed after u batches with the
+// policy and AdamW state of that moment trains exactly what the whole run does.
+struct PolicyProgress {
+  int64_t start_update = 0;                    // rollout batches a checkpoint already trained on
+  std::string optimizer_state;                 // the AdamW state of that checkpoint; "" = fresh
+  model::GazePolicyImpl* reference = nullptr;  // KL reference; null = the policy at the start
+  int64_t checkpoint_every = 0;                // batches between on_checkpoint calls; 0 = none
+  // (batches trained so far, AdamW state), after every checkpoint_every-th
+  // batch, after the last one, and when stopping() ends the run early.
+  std::function<void(int64_t, const std::string&)> on_checkpoint;
+  std::function<bool()> stopping;  // asked before each batch; may be empty
+};
+
 // The same with rollouts from `rollouts` (in this process or on rollout
 // actors) over images [0, dataset_size) of its dataset; `policy` trains where
-// its parameters are.
+// its parameters are. Returns early (after on_checkpoint) when stopping() turns
+// true, also when the rollouts of the batch in flight fail because of it.
 class RolloutSource;
 std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicyImpl& policy,
                                       int64_t dataset_size, const PolicyTrainOptions& options,
-                                      const std::function<void(const PolicyEpoch&)>& on_epoch = {});
+                                      const std::function<void(const PolicyEpoch&)>& on_epoch = {},
+                                      const PolicyProgress& progress = {});
 
 struct GazeEvalOptions {
   int64_t steps = 8;
