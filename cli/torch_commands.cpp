@@ -149,6 +149,8 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     fmt::print("validation top-1 after 1..{} glimpses ({} images):\n  random:",
                r.policy_accuracy.size(), r.val_images);
     for (double a : r.random_accuracy) fmt::print(" {:.2f}%", 100 * a);
+    fmt::print("\n  fixed scan (centre, then a 3 x 3 grid):");
+    for (double a : r.scan_accuracy) fmt::print(" {:.2f}%", 100 * a);
     fmt::print("\n  policy:");
     for (double a : r.policy_accuracy) fmt::print(" {:.2f}%", 100 * a);
     fmt::print("\ngaze spread across images by glimpse (RMS, short sides):\n  random:");

@@ -298,6 +298,7 @@ enum GazeSource {
   sample @0;                         # draws from the policy's mixture (GRPO)
   mode @1;                           # the heaviest component's mean (evaluation)
   random @2;                         # uniform in the image (the baseline)
+  scan @3;                           # the fixed scan path (centre, then a 3 x 3 grid)
 }
 
 # Policy learner -> rollout actor: run groupSize traces of `steps` glimpses of

@@ -372,6 +372,7 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   const auto report = nlohmann::json::parse(report_file);
   EXPECT_EQ(report["checkpoint_step"], 4) << report;
   EXPECT_EQ(report["train_images"], 64) << report;
+  EXPECT_EQ(report["scan_accuracy"].size(), 2u) << report;  // the fixed scan path, per glimpse
   EXPECT_TRUE(fs::exists(work_dir() / "policy.safetensors"));
   // 64 images in batches of 16: versions 0..3, the newest 3 kept, 16 images each.
   auto rollouts = storage::RolloutStore::open((work_dir() / "rollouts.db").string(), 0);

@@ -88,6 +88,25 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
   const Traces random = run_traces(*bb, head, nullptr, images, labels, o);
   EXPECT_EQ(random.log_prob.abs().max().item<float>(), 0.0f);
   EXPECT_FALSE(torch::allclose(random.gazes[0][0], random.gazes[0][1]));
+
+  // The fixed scan path needs no policy: the centre first, then the grid's other cells, the
+  // same for every trace of an image, and a different point at every glimpse.
+  o.source = GazeSource::kScan;
+  o.steps = 3;
+  const Traces scan = run_traces(*bb, head, nullptr, images, labels, o);
+  for (int64_t n = 0; n < N; ++n) {
+    const auto e = scan.extent[n];
+    EXPECT_TRUE(torch::allclose(scan.gazes[0][n], e / 2)) << "trace " << n;
+    const auto [x1, y1] = scan_gaze(1, e[0].item<float>(), e[1].item<float>());
+    EXPECT_NEAR(scan.gazes[1][n][0].item<float>(), x1, 1e-6);
+    EXPECT_NEAR(scan.gazes[1][n][1].item<float>(), y1, 1e-6);
+  }
+  EXPECT_FALSE(torch::allclose(scan.gazes[1], scan.gazes[2]));
+  EXPECT_EQ(scan.log_prob.abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(scan_gaze(0, 3.0f, 6.0f), std::make_pair(1.5f, 3.0f));
+  EXPECT_EQ(scan_gaze(1, 3.0f, 6.0f), std::make_pair(0.5f, 1.0f));  // top-left cell
+  EXPECT_EQ(scan_gaze(8, 3.0f, 6.0f), std::make_pair(2.5f, 5.0f));  // bottom-right cell
+  EXPECT_EQ(scan_gaze(9, 3.0f, 6.0f), scan_gaze(0, 3.0f, 6.0f));    // then again
 }
 
 TEST(GazeTraces, BadInputIsRefused) {

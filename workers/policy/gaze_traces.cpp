@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 
 #include "dataloader/random.h"
 #include "kernels/geometry.h"
@@ -24,10 +25,17 @@ void check(bool ok, const std::string& what) {
 // The gazes of one step [N, 2] on the CPU, and their log density under the policy.
 std::pair<torch::Tensor, torch::Tensor> choose_gazes(model::GazePolicyImpl* policy,
                                                      const torch::Tensor& state,
-                                                     const torch::Tensor& extent,
+                                                     const torch::Tensor& extent, int64_t t,
                                                      const TraceOptions& o,
                                                      std::vector<std::mt19937_64>& rngs) {
   const int64_t n = extent.size(0);
+  if (o.source == GazeSource::kScan) {
+    torch::Tensor gazes = torch::empty({n, 2});
+    auto g = gazes.accessor<float, 2>();
+    auto e = extent.accessor<float, 2>();
+    for (int64_t i = 0; i < n; ++i) std::tie(g[i][0], g[i][1]) = scan_gaze(t, e[i][0], e[i][1]);
+    return {gazes, torch::zeros({n})};
+  }
   if (o.source == GazeSource::kRandom) {
     torch::Tensor gazes = torch::empty({n, 2});
     auto g = gazes.accessor<float, 2>();
@@ -59,6 +67,14 @@ std::pair<torch::Tensor, torch::Tensor> choose_gazes(model::GazePolicyImpl* poli
 
 }  // namespace
 
+std::pair<float, float> scan_gaze(int64_t t, float ex, float ey) {
+  // Cell (col, row) of the 3 x 3 grid; 4 is the centre.
+  static constexpr int kOrder[9] = {4, 0, 1, 2, 3, 5, 6, 7, 8};
+  const int cell = kOrder[t % 9];
+  return {ex * (static_cast<float>(cell % 3) + 0.5f) / 3.0f,
+          ey * (static_cast<float>(cell / 3) + 0.5f) / 3.0f};
+}
+
 Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
                   model::GazePolicyImpl* policy, const std::vector<data::GlimpseCutter>& images,
                   const std::vector<int64_t>& labels, const TraceOptions& o) {
@@ -66,7 +82,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   check(B >= 1 && static_cast<int64_t>(labels.size()) == B,
         fmt::format("expected one label per image, got {} images and {} labels", B, labels.size()));
   check(o.steps >= 1 && o.group >= 1, "steps and group must be >= 1");
-  check(policy != nullptr || o.source == GazeSource::kRandom, "the policy sources need a policy");
+  check(policy != nullptr || !needs_policy(o.source), "the policy sources need a policy");
   check(o.image_seeds.empty() || static_cast<int64_t>(o.image_seeds.size()) == B,
         fmt::format("expected one seed per image, got {} for {} images", o.image_seeds.size(), B));
   check(
@@ -116,7 +132,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   torch::Tensor state = backbone.initial_state(N);
   for (int64_t t = 0; t < T; ++t) {
     tr.states[t].copy_(state.to(torch::kCPU, torch::kFloat32));
-    auto [gazes, log_prob] = choose_gazes(policy, state.to(torch::kFloat32), tr.extent, o, rngs);
+    auto [gazes, log_prob] = choose_gazes(policy, state.to(torch::kFloat32), tr.extent, t, o, rngs);
     tr.gazes[t].copy_(gazes);
     tr.log_prob[t].copy_(log_prob);
     auto g = gazes.accessor<float, 2>();

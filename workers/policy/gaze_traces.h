@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "dataloader/dataset.h"
@@ -29,7 +30,18 @@ enum class GazeSource {
   kPolicySample,  // a draw from the policy's mixture (GRPO rollouts)
   kPolicyMode,    // the mean of the policy's heaviest component (evaluation)
   kRandom,        // uniform inside the image (the random-gaze baseline)
+  kScan,          // a fixed scan path: the centre, then the other cells of a 3 x 3 grid
 };
+
+// Whether `source` draws from a policy (the others need none).
+inline bool needs_policy(GazeSource source) {
+  return source == GazeSource::kPolicySample || source == GazeSource::kPolicyMode;
+}
+
+// Glimpse t of the fixed scan path in an image of extent (ex, ey) (short-side
+// units): the centre first, then the cells of a 3 x 3 grid in raster order
+// without the centre, then the path again.
+std::pair<float, float> scan_gaze(int64_t t, float ex, float ey);
 
 struct TraceOptions {
   int64_t steps = 8;  // T glimpses per trace
@@ -56,7 +68,7 @@ struct Traces {
   at::Tensor correct;   // [T, N] bool: the head's argmax is the true class after glimpse t
 };
 
-// Runs T glimpses of every trace. `policy` may be null for kRandom only.
+// Runs T glimpses of every trace. `policy` may be null unless needs_policy(source).
 // Labels must lie in [0, classes). The models stay where they are (the policy
 // on the backbone's device) and are left in the train/eval mode they were in.
 // Throws std::invalid_argument on mismatched input.

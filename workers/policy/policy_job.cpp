@@ -57,6 +57,7 @@ std::string report_json(const PolicyReport& r) {
                                     {"random_accuracy", r.random_accuracy},
                                     {"policy_accuracy", r.policy_accuracy},
                                     {"random_gaze_spread", r.random_spread},
+                                    {"scan_accuracy", r.scan_accuracy},
                                     {"policy_gaze_spread", r.policy_spread}};
   return j.dump(1) + "\n";
 }
@@ -180,17 +181,21 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   model::FovealBackboneImpl& backbone = *stage.backbone;
   const GazeEvaluation random =
       evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kRandom, *val_set, views, eval);
+  const GazeEvaluation scan =
+      evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kScan, *val_set, views, eval);
   const GazeEvaluation learned =
       evaluate_gazes(backbone, stage.head, &policy, GazeSource::kPolicyMode, *val_set, views, eval);
   report.random_accuracy = random.accuracy;
   report.policy_accuracy = learned.accuracy;
   report.random_spread = random.gaze_spread;
+  report.scan_accuracy = scan.accuracy;
   report.policy_spread = learned.gaze_spread;
   spdlog::info(
-      "policy: validation top-1 by glimpse, random [{}], policy [{}]; gaze spread (short "
-      "sides) random [{}], policy [{}]",
-      percents(report.random_accuracy), percents(report.policy_accuracy),
-      fmt::join(report.random_spread, ", "), fmt::join(report.policy_spread, ", "));
+      "policy: validation top-1 by glimpse, random [{}], fixed scan [{}], policy [{}]; gaze "
+      "spread (short sides) random [{}], policy [{}]",
+      percents(report.random_accuracy), percents(report.scan_accuracy),
+      percents(report.policy_accuracy), fmt::join(report.random_spread, ", "),
+      fmt::join(report.policy_spread, ", "));
 
   report.policy_path = (dir / "policy.safetensors").string();
   report.report_path = (dir / "policy.json").string();

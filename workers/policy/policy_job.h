@@ -31,6 +31,7 @@ struct PolicyReport {
   std::vector<double> random_accuracy;  // validation top-1 after glimpse t, uniform gazes
   std::vector<double> policy_accuracy;  // ... gazes at the policy's heaviest component
   std::vector<double> random_spread;    // RMS spread of the images' gazes per step
+  std::vector<double> scan_accuracy;    // the same for the fixed scan path (GazeSource::kScan)
   std::vector<double> policy_spread;    // (GazeEvaluation::gaze_spread)
   std::string policy_path;              // job.work_dir/policy.safetensors
   std::string report_path;              // job.work_dir/policy.json

@@ -91,7 +91,7 @@ struct GazeEvaluation {
 };
 
 // One trace per image over the dataset's first images, gazes from `source`
-// (policy null for kRandom).
+// (policy null unless needs_policy(source)).
 GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
                               model::GazePolicyImpl* policy, GazeSource source,
                               const data::Dataset& dataset, const data::ViewOptions& views,

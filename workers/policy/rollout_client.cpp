@@ -24,6 +24,8 @@ wire::GazeSource to_wire(GazeSource source) {
       return wire::GazeSource::SAMPLE;
     case GazeSource::kPolicyMode:
       return wire::GazeSource::MODE;
+    case GazeSource::kScan:
+      return wire::GazeSource::SCAN;
     default:
       return wire::GazeSource::RANDOM;
   }
@@ -70,8 +72,7 @@ void RolloutClient::redialed(size_t peer) {
 bool RolloutClient::send(uint64_t id, size_t peer, runtime::PeerLink& link) {
   Part& part = *find(id);
   const RolloutBatch& batch = *batch_;
-  const bool needs_policy = batch.trace.source != GazeSource::kRandom;
-  if (needs_policy && versions_[peer] != batch.policy_version) {
+  if (needs_policy(batch.trace.source) && versions_[peer] != batch.policy_version) {
     const bool sent = link.send([&](wire::Envelope::Builder out) {
       auto w = out.getBody().initWeights();
       w.setVersion(batch.policy_version);
@@ -158,7 +159,7 @@ Traces RolloutClient::run(model::GazePolicyImpl& policy, const RolloutBatch& bat
     throw std::invalid_argument(
         fmt::format("rollouts: {} images with {} seeds", B, batch.trace.image_seeds.size()));
   std::string weights;
-  if (batch.trace.source != GazeSource::kRandom) {
+  if (needs_policy(batch.trace.source)) {
     weights = model::save_modules({{"", &policy}});
     if (options_.expect.max_frame_bytes > 0 &&
         weights.size() + 4096 > options_.expect.max_frame_bytes)

@@ -27,6 +27,8 @@ GazeSource from_wire(wire::GazeSource source) {
       return GazeSource::kPolicySample;
     case wire::GazeSource::MODE:
       return GazeSource::kPolicyMode;
+    case wire::GazeSource::SCAN:
+      return GazeSource::kScan;
     default:
       return GazeSource::kRandom;
   }
@@ -139,7 +141,7 @@ void RolloutServer::handle(runtime::Exchange& ex) {
     ex.refuse(fmt::format("a rollout request {} of {}", request.getRequestId(), problem));
     return;
   }
-  if (source != GazeSource::kRandom && s.version != request.getPolicyVersion()) {
+  if (needs_policy(source) && s.version != request.getPolicyVersion()) {
     // Not an error of the learner's: this actor restarted or missed the weights.
     ex.reply([&](wire::Envelope::Builder out) {
       auto ack = out.getBody().initAck();

@@ -22,7 +22,7 @@ Traces LocalRollouts::run(model::GazePolicyImpl& policy, const RolloutBatch& bat
   std::vector<int64_t> labels;
   const std::vector<data::GlimpseCutter> images =
       load_glimpse_cutters(dataset_, views_, batch.indices, batch.trace.threads, &labels);
-  model::GazePolicyImpl* drawing = batch.trace.source == GazeSource::kRandom ? nullptr : &policy;
+  model::GazePolicyImpl* drawing = needs_policy(batch.trace.source) ? &policy : nullptr;
   return run_traces(backbone_, head_, drawing, images, labels, batch.trace);
 }
 
