@@ -12,18 +12,30 @@ namespace saccade::control {
 
 namespace fs = std::filesystem;
 
+namespace {
+// The names of `names` that `info` holds no blob of, in order.
+std::vector<std::string> missing_blobs(const storage::CheckpointInfo& info,
+                                       const std::vector<std::string>& names) {
+  std::vector<std::string> missing;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const storage::BlobInfo& b : info.blobs) found = found || b.name == name;
+    if (!found) missing.push_back(name);
+  }
+  return missing;
+}
+}  // namespace
+
 Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
                  const std::vector<std::string>& names) {
   if (names.empty()) return store.read_all(step);
   const auto info = store.info(step);
   if (!info) throw std::runtime_error(fmt::format("no committed checkpoint {}", step));
+  const std::vector<std::string> missing = missing_blobs(*info, names);
+  if (!missing.empty())
+    throw std::runtime_error(fmt::format("checkpoint {} has no blob '{}'", step, missing.front()));
   Blobs out;
-  for (const std::string& name : names) {
-    bool found = false;
-    for (const storage::BlobInfo& b : info->blobs) found = found || b.name == name;
-    if (!found) throw std::runtime_error(fmt::format("checkpoint {} has no blob '{}'", step, name));
-    out[name] = store.read(step, name);
-  }
+  for (const std::string& name : names) out[name] = store.read(step, name);
   return out;
 }
 
@@ -56,12 +68,7 @@ std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
     if (!info) continue;
     // The job's own database also holds its own stage's checkpoints (a policy
     // learner's step 4 beside pretraining's step 4): an input has the blobs asked for.
-    std::vector<std::string> missing;
-    for (const std::string& blob : names) {
-      bool found = false;
-      for (const storage::BlobInfo& b : info->blobs) found = found || b.name == blob;
-      if (!found) missing.push_back(blob);
-    }
+    const std::vector<std::string> missing = missing_blobs(*info, names);
     if (!missing.empty()) {
       lacking.push_back(fmt::format("{} (checkpoint {} has no {})", path.string(), info->step,
                                     fmt::join(missing, ", ")));
