@@ -19,6 +19,7 @@
 #include "workers/policy/policy_job.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/probe/probe_actor.h"
 #include "workers/probe/probe_job.h"
 
 namespace {
@@ -164,15 +165,18 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
 
 namespace {
 
-// The learner of the job's first stage: GRPO's policy learner for a job that
-// starts with stage policy, sequential-to-global DINO otherwise.
+// A learner slot runs its stage's body: sequential-to-global DINO
+// (pretrain), the probe, or GRPO's policy learner.
 class StageLearner : public saccade::runtime::ActorBody {
  public:
   int run(saccade::runtime::ActorContext& ctx) override {
-    const auto& stages = ctx.config().job.stages;
-    const bool policy = !stages.empty() && stages.front() == "policy";
-    body_ =
-        policy ? saccade::workers::make_policy_learner() : saccade::workers::make_learner_actor();
+    const std::string& stage = ctx.assignment().stage;
+    if (stage == "probe")
+      body_ = saccade::workers::make_probe_actor();
+    else if (stage == "policy")
+      body_ = saccade::workers::make_policy_learner();
+    else
+      body_ = saccade::workers::make_learner_actor();
     return body_->run(ctx);
   }
   void checkpoint(saccade::runtime::ActorContext& ctx) override {

@@ -337,8 +337,26 @@ void check_consistency(const JobConfig& c, Problems& p) {
   auto has_stage = [&](const char* s) {
     return std::find(stages.begin(), stages.end(), s) != stages.end();
   };
-  if ((has_stage("pretrain") || has_stage("probe")) && learners == 0) {
-    p.add("cluster.nodes", "stages pretrain/probe need at least one learner over all nodes, got 0");
+  // Each stage reads what the ones before it wrote: they run in this order.
+  static const std::vector<std::string> kOrder = {"pretrain", "probe", "policy", "eval"};
+  auto order_of = [&](const std::string& s) {
+    return std::find(kOrder.begin(), kOrder.end(), s) - kOrder.begin();
+  };
+  if (stages.empty()) p.add("job.stages", "expected at least one stage");
+  for (size_t i = 1; i < stages.size(); ++i) {
+    if (order_of(stages[i]) <= order_of(stages[i - 1]))
+      p.add("job.stages",
+            fmt::format("expected stages in the order pretrain, probe, policy, eval, each once; "
+                        "\"{}\" follows \"{}\"",
+                        stages[i], stages[i - 1]));
+  }
+  if (has_stage("eval"))
+    p.add("job.stages",
+          "stage \"eval\" is not built yet: the policy stage's report (policy.json) holds the "
+          "per-glimpse evaluation; remove it from job.stages");
+  if ((has_stage("pretrain") || has_stage("probe") || has_stage("policy")) && learners == 0) {
+    p.add("cluster.nodes",
+          "stages pretrain/probe/policy need at least one learner over all nodes, got 0");
   }
   if (has_stage("pretrain") && data_actors < learners) {
     // Data actor d feeds learner d % learners: with fewer, a learner has none.
@@ -347,16 +365,9 @@ void check_consistency(const JobConfig& c, Problems& p) {
                       "actor(s) for {} learner(s)",
                       data_actors, learners));
   }
-  if (has_stage("policy") && rollouts + learners == 0) {
-    p.add("cluster.nodes", "stage policy needs rollout actors or learners, got none");
-  }
-  if (!stages.empty() && stages.front() == "policy" && (learners != 1 || rollouts < 1)) {
-    // `saccade run` runs the first stage: GRPO is one policy learner fed by rollout actors.
-    p.add("cluster.nodes",
-          fmt::format("a job that starts with stage policy needs exactly one learner (the "
-                      "policy learner) and at least one rollout actor, got {} learner(s) and {} "
-                      "rollout actor(s)",
-                      learners, rollouts));
+  if (has_stage("policy") && rollouts < 1) {
+    // GRPO is learner 0 (the policy learner) fed by rollout actors.
+    p.add("cluster.nodes", "stage policy needs at least one rollout actor, got 0");
   }
   if (c.security.curve) {
     for (auto [key, value] :

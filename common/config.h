@@ -190,6 +190,8 @@ struct PolicyConfig {
   int64_t rollout_timeout_ms{};        // a rollout actor's silence before its part goes elsewhere
   int64_t checkpoint_every_batches{};  // the policy learner's checkpoint cadence
   std::string input_dir;               // probe head and checkpoints; "" = job.work_dir
+  int64_t train_images{};              // the first N training images GRPO runs on; 0 = all
+  int64_t val_images{};                // the first N validation images evaluated; 0 = all
 };
 
 struct EvalConfig {

@@ -28,12 +28,13 @@ void describe(V& v, JobSection& c) {
   v.integer("seed", c.seed, 0, 0, kMaxInt, "Root of every random stream of the job.");
   v.text("work_dir", c.work_dir, "runs/saccade",
          "Checkpoints, databases, logs and metrics of this job.");
-  v.choices("stages", c.stages, {"pretrain", "probe", "policy", "eval"},
-            {"pretrain", "probe", "policy", "eval"},
-            "The job's stages, in order. `saccade run` and the coordinator run the FIRST one "
-            "(pretrain: data actors + learners; policy: a policy learner + rollout actors); the "
-            "probe and policy stages also run as one-process commands (`saccade probe`, "
-            "`saccade policy`). Running every stage in one job is not built yet.");
+  v.choices("stages", c.stages, {"pretrain"}, {"pretrain", "probe", "policy", "eval"},
+            "The job's stages, in this order (a subsequence). `saccade run` and the coordinator "
+            "run them one after the other in one work_dir, each when the one before it has "
+            "committed its outputs (pretrain: data actors + learners; probe: learner 0; policy: "
+            "learner 0 as the policy learner + rollout actors). A relaunched job resumes at the "
+            "stage it was in. The probe and policy stages also run as one-process commands "
+            "(`saccade probe`, `saccade policy`). eval is not built yet.");
 }
 
 template <class V>
@@ -50,7 +51,7 @@ void describe(V& v, NodeSpec& c) {
       "Evaluation actors: must be 0 until the runtime has an eval stage (refused otherwise).");
   v.integer("gpus", c.gpus, 0, 0, 64, "GPUs used on this node; 0 = CPU only.");
   v.integer("threads", c.threads, 0, 0, 4096,
-            "Compute threads per actor; 0 = cores / actors on the node.");
+            "Compute threads per actor; 0 = cores / the actors of the running stage on the node.");
 }
 
 template <class V>
@@ -339,10 +340,16 @@ void describe(V& v, PolicyConfig& c) {
             "Rollout batches between the policy learner's checkpoints (policy and AdamW state, "
             "committed by the coordinator); a killed policy learner resumes from the last one.");
   v.text("input_dir", c.input_dir, "",
-         "Folder holding probe_head.safetensors and the checkpoints it names (coordinator.db or "
-         "checkpoints.db), on the coordinator's node: its actors get them from the coordinator; "
-         "empty = job.work_dir. A policy job run by `saccade run` after a pretraining job run "
-         "the same way needs its own work_dir and this.");
+         "Where a policy stage finds the probe's head (probe_head.safetensors) and the "
+         "checkpoints it names (coordinator.db or checkpoints.db) when its job has no probe or "
+         "pretrain stage of its own, on the coordinator's node: its actors get them from the "
+         "coordinator; empty = job.work_dir.");
+  v.integer("train_images", c.train_images, 0, 0, int64_t{1} << 40,
+            "GRPO trains on the first N training images; 0 = all (`saccade policy "
+            "--max-train-images` overrides).");
+  v.integer("val_images", c.val_images, 0, 0, int64_t{1} << 40,
+            "The policy is evaluated on the first N validation images; 0 = all (`saccade policy "
+            "--max-val-images` overrides).");
 }
 
 template <class V>

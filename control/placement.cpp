@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include <sys/un.h>
@@ -20,16 +21,21 @@ std::string data_ipc_endpoint(const JobConfig& config, int32_t rank) {
   return "ipc://" + path;
 }
 
-std::vector<Assignment> place_actors(const JobConfig& config) {
+std::vector<Assignment> place_actors(const JobConfig& config, const std::string& stage) {
   int64_t total_learners = 0;
   for (const NodeSpec& n : config.cluster.nodes) total_learners += n.learners;
+  const bool pretrain = stage == "pretrain", policy = stage == "policy";
   std::vector<Assignment> out;
   std::map<wire::Role, int32_t> next_rank;
   for (const NodeSpec& node : config.cluster.nodes) {
-    const std::pair<wire::Role, int64_t> counts[] = {{wire::Role::DATA, node.data_actors},
-                                                     {wire::Role::LEARNER, node.learners},
-                                                     {wire::Role::ROLLOUT, node.rollout_actors},
-                                                     {wire::Role::EVAL, node.eval_actors}};
+    // Learner 0 alone runs the probe and the policy learner.
+    int64_t learners = node.learners;
+    if (!pretrain)
+      learners = next_rank[wire::Role::LEARNER] == 0 ? std::min<int64_t>(learners, 1) : 0;
+    const std::pair<wire::Role, int64_t> counts[] = {
+        {wire::Role::DATA, pretrain ? node.data_actors : 0},
+        {wire::Role::LEARNER, learners},
+        {wire::Role::ROLLOUT, policy ? node.rollout_actors : 0}};
     for (auto [role, count] : counts) {
       for (int64_t local = 0; local < count; ++local) {
         Assignment a;
@@ -38,6 +44,7 @@ std::vector<Assignment> place_actors(const JobConfig& config) {
         a.local_rank = static_cast<int32_t>(local);
         a.node = node.name;
         a.threads = static_cast<uint32_t>(node.threads);
+        a.stage = stage;
         const bool gpu = node.gpus > 0 && role != wire::Role::DATA;
         a.device = gpu ? fmt::format("cuda:{}", local % node.gpus) : "cpu";
         if (role == wire::Role::DATA) {
@@ -52,21 +59,13 @@ std::vector<Assignment> place_actors(const JobConfig& config) {
       }
     }
   }
-  const bool policy_stage = !config.job.stages.empty() && config.job.stages.front() == "policy";
-  if (policy_stage) {
-    // The policy learner sends its rollout batches to every rollout actor.
-    for (Assignment& learner : out) {
-      if (learner.role != wire::Role::LEARNER) continue;
-      for (const Assignment& rollout : out)
-        if (rollout.role == wire::Role::ROLLOUT) learner.peers.push_back(rollout.endpoint);
-    }
-  } else if (total_learners > 0) {
-    for (Assignment& learner : out) {
-      if (learner.role != wire::Role::LEARNER) continue;
-      for (const Assignment& data : out) {
-        if (data.role != wire::Role::DATA || data.rank % total_learners != learner.rank) continue;
-        const bool same_node = data.node == learner.node && !data.local_endpoint.empty();
-        learner.peers.push_back(same_node ? data.local_endpoint : data.endpoint);
+  for (Assignment& learner : out) {
+    if (learner.role != wire::Role::LEARNER) continue;
+    for (const Assignment& peer : out) {
+      if (policy && peer.role == wire::Role::ROLLOUT) learner.peers.push_back(peer.endpoint);
+      if (pretrain && peer.role == wire::Role::DATA && peer.rank % total_learners == learner.rank) {
+        const bool same_node = peer.node == learner.node && !peer.local_endpoint.empty();
+        learner.peers.push_back(same_node ? peer.local_endpoint : peer.endpoint);
       }
     }
   }
@@ -83,6 +82,7 @@ void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out) {
   for (size_t i = 0; i < a.peers.size(); ++i) peers.set(static_cast<unsigned>(i), a.peers[i]);
   out.setThreads(a.threads);
   out.setDevice(a.device);
+  out.setStage(a.stage);
 }
 
 Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& node) {
@@ -96,14 +96,13 @@ Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& 
   for (auto p : in.getPeers()) a.peers.emplace_back(p);
   a.threads = in.getThreads();
   a.device = in.getDevice();
+  a.stage = in.getStage();
   return a;
 }
 
-bool completes_job(const JobConfig& config, wire::Role role) {
-  int64_t learners = 0;
-  for (const NodeSpec& n : config.cluster.nodes) learners += n.learners;
-  if (learners > 0) return role == wire::Role::LEARNER;
-  return role == wire::Role::ROLLOUT || role == wire::Role::EVAL;
+bool completes_stage(const std::string& stage, wire::Role role) {
+  if (stage == "eval") return role == wire::Role::EVAL;
+  return role == wire::Role::LEARNER;
 }
 
 }  // namespace saccade::control

@@ -1,5 +1,6 @@
-// Where every actor of a job runs: roles placed on nodes by the counts of
-// [[cluster.nodes]], global ranks numbered in node order.
+// Where every actor of a job stage runs: roles placed on nodes by the counts
+// of [[cluster.nodes]], global ranks numbered in node order. Only the actors
+// of the stage running now exist; the next stage is placed when it begins.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +22,18 @@ struct Assignment {
   std::vector<std::string> peers;  // endpoints it connects to (a learner: its data actors)
   uint32_t threads = 0;            // 0: the agent divides the node's cores
   std::string device;              // "cpu" or "cuda:N"
+  std::string stage;               // the stage it runs: picks its body
 };
 
-// Every actor of the job, in node order then role order (data, learner,
-// rollout, eval). Data actor d feeds learner d % learners: over ipc:// when
-// both are on one node (cluster.ipc_dir), else over tcp://. Rollout actor r
-// binds tcp://<host>:<rollout_port_base + r>; in a job whose first stage is
-// policy, the (one) learner's peers are every rollout actor instead.
-std::vector<Assignment> place_actors(const JobConfig& config);
+// Every actor of stage `stage` of the job, in node order then role order:
+//  - pretrain: data actors and learners. Data actor d feeds learner
+//    d % learners: over ipc:// when both are on one node (cluster.ipc_dir),
+//    else over tcp://.
+//  - probe: learner 0 alone (the probe runs in its slot).
+//  - policy: learner 0 (the policy learner) and every rollout actor; rollout
+//    actor r binds tcp://<host>:<rollout_port_base + r> and learner 0 connects
+//    to all of them.
+std::vector<Assignment> place_actors(const JobConfig& config, const std::string& stage);
 
 // The ipc:// endpoint of data actor `rank` under cluster.ipc_dir, unique per job
 // and coordinator port; "" when ipc_dir is empty or the path would not fit a
@@ -38,8 +43,9 @@ std::string data_ipc_endpoint(const JobConfig& config, int32_t rank);
 void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out);
 Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& node);
 
-// The roles whose completion completes the job: learners when there are any,
-// else rollout and eval actors. Data actors serve them.
-bool completes_job(const JobConfig& config, wire::Role role);
+// Whether actors of `role` finish stage `stage` by exiting cleanly (the
+// learners of pretrain, probe and policy); the others serve them and are
+// shut down once the stage's work is done.
+bool completes_stage(const std::string& stage, wire::Role role);
 
 }  // namespace saccade::control

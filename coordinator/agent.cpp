@@ -274,11 +274,10 @@ class Agent {
       return;
     }
     uint32_t threads = a.threads;
-    if (threads == 0) {
+    if (threads == 0) {  // the node's cores, divided among its actors of this stage
       size_t here = 0;
-      for (const NodeSpec& n : config_.cluster.nodes)
-        if (n.name == options_.node)
-          here = static_cast<size_t>(n.data_actors + n.learners + n.rollout_actors + n.eval_actors);
+      for (const Assignment& other : place_actors(config_, a.stage))
+        here += other.node == options_.node ? 1 : 0;
       threads = std::max<uint32_t>(1, std::thread::hardware_concurrency() /
                                           static_cast<uint32_t>(std::max<size_t>(here, 1)));
     }
@@ -291,6 +290,7 @@ class Agent {
                                      "--config",      config_file_.string(),
                                      "--threads",     std::to_string(threads),
                                      "--device",      a.device,
+                                     "--stage",       a.stage,
                                      "--restarts",    std::to_string(cmd.getRestarts())};
     if (!a.endpoint.empty()) argv.insert(argv.end(), {"--endpoint", a.endpoint});
     if (!a.local_endpoint.empty()) argv.insert(argv.end(), {"--local-endpoint", a.local_endpoint});

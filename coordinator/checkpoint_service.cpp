@@ -57,19 +57,19 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
   const std::map<std::string, std::string> meta = {{"job", config_.job.name},
                                                    {"generation", std::to_string(job_.generation)},
                                                    {"time_ns", std::to_string(now_ns)}};
-  commit_.emplace(
-      PendingCommit{id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
-                    std::async(std::launch::async,
-                               [&store = store_.checkpoints(), blobs = upload_.take(), meta, step,
-                                keep = config_.cluster.keep_checkpoints]() -> std::string {
-                                 try {
-                                   store.commit(step, blobs, meta);  // thread-safe store
-                                   store.prune(keep);
-                                   return "";
-                                 } catch (const std::exception& e) {
-                                   return e.what();
-                                 }
-                               })});
+  commit_.emplace(PendingCommit{
+      id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
+      std::async(std::launch::async,
+                 [&store = store_.checkpoints(job_.stage()), blobs = upload_.take(), meta, step,
+                  keep = config_.cluster.keep_checkpoints]() -> std::string {
+                   try {
+                     store.commit(step, blobs, meta);  // thread-safe store
+                     store.prune(keep);
+                     return "";
+                   } catch (const std::exception& e) {
+                     return e.what();
+                   }
+                 })});
   return "";
 }
 
@@ -116,7 +116,7 @@ void CheckpointService::send(const std::string& id, const CheckpointQuery& query
         break;
       }
       default: {
-        auto& store = store_.checkpoints();
+        auto& store = store_.checkpoints(job_.stage());
         const auto info = query.step < 0 ? store.latest() : store.info(query.step);
         if (!info) throw std::runtime_error(fmt::format("no committed checkpoint {}", query.step));
         step = info->step;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "common/metrics_log.h"
 #include "control/checkpoint_transfer.h"
@@ -46,10 +47,11 @@ class Coordinator final : public PeerSender {
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
         expect_(expect_any_job(config)),
-        stage_inputs_(config, store_.checkpoints(), coordinator_db_path(config)),
+        stage_inputs_(config, store_.checkpoints("pretrain"), coordinator_db_path(config)),
         checkpoints_(config, job_, store_, stage_inputs_, *this),
         timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
     job_.load(steady_ms());
+    begin_stage();
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
     configure_server(router_, security_);
     router_.set(zmq::sockopt::maxmsgsize, config.cluster.max_message_bytes);
@@ -382,9 +384,11 @@ class Coordinator final : public PeerSender {
     if (!reason.empty()) what += ": " + reason;
     if (!a.last_reason.empty()) what += " (" + a.last_reason + ")";
     a.last_reason.clear();
-    if (job_.state != JobPhase::kRunning) {
+    if (job_.state != JobPhase::kRunning || stage_ending_ms_ >= 0) {
       a.phase = Phase::kFailed;
-      spdlog::warn("{} ended while the job is {}: {}", who, job_phase_name(job_.state), what);
+      spdlog::warn("{} ended while the {} is {}: {}", who,
+                   job_.state != JobPhase::kRunning ? "job" : "stage",
+                   job_.state != JobPhase::kRunning ? job_phase_name(job_.state) : "ending", what);
       return;
     }
     if (a.assignment.role == wire::Role::LEARNER) {
@@ -522,27 +526,83 @@ class Coordinator final : public PeerSender {
           a.last_reason = fmt::format("hung: no heartbeat for {} ms", silent);
           a.kill_sent_ms = now;
           spdlog::warn("{} {} {}: killing it", role_name(k.first), k.second, a.last_reason);
-          send_to(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
-            auto cmd = e.getBody().initActorCommand();
-            cmd.setAction(wire::ActorCommand::Action::KILL);
-            write_assignment(a.assignment, cmd.initAssignment());
-            cmd.setReason(a.last_reason);
-          });
+          kill_actor(a, a.last_reason);
         }
       }
-      if (job_.state == JobPhase::kRunning && node_up &&
+      if (job_.state == JobPhase::kRunning && stage_ending_ms_ < 0 && node_up &&
           (a.phase == Phase::kPending || (a.phase == Phase::kRestarting && now >= a.restart_at_ms)))
         start_actor(a, now);
-      if (completes_job(config_, k.first)) {
+      if (completes_stage(job_.stage(), k.first)) {
         any_completes = true;
         all_done = all_done && a.phase == Phase::kExited;
       }
     }
-    if (job_.state == JobPhase::kRunning && any_completes && all_done)
-      end_job(JobPhase::kFinished, "");
+    if (job_.state == JobPhase::kRunning && any_completes && all_done) end_stage(now, any_alive);
     if (job_.state == JobPhase::kDraining && (!any_alive || now > drain_deadline_ms_))
       end_job(JobPhase::kDrained, "");
     if (job_.ended()) finish_when_quiet(now);
+  }
+
+  // The stage's learners are done: the actors that served them are shut down
+  // (killed after cluster.drain_timeout_s), then the next stage begins, or the
+  // job finishes after the last one.
+  void end_stage(int64_t now, bool any_alive) {
+    if (stage_ending_ms_ < 0) {
+      stage_ending_ms_ = now;
+      for (auto& [k, a] : job_.actors) {
+        if (a.phase == Phase::kPending || a.phase == Phase::kRestarting) a.phase = Phase::kExited;
+        if (alive(a.phase)) {
+          a.phase = Phase::kDraining;
+          send_shutdown(actor_identity(k.first, k.second), false);
+        }
+        job_.mark(a);
+      }
+      if (any_alive)
+        spdlog::info("stage {} done: stopping the actors that served it", job_.stage());
+    }
+    if (any_alive) {
+      if (now < stage_ending_ms_ + config_.cluster.drain_timeout_s * 1000) return;
+      for (auto& [k, a] : job_.actors) {
+        if (!alive(a.phase)) continue;
+        spdlog::warn("{} {} did not stop within cluster.drain_timeout_s: killing it",
+                     role_name(k.first), k.second);
+        kill_actor(a, "the stage ended and it did not stop");
+        a.phase = Phase::kExited;
+        job_.mark(a);
+      }
+    }
+    stage_ending_ms_ = -1;
+    const std::string done = job_.stage();
+    const double seconds =
+        1e-9 * static_cast<double>(wire::now_ns() - job_.stages[done].started_ns);
+    if (!job_.advance_stage(now)) {
+      spdlog::info("stage {} finished in {:.1f} s, the last of the job", done, seconds);
+      end_job(JobPhase::kFinished, "");
+      return;
+    }
+    spdlog::info("stage {} finished in {:.1f} s; stage {}/{} {} begins with {} actors", done,
+                 seconds, job_.stage_index + 1, config_.job.stages.size(), job_.stage(),
+                 job_.actors.size());
+    begin_stage();
+  }
+
+  // What the running stage may read of the stages before it.
+  void begin_stage() {
+    std::vector<std::pair<std::string, const storage::CheckpointStore*>> outputs;
+    for (size_t i = 0; i < job_.stage_index; ++i) {
+      const std::string& name = config_.job.stages[i];
+      if (name != "pretrain") outputs.emplace_back(name, &store_.checkpoints(name));
+    }
+    stage_inputs_.set_stage_outputs(std::move(outputs));
+  }
+
+  void kill_actor(const ActorRecord& a, const std::string& reason) {
+    send_to(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
+      auto cmd = e.getBody().initActorCommand();
+      cmd.setAction(wire::ActorCommand::Action::KILL);
+      write_assignment(a.assignment, cmd.initAssignment());
+      cmd.setReason(reason);
+    });
   }
 
   void finish_when_quiet(int64_t now) {
@@ -627,6 +687,7 @@ class Coordinator final : public PeerSender {
   CheckpointService checkpoints_;  // uploads from learner 0; downloads to actors
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
+  int64_t stage_ending_ms_ = -1;  // when the running stage's learners were all done; -1: not yet
   int64_t ended_ms_ = -1;
   int signals_seen_ = 0;
   bool done_ = false;
@@ -636,13 +697,19 @@ class Coordinator final : public PeerSender {
 
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) {
   if (options.fresh) {
+    // The job's state, every stage's checkpoints and the policy stage's rollouts.
     const std::filesystem::path db = coordinator_db_path(config);
-    std::error_code ec;
-    if (std::filesystem::remove_all(db, ec) > 0)
-      spdlog::warn("--fresh: deleted {} (the job's state and checkpoints)", db.string());
-    if (ec)
-      throw std::runtime_error(
-          fmt::format("--fresh: cannot delete {}: {}", db.string(), ec.message()));
+    std::vector<std::filesystem::path> stores = {db, db.parent_path() / "rollouts.db"};
+    for (const std::string& stage : config.job.stages)
+      if (stage != "pretrain") stores.push_back(StateStore::stage_store_path(db, stage));
+    for (const std::filesystem::path& path : stores) {
+      std::error_code ec;
+      if (std::filesystem::remove_all(path, ec) > 0)
+        spdlog::warn("--fresh: deleted {}", path.string());
+      if (ec)
+        throw std::runtime_error(
+            fmt::format("--fresh: cannot delete {}: {}", path.string(), ec.message()));
+    }
   }
   Coordinator coordinator(config, options);
   return coordinator.run();

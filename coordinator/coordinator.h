@@ -23,7 +23,7 @@ struct CoordinatorOptions {
   // Interface of the control and metrics sockets: "" = cluster.coordinator_host
   // (a name is resolved to its address), "*" = every interface.
   std::string bind_host;
-  bool fresh = false;  // delete the job's database (and checkpoints) and start over
+  bool fresh = false;  // delete the job's database, every stage's checkpoints and rollouts
 };
 
 // Path of the coordinator's database for a job.

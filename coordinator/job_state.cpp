@@ -36,8 +36,9 @@ bool alive(Phase p) {
 
 namespace {
 
-std::string actor_key(const ActorKey& k) {
-  return fmt::format("actor/{}/{}", role_name(k.first), k.second);
+// Actor records are kept per stage: the learner 0 of one stage is not the next one's.
+std::string actor_key(const std::string& stage, const ActorKey& k) {
+  return fmt::format("actor/{}/{}/{}", stage, role_name(k.first), k.second);
 }
 
 // Wire state shown for a phase (the wire has no "pending": it shows as starting).
@@ -76,18 +77,53 @@ JobState::JobState(const JobConfig& config, StateStore& store, int64_t now_ms)
     r.spec = n;
     r.since_ms = now_ms;
   }
-  for (Assignment& a : place_actors(config)) {
+}
+
+void JobState::place_stage(int64_t now_ms) {
+  actors.clear();
+  for (Assignment& a : place_actors(config_, stage())) {
     ActorRecord r;
     const ActorKey key{a.role, a.rank};
     r.assignment = std::move(a);
+    const auto saved = store_.get(actor_key(stage(), key));
+    if (saved) {
+      std::istringstream in(*saved);
+      int phase = 0;
+      in >> phase >> r.pid >> r.restarts >> r.step;
+      r.phase = static_cast<Phase>(std::clamp(phase, 0, static_cast<int>(Phase::kFailed)));
+      // Whatever ran keeps a full timeout to show itself to the new coordinator.
+      r.last_heartbeat_ms = r.started_ms = now_ms;
+      if (r.phase == Phase::kRestarting) r.restart_at_ms = now_ms;
+    }
     actors.emplace(key, std::move(r));
   }
+}
+
+void JobState::load_checkpoint_index() {
+  // The checkpoint index is the stage's committed checkpoints themselves.
+  checkpoint_step = -1;
+  checkpoint_bytes = 0;
+  checkpoint_time_ns = 0;
+  if (const auto latest = store_.checkpoints(stage()).latest()) {
+    checkpoint_step = latest->step;
+    for (const auto& b : latest->blobs) checkpoint_bytes += b.size;
+    const auto t = latest->meta.find("time_ns");
+    checkpoint_time_ns = t == latest->meta.end() ? 0 : std::stoll(t->second);
+  }
+}
+
+int64_t JobState::last_step_of(const std::string& name) {
+  const auto latest = store_.checkpoints(name).latest();
+  return latest ? latest->step : -1;
 }
 
 void JobState::load(int64_t now_ms) {
   const auto id = store_.get("job/id");
   if (!id) {  // a fresh job
     store_.put({{"job/id", config_.job.name}, {"job/config", to_toml(config_)}}, true);
+    place_stage(now_ms);
+    load_checkpoint_index();
+    stages[stage()].started_ns = wire::now_ns();
     mark_job();
     flush(true);
     return;
@@ -103,33 +139,47 @@ void JobState::load(int64_t now_ms) {
   state = job_phase_from_name(store_.get("job/state").value_or("running"));
   reason = store_.get("job/reason").value_or("");
   generation = std::stoull(store_.get("job/generation").value_or("1"));
-  // The checkpoint index is the committed checkpoints themselves.
-  if (const auto latest = store_.checkpoints().latest()) {
-    checkpoint_step = latest->step;
-    checkpoint_bytes = 0;
-    for (const auto& b : latest->blobs) checkpoint_bytes += b.size;
-    const auto t = latest->meta.find("time_ns");
-    checkpoint_time_ns = t == latest->meta.end() ? 0 : std::stoll(t->second);
+  for (const auto& [key, value] : store_.scan("stage/")) {
+    StageRecord& r = stages[key.substr(6)];
+    std::istringstream(value) >> r.started_ns >> r.finished_ns;
   }
+  // The stage it was in: the first of job.stages not finished (a stage the
+  // config no longer lists is ignored; finished stages do not run again).
+  stage_index = 0;
+  while (stage_index + 1 < config_.job.stages.size() &&
+         stages[config_.job.stages[stage_index]].finished_ns > 0)
+    ++stage_index;
+  place_stage(now_ms);
+  load_checkpoint_index();
   for (const auto& [key, value] : store_.scan("restarts/")) {
     role_restarts[role_from_name(key.substr(9))] = static_cast<uint32_t>(std::stoul(value));
   }
-  for (const auto& [key, value] : store_.scan("metric/")) metrics[key.substr(7)] = std::stod(value);
-  for (auto& [k, a] : actors) {
-    const auto saved = store_.get(actor_key(k));
-    if (!saved) continue;
-    std::istringstream in(*saved);
-    int phase = 0;
-    in >> phase >> a.pid >> a.restarts >> a.step;
-    a.phase = static_cast<Phase>(std::clamp(phase, 0, static_cast<int>(Phase::kFailed)));
-    // Whatever ran keeps a full timeout to show itself to the new coordinator.
-    a.last_heartbeat_ms = now_ms;
-    a.started_ms = now_ms;
-    if (a.phase == Phase::kRestarting) a.restart_at_ms = now_ms;
-  }
-  spdlog::info("resumed job \"{}\" from its database: state {}, generation {}, checkpoint step {}",
-               config_.job.name, job_phase_name(state), generation, checkpoint_step);
+  const std::string metric_prefix = fmt::format("metric/{}/", stage());
+  for (const auto& [key, value] : store_.scan(metric_prefix))
+    metrics[key.substr(metric_prefix.size())] = std::stod(value);
+  spdlog::info(
+      "resumed job \"{}\" from its database: state {}, stage {}/{} {}, generation {}, checkpoint "
+      "step {}",
+      config_.job.name, job_phase_name(state), stage_index + 1, config_.job.stages.size(), stage(),
+      generation, checkpoint_step);
+  if (stages[stage()].started_ns == 0) stages[stage()].started_ns = wire::now_ns();
   if (state == JobPhase::kDrained || state == JobPhase::kFailed) relaunch(now_ms);
+}
+
+bool JobState::advance_stage(int64_t now_ms) {
+  stages[stage()].finished_ns = wire::now_ns();
+  mark_job();
+  if (stage_index + 1 >= config_.job.stages.size()) return false;
+  ++stage_index;
+  stages[stage()].started_ns = wire::now_ns();
+  ++generation;  // the new stage's learners form a group of their own
+  for (auto& [role, n] : role_restarts) n = 0;
+  metrics.clear();
+  place_stage(now_ms);
+  load_checkpoint_index();
+  for (auto& [k, a] : actors) mark(a);
+  flush(true);
+  return true;
 }
 
 void JobState::relaunch(int64_t now_ms) {
@@ -158,7 +208,7 @@ void JobState::flush(bool sync) {
   std::map<std::string, std::string> batch;
   for (const ActorKey& k : dirty_actors_) {
     const ActorRecord& a = actors.at(k);
-    batch[actor_key(k)] =
+    batch[actor_key(stage(), k)] =
         fmt::format("{} {} {} {}", static_cast<int>(a.phase), a.pid, a.restarts, a.step);
   }
   if (dirty_job_) {
@@ -167,9 +217,12 @@ void JobState::flush(bool sync) {
     batch["job/generation"] = std::to_string(generation);
     for (auto [role, n] : role_restarts)
       batch[fmt::format("restarts/{}", role_name(role))] = std::to_string(n);
+    for (const auto& [name, r] : stages)
+      batch["stage/" + name] = fmt::format("{} {}", r.started_ns, r.finished_ns);
   }
   if (dirty_metrics_) {
-    for (const auto& [name, v] : metrics) batch["metric/" + name] = fmt::format("{}", v);
+    for (const auto& [name, v] : metrics)
+      batch[fmt::format("metric/{}/{}", stage(), name)] = fmt::format("{}", v);
   }
   store_.put(batch, sync);
   dirty_actors_.clear();
@@ -208,9 +261,26 @@ JobStatus JobState::status(int64_t now_ms) {
   JobStatus s;
   s.job_id = config_.job.name;
   s.stage = stage();
+  s.stage_index = static_cast<int32_t>(stage_index);
+  const int64_t now_ns = wire::now_ns();
+  for (const std::string& name : config_.job.stages) {
+    const auto it = stages.find(name);
+    const StageRecord r = it == stages.end() ? StageRecord{} : it->second;
+    StageRow row;
+    row.name = name;
+    row.state = r.finished_ns > 0 ? "finished" : r.started_ns > 0 ? "running" : "pending";
+    if (r.started_ns > 0)
+      row.seconds =
+          static_cast<double>((r.finished_ns > 0 ? r.finished_ns : now_ns) - r.started_ns) * 1e-9;
+    row.last_step =
+        name == stage() ? checkpoint_step : (r.finished_ns > 0 ? last_step_of(name) : -1);
+    s.stages.push_back(row);
+  }
   s.state = job_phase_name(state);
   s.reason = reason;
-  s.total_steps = config_.ssl.steps_per_epoch * config_.ssl.epochs;
+  // What the stage's learners count: SSL steps, GRPO epochs; the probe counts nothing.
+  if (stage() == "pretrain") s.total_steps = config_.ssl.steps_per_epoch * config_.ssl.epochs;
+  if (stage() == "policy") s.total_steps = config_.policy.epochs;
   s.loss = metrics.count("loss") ? metrics.at("loss") : NAN;
   s.lr = metrics.count("lr") ? metrics.at("lr") : NAN;
   s.knn = metrics.count("knn") ? metrics.at("knn") : NAN;
@@ -222,7 +292,7 @@ JobStatus JobState::status(int64_t now_ms) {
       checkpoint_step < 0 ? -1 : (wire::now_ns() - checkpoint_time_ns) / 1000000;
   s.generation = generation;
   for (const auto& [k, a] : actors) {
-    if (completes_job(config_, k.first)) {
+    if (completes_stage(stage(), k.first)) {
       s.step = std::max(s.step, a.step);
       if (a.phase == Phase::kRunning) s.images_per_second += a.items_per_second;
     }

@@ -61,17 +61,28 @@ const char* job_phase_name(JobPhase p);
 // The phase a stored name stands for; kRunning for an unknown one.
 JobPhase job_phase_from_name(const std::string& name);
 
+// When a stage of the job began and ended (wire::now_ns; 0: not yet).
+struct StageRecord {
+  int64_t started_ns = 0;
+  int64_t finished_ns = 0;
+};
+
 // Everything the coordinator knows about its job. Mutations mark what changed;
 // flush() writes it in one atomic batch.
 class JobState {
  public:
   JobState(const JobConfig& config, StateStore& store, int64_t now_ms);
 
-  // Refuses a database of another job; resumes one of this job. A job that
-  // drained or failed in an earlier launch runs again from its last committed
-  // checkpoint (relaunch); only a finished job stays ended.
+  // Refuses a database of another job; resumes one of this job at the stage
+  // it was in, with that stage's actors. A job that drained or failed in an
+  // earlier launch runs again from its last committed checkpoint (relaunch);
+  // only a finished job stays ended.
   void load(int64_t now_ms);
   void flush(bool sync = false);
+  // Ends the stage running now and places the next one's actors (pending),
+  // with a fresh restart budget, a new learner generation and that stage's
+  // own checkpoints. Returns false when it was the last stage.
+  bool advance_stage(int64_t now_ms);
 
   std::map<ActorKey, ActorRecord> actors;
   std::map<std::string, NodeRecord> nodes;
@@ -82,10 +93,12 @@ class JobState {
   uint64_t checkpoint_bytes = 0;
   int64_t checkpoint_time_ns = 0;
   std::map<wire::Role, uint32_t> role_restarts;
-  std::map<std::string, double> metrics;
+  std::map<std::string, double> metrics;  // the running stage's learner 0's last figures
+  size_t stage_index = 0;                 // into job.stages: the stage running now
+  std::map<std::string, StageRecord> stages;
 
-  // The stage running now (stages run in config order; only the first is implemented).
-  std::string stage() const { return config_.job.stages.empty() ? "" : config_.job.stages.front(); }
+  // The stage running now (or the last one, once the job finished).
+  const std::string& stage() const { return config_.job.stages.at(stage_index); }
   bool ended() const {
     return state == JobPhase::kFinished || state == JobPhase::kDrained ||
            state == JobPhase::kFailed;
@@ -104,6 +117,10 @@ class JobState {
 
  private:
   void relaunch(int64_t now_ms);
+  // The running stage's actors, as placed (pending), then as stored, if they were.
+  void place_stage(int64_t now_ms);
+  void load_checkpoint_index();
+  int64_t last_step_of(const std::string& stage);  // its newest committed checkpoint; -1: none
 
   const JobConfig& config_;  // not owned
   StateStore& store_;        // not owned

@@ -48,30 +48,34 @@ StageInputs::StageInputs(const JobConfig& config, const storage::CheckpointStore
 std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
                                                   const std::vector<std::string>& names) {
   std::vector<std::string> tried, lacking;
+  // This job's own pretrain stage first, then the input folder's stores.
+  std::vector<std::pair<std::string, const storage::CheckpointStore*>> stores;
+  if (own_.latest()) stores.emplace_back(own_path_.string(), &own_);
   for (const char* name : {"coordinator.db", "checkpoints.db"}) {
     const fs::path path = dir_ / name;
     std::error_code ec;
-    const bool own = fs::equivalent(path, own_path_, ec);
-    if (!own && !fs::exists(path)) continue;
-    tried.push_back(path.string());
-    const storage::CheckpointStore* store = &own_;
-    if (!own) {
-      auto& opened = opened_[path.string()];
-      if (!opened) {
-        storage::StoreOptions read_only;
-        read_only.read_only = true;  // its writer (another job's coordinator) may hold it
-        opened = storage::CheckpointStore::open(path.string(), read_only);
-      }
-      store = opened.get();
+    if (fs::equivalent(path, own_path_, ec)) {
+      if (stores.empty()) stores.emplace_back(own_path_.string(), &own_);
+      continue;
     }
+    if (!fs::exists(path)) continue;
+    auto& opened = opened_[path.string()];
+    if (!opened) {
+      storage::StoreOptions read_only;
+      read_only.read_only = true;  // its writer (another job's coordinator) may hold it
+      opened = storage::CheckpointStore::open(path.string(), read_only);
+    }
+    stores.emplace_back(path.string(), opened.get());
+  }
+  for (const auto& [path, store] : stores) {
+    tried.push_back(path);
     const auto info = step < 0 ? store->latest() : store->info(step);
     if (!info) continue;
-    // The job's own database also holds its own stage's checkpoints (a policy
-    // learner's step 4 beside pretraining's step 4): an input has the blobs asked for.
+    // An input has the blobs asked for (a store of another job's own stage may not).
     const std::vector<std::string> missing = missing_blobs(*info, names);
     if (!missing.empty()) {
-      lacking.push_back(fmt::format("{} (checkpoint {} has no {})", path.string(), info->step,
-                                    fmt::join(missing, ", ")));
+      lacking.push_back(
+          fmt::format("{} (checkpoint {} has no {})", path, info->step, fmt::join(missing, ", ")));
       continue;
     }
     return {info->step, read_blobs(*store, info->step, names)};
@@ -95,6 +99,10 @@ Blobs StageInputs::files(const std::vector<std::string>& names, uint64_t max_byt
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
       throw std::runtime_error(
           fmt::format("input file '{}': expected a plain file name in {}", name, dir_.string()));
+    if (std::optional<std::string> bytes = stage_output(name)) {
+      out[name] = std::move(*bytes);
+      continue;
+    }
     const fs::path path = dir_ / name;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
@@ -106,6 +114,15 @@ Blobs StageInputs::files(const std::vector<std::string>& names, uint64_t max_byt
     out[name] = read_file_bytes(path);
   }
   return out;
+}
+
+std::optional<std::string> StageInputs::stage_output(const std::string& name) const {
+  for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it) {
+    const auto latest = it->second->latest();
+    if (latest && missing_blobs(*latest, {name}).empty())
+      return it->second->read(latest->step, name);
+  }
+  return std::nullopt;
 }
 
 }  // namespace saccade::control

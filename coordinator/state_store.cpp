@@ -6,10 +6,23 @@ namespace {
 constexpr const char* kFamily = "state";
 }
 
-StateStore::StateStore(const std::filesystem::path& dir) {
+StateStore::StateStore(const std::filesystem::path& dir) : path_(dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir.parent_path().empty() ? dir : dir.parent_path(), ec);
   db_ = storage::CheckpointStore::open(dir.string());
+}
+
+std::filesystem::path StateStore::stage_store_path(const std::filesystem::path& db,
+                                                   const std::string& stage) {
+  if (stage == "pretrain") return db;
+  return db.parent_path() / (stage + "-checkpoints.db");
+}
+
+storage::CheckpointStore& StateStore::checkpoints(const std::string& stage) {
+  if (stage == "pretrain") return *db_;
+  auto& store = stages_[stage];
+  if (!store) store = storage::CheckpointStore::open(stage_store_path(path_, stage).string());
+  return *store;
 }
 
 std::optional<std::string> StateStore::get(const std::string& key) const {

@@ -1,8 +1,10 @@
 // The coordinator's durable state, in ONE RocksDB under job.work_dir
 // (coordinator.db): the job's key/value state (family "state") and the
-// checkpoints learner 0 streams in (storage::CheckpointStore). Every update
-// is one atomic WriteBatch, so a coordinator killed at any moment restarts
-// from a consistent state, and a checkpoint is either whole or invisible.
+// pretrain stage's checkpoints learner 0 streams in (storage::CheckpointStore).
+// Every update is one atomic WriteBatch, so a coordinator killed at any moment
+// restarts from a consistent state, and a checkpoint is either whole or
+// invisible. The later stages' checkpoints live in stores of their own beside
+// it (<stage>-checkpoints.db), so that their steps never shadow pretraining's.
 #pragma once
 
 #include <filesystem>
@@ -28,11 +30,17 @@ class StateStore {
   // otherwise the write survives a process kill only.
   void put(const std::map<std::string, std::string>& entries, bool sync = false);
 
-  storage::CheckpointStore& checkpoints() { return *db_; }
-  const storage::CheckpointStore& checkpoints() const { return *db_; }
+  // The checkpoints of stage `stage`, opened (created) on first use. Throws
+  // std::runtime_error naming the store when RocksDB cannot open it.
+  storage::CheckpointStore& checkpoints(const std::string& stage);
+  // Where stage `stage`'s checkpoints of the database at `db` live.
+  static std::filesystem::path stage_store_path(const std::filesystem::path& db,
+                                                const std::string& stage);
 
  private:
-  std::unique_ptr<storage::CheckpointStore> db_;  // owned
+  std::filesystem::path path_;
+  std::unique_ptr<storage::CheckpointStore> db_;  // owned; pretrain's checkpoints too
+  std::map<std::string, std::unique_ptr<storage::CheckpointStore>> stages_;  // owned, the others
 };
 
 }  // namespace saccade::control

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -25,6 +26,15 @@ void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
   out.setLastCheckpointStep(s.last_checkpoint_step);
   out.setLastCheckpointAgeMs(s.last_checkpoint_age_ms);
   out.setGeneration(s.generation);
+  out.setStageIndex(s.stage_index);
+  auto stages = out.initStages(static_cast<unsigned>(s.stages.size()));
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    auto b = stages[static_cast<unsigned>(i)];
+    b.setName(s.stages[i].name);
+    b.setState(s.stages[i].state);
+    b.setSeconds(s.stages[i].seconds);
+    b.setLastStep(s.stages[i].last_step);
+  }
   auto actors = out.initActors(static_cast<unsigned>(s.actors.size()));
   for (size_t i = 0; i < s.actors.size(); ++i) {
     const ActorRow& a = s.actors[i];
@@ -75,6 +85,9 @@ JobStatus read_status(wire::StatusReply::Reader in) {
   s.last_checkpoint_step = in.getLastCheckpointStep();
   s.last_checkpoint_age_ms = in.getLastCheckpointAgeMs();
   s.generation = in.getGeneration();
+  s.stage_index = in.getStageIndex();
+  for (auto st : in.getStages())
+    s.stages.push_back({st.getName(), st.getState(), st.getSeconds(), st.getLastStep()});
   for (auto a : in.getActors()) {
     s.actors.push_back({role_name(a.getRole()), a.getRank(), a.getNode(), a.getPid(),
                         state_name(a.getState()), a.getHeartbeatAgeMs(), a.getRestarts(),
@@ -113,6 +126,20 @@ std::string label(const std::string& s) {
   return out;
 }
 
+// "2/3 probe (pretrain finished in 31m 02s, policy pending)".
+std::string stage_line(const JobStatus& s) {
+  std::string others;
+  for (const StageRow& r : s.stages) {
+    if (r.name == s.stage) continue;
+    others += fmt::format("{}{} {}", others.empty() ? "" : ", ", r.name, r.state);
+    if (r.state == "finished")
+      others += fmt::format(" in {:.0f}m {:02.0f}s", std::floor(r.seconds / 60),
+                            std::fmod(r.seconds, 60));
+  }
+  return fmt::format("{}/{} {}{}", s.stage_index + 1, std::max<size_t>(s.stages.size(), 1), s.stage,
+                     others.empty() ? "" : " (" + others + ")");
+}
+
 }  // namespace
 
 std::string status_table(const JobStatus& s) {
@@ -121,7 +148,7 @@ std::string status_table(const JobStatus& s) {
       "step {}{}  images/s {:.1f}  loss {}  lr {}  generation {}\n"
       "learning: k-NN {}  target entropy {} ln K  prototypes in use {}\n"
       "last checkpoint: {}\n",
-      s.job_id, s.stage, s.state, s.reason.empty() ? "" : " (" + s.reason + ")", s.step,
+      s.job_id, stage_line(s), s.state, s.reason.empty() ? "" : " (" + s.reason + ")", s.step,
       s.total_steps > 0 ? fmt::format("/{}", s.total_steps) : "", s.images_per_second,
       number_or_dash(s.loss, "{:.4f}"), number_or_dash(s.lr, "{:.3g}"), s.generation,
       number_or_dash(100 * s.knn, "{:.1f}%"), number_or_dash(s.target_entropy_ratio, "{:.3f}"),
@@ -143,6 +170,8 @@ std::string status_table(const JobStatus& s) {
 std::string status_json(const JobStatus& s) {
   nlohmann::ordered_json j = {{"job", s.job_id},
                               {"stage", s.stage},
+                              {"stage_index", s.stage_index},
+                              {"stages", nlohmann::ordered_json::array()},
                               {"state", s.state},
                               {"reason", s.reason},
                               {"step", s.step},
@@ -158,6 +187,9 @@ std::string status_json(const JobStatus& s) {
                               {"generation", s.generation},
                               {"actors", nlohmann::ordered_json::array()},
                               {"nodes", nlohmann::ordered_json::array()}};
+  for (const StageRow& r : s.stages)
+    j["stages"].push_back(
+        {{"name", r.name}, {"state", r.state}, {"seconds", r.seconds}, {"last_step", r.last_step}});
   for (const ActorRow& a : s.actors)
     j["actors"].push_back({{"role", a.role},
                            {"rank", a.rank},
@@ -207,6 +239,20 @@ std::string status_prometheus(const JobStatus& s) {
         static_cast<double>(s.last_checkpoint_step));
   gauge("saccade_job_state", "1 for the job's current state.",
         fmt::format("{},state=\"{}\"", job, label(s.state)), 1);
+  gauge("saccade_stage_index", "0-based index of the running stage in job.stages.", job,
+        s.stage_index);
+  out +=
+      "# HELP saccade_stage_state 1 for each stage's state (pending, running, finished).\n"
+      "# TYPE saccade_stage_state gauge\n";
+  for (const StageRow& r : s.stages)
+    out += fmt::format("saccade_stage_state{{{},stage=\"{}\",state=\"{}\"}} 1\n", job,
+                       label(r.name), label(r.state));
+  out +=
+      "# HELP saccade_stage_seconds Wall time of each stage so far.\n"
+      "# TYPE saccade_stage_seconds gauge\n";
+  for (const StageRow& r : s.stages)
+    out +=
+        fmt::format("saccade_stage_seconds{{{},stage=\"{}\"}} {}\n", job, label(r.name), r.seconds);
   const std::pair<const char*, const char*> per_actor[] = {
       {"saccade_actor_step", "Step of an actor."},
       {"saccade_actor_items_per_second", "Throughput of an actor."},

@@ -36,9 +36,18 @@ struct NodeRow {
   int64_t heartbeat_age_ms = -1;
 };
 
+struct StageRow {
+  std::string name;
+  std::string state;  // pending, running, finished
+  double seconds = 0;
+  int64_t last_step = -1;  // its newest committed checkpoint; -1: none
+};
+
 struct JobStatus {
   std::string job_id;
-  std::string stage;
+  std::string stage;        // the stage running now (the last one once finished)
+  int32_t stage_index = 0;  // into stages
+  std::vector<StageRow> stages;
   std::string state;   // running, draining, finished, drained, failed
   std::string reason;  // why the job failed or drained
   int64_t step = 0;

@@ -86,6 +86,7 @@ struct ActorAssignment {
   threads @5 :UInt32;
   device @6 :Text;             # "cpu" or "cuda:N"
   localEndpoint @7 :Text;      # ipc:// endpoint it also binds for peers on its node ("" = none)
+  stage @8 :Text;              # the job stage it runs (pretrain, probe, policy): picks its body
 }
 
 struct AssignRoles {
@@ -154,6 +155,15 @@ struct StatusReply {
   knn @14 :Float64;                  # last k-NN check of the teacher (0..1); NaN: none yet
   targetEntropyRatio @15 :Float64;   # teacher targets' entropy / ln K; NaN: not reported
   prototypesUsed @16 :Float64;       # prototypes that are some image's argmax; NaN: not reported
+  stageIndex @17 :Int32;             # 0-based index of `stage` in `stages`
+  stages @18 :List(StageStatus);     # every stage of job.stages, in order
+}
+
+struct StageStatus {
+  name @0 :Text;
+  state @1 :Text;                    # pending, running, finished
+  seconds @2 :Float64;               # wall time so far (running) or in all (finished)
+  lastStep @3 :Int64;                # its last committed checkpoint step; -1: none
 }
 
 struct NodeStatus {
@@ -281,10 +291,12 @@ struct CheckpointRequest {
 }
 
 enum CheckpointSource {
-  job @0;                            # this job's committed checkpoints (a learner resuming)
-  inputCheckpoint @1;                # the checkpoints of the stage's input (policy.input_dir)
-  inputFile @2;                      # files of the input folder by plain name (e.g. the task
-                                     # head), sent as the blobs of a checkpoint of step 0
+  job @0;                            # the asking actor's stage's committed checkpoints (resuming)
+  inputCheckpoint @1;                # pretraining's checkpoints: this job's pretrain stage,
+                                     # else those of policy.input_dir
+  inputFile @2;                      # a stage output by name (e.g. the task head): the latest
+                                     # checkpoint of this job's stage that wrote it, else a file
+                                     # of policy.input_dir, sent as a checkpoint of step 0
 }
 
 struct CheckpointCommitted {

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Plots of learning: k-NN over pretraining steps, and probe top-1 per glimpse.
+"""The results of a job: its tables, k-NN over pretraining steps, probe top-1 per glimpse.
 
 Usage: scripts/plot_learning.py WORK_DIR [OUT_DIR]
-Reads WORK_DIR/metrics.jsonl (the pretraining's k-NN checks, target entropy)
-and WORK_DIR/probe.json (`saccade probe`), writes OUT_DIR/learning_knn.png and
-OUT_DIR/probe_glimpses.png (OUT_DIR defaults to WORK_DIR). Needs matplotlib
-(Debian: python3-matplotlib, installed by scripts/install-deps.sh).
+Reads WORK_DIR/metrics.jsonl (the pretraining's k-NN checks, target entropy),
+WORK_DIR/probe.json (the probe stage or `saccade probe`) and WORK_DIR/policy.json
+(the policy stage or `saccade policy`); prints the probe's and the policy's tables
+and writes OUT_DIR/learning_knn.png and OUT_DIR/probe_glimpses.png (OUT_DIR
+defaults to WORK_DIR). Needs matplotlib (Debian: python3-matplotlib, installed by
+scripts/install-deps.sh).
 """
 import json
 import os
@@ -91,8 +93,35 @@ def plot_glimpses(probe_path, out):
     return True
 
 
+def print_probe(probe_path):
+    with open(probe_path) as f:
+        r = json.load(f)
+    glimpses = max((len(row["step_knn"]) for row in r["rows"]), default=0)
+    print(f"probe of checkpoint {r['checkpoint_step']}: {r['train_images']} train / "
+          f"{r['val_images']} val images, top-1 % (k-NN / linear)")
+    print(f"{'':<26}{'ViT mode':>14}" + "".join(f"{f'glimpse {g + 1}':>14}" for g in range(glimpses)))
+    for row in r["rows"]:
+        cells = [(row["vit_knn"], row["vit_linear"])] + list(zip(row["step_knn"], row["step_linear"]))
+        print(f"{row['name']:<26}" + "".join(f"{100 * k:>7.1f}{100 * l:>7.1f}" for k, l in cells))
+
+
+def print_policy(policy_path):
+    with open(policy_path) as f:
+        r = json.load(f)
+    print(f"gaze policy on checkpoint {r['checkpoint_step']}: GRPO on {r['train_images']} images, "
+          f"validation top-1 % after each glimpse ({r['val_images']} images)")
+    for name in ("random", "scan", "policy"):
+        acc = r.get(f"{name}_accuracy")
+        if acc:
+            print(f"  {name:<8}" + "".join(f"{100 * a:>7.1f}" for a in acc))
+
+
 def main(work_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
+    for name, show in (("probe.json", print_probe), ("policy.json", print_policy)):
+        path = os.path.join(work_dir, name)
+        if os.path.exists(path):
+            show(path)
     wrote = []
     metrics = os.path.join(work_dir, "metrics.jsonl")
     if os.path.exists(metrics) and plot_knn(metrics, os.path.join(out_dir, "learning_knn.png")):

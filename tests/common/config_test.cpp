@@ -35,7 +35,7 @@ TEST(Config, DefaultsResolveToThePapersSetting) {
   EXPECT_EQ(c.cluster.nodes[0].name, "local");
   EXPECT_EQ(c.cluster.nodes[0].learners, 1);
   EXPECT_EQ(c.data.pixel_mean.size(), 3u);
-  EXPECT_EQ(c.job.stages, (std::vector<std::string>{"pretrain", "probe", "policy", "eval"}));
+  EXPECT_EQ(c.job.stages, (std::vector<std::string>{"pretrain"}));  // a job runs what it lists
 }
 
 TEST(Config, AKeyOverridesOnlyItself) {
@@ -147,17 +147,22 @@ TEST(Config, CrossKeyChecks) {
       refusal("[cluster]\nstore_port = 7100\n"),
       "job.toml:2:14: cluster.store_port: port 7100 is already used by cluster.coordinator_port");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nlearners = 0\n"),
-            "job.toml:1:1: cluster.nodes: stages pretrain/probe need at least one learner over all "
-            "nodes, got 0\n"
-            "job.toml:1:1: cluster.nodes: stage policy needs rollout actors or learners, got none");
+            "job.toml:1:1: cluster.nodes: stages pretrain/probe/policy need at least one learner "
+            "over all nodes, got 0");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 2\n"),
             "job.toml:1:1: cluster.nodes: stage pretrain needs at least one data actor per "
             "learner, got 1 data actor(s) for 2 learner(s)");
-  // A policy job is one policy learner fed by rollout actors, on ports of their own.
+  // A policy stage is learner 0 (the policy learner) fed by rollout actors, on ports of their own.
   EXPECT_EQ(refusal("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"),
-            "job.toml:3:1: cluster.nodes: a job that starts with stage policy needs exactly one "
-            "learner (the policy learner) and at least one rollout actor, got 1 learner(s) and 0 "
-            "rollout actor(s)");
+            "job.toml:3:1: cluster.nodes: stage policy needs at least one rollout actor, got 0");
+  // Stages run in the order pretrain, probe, policy: each reads what the ones before wrote.
+  EXPECT_EQ(
+      refusal("[job]\nstages = [\"probe\", \"pretrain\"]\n"),
+      "job.toml:2:10: job.stages: expected stages in the order pretrain, probe, policy, eval, "
+      "each once; \"pretrain\" follows \"probe\"");
+  EXPECT_EQ(refusal("[job]\nstages = [\"pretrain\", \"eval\"]\n"),
+            "job.toml:2:10: job.stages: stage \"eval\" is not built yet: the policy stage's report "
+            "(policy.json) holds the per-glimpse evaluation; remove it from job.stages");
   EXPECT_NO_THROW(
       parse_config("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"
                    "rollout_actors = 2\n",

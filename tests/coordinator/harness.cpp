@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -103,11 +105,16 @@ int free_ports(int count) {
   static std::mt19937 rng(std::random_device{}());
   const int low = 10000, high = ephemeral_low() - count;
   if (high <= low) throw std::runtime_error("no port range below the ephemeral ports");
+  // Ports handed out before are not free for this test either: nothing may bind
+  // them yet (a job's coordinator port and store port drawn one after the other).
+  static std::set<int> given;
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int base = std::uniform_int_distribution<int>(low, high)(rng);
     bool all = true;
-    for (int p = base; p < base + count && all; ++p) all = port_is_free(p);
-    if (all) return base;
+    for (int p = base; p < base + count && all; ++p) all = !given.count(p) && port_is_free(p);
+    if (!all) continue;
+    for (int p = base; p < base + count; ++p) given.insert(p);
+    return base;
   }
   throw std::runtime_error(fmt::format("no {} consecutive free ports", count));
 }
@@ -168,8 +175,8 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
       "stall_timeout_s = {}\ndrain_timeout_s = {}\nstatus_linger_ms = {}\n{}\n{}\n"
       "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
-      job.name, work_dir.string(), job.stage, job.port, job.metrics_port, free_port(),
-      free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
+      job.name, work_dir.string(), fmt::join(job.stages, "\", \""), job.port, job.metrics_port,
+      free_port(), free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
       job.drain_timeout_s, job.status_linger_ms, job.cluster_extra, nodes, job.steps,
       job.checkpoint_every, job.ssl_extra, job.extra);
 }

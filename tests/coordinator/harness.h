@@ -65,7 +65,7 @@ using testing::TempDir;  // tests/support/temp_dir.h
 // [[cluster.nodes]] tables without the header; `extra` is appended as is.
 struct TestJob {
   std::string name = "rt-test";
-  std::string stage = "pretrain";  // job.stages = [stage]
+  std::vector<std::string> stages = {"pretrain"};  // job.stages
   int port = 0;
   int metrics_port = 0;
   int steps = 40;  // one epoch of `steps` steps
@@ -83,7 +83,7 @@ struct TestJob {
 std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir);
 
 // Bodies of the test actor (tests/coordinator/test_actor.cpp) take faults from
-// this variable: "role:rank:step:mode[:once];..." with mode crash | stall | stop | slow.
+// this variable: "role[@stage]:rank:step:mode[:once];..." with mode crash | stall | stop | slow.
 inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
 
 // A test rollout actor given this variable (a checkpoint step S) checks the
@@ -92,6 +92,9 @@ inline constexpr const char* kFaultVariable = "SACCADE_TEST_FAULT";
 // "teacher" blob of test_weights(S, kTestTeacherBytes); a path outside the
 // input folder and a missing step are refused. It exits 9 when anything differs.
 inline constexpr const char* kInputStepVariable = "SACCADE_TEST_INPUT_STEP";
+// ... whose checkpoint blob it checks: "teacher" (default) or "weights" (the
+// test learner's own checkpoints, test_weights(S, SACCADE_TEST_CHECKPOINT_BYTES)).
+inline constexpr const char* kInputBlobVariable = "SACCADE_TEST_INPUT_BLOB";
 inline constexpr const char* kTestInputFile = "head.bin";
 inline constexpr size_t kTestInputFileBytes = 5000;
 inline constexpr size_t kTestTeacherBytes = 200000;

@@ -447,7 +447,7 @@ TEST_F(Runtime, AStagesInputsReachItsActorsOverTheWire) {
   }
   TestJob job;
   job.port = free_port();
-  job.stage = "policy";
+  job.stages = {"policy"};
   job.steps = 100;
   job.status_linger_ms = 3000;
   job.cluster_extra = "max_message_bytes = 32768";  // the teacher crosses as 13 chunks
@@ -468,6 +468,103 @@ TEST_F(Runtime, AStagesInputsReachItsActorsOverTheWire) {
   const std::string log = coord.log();
   EXPECT_NE(log.find("expected a plain file name"), std::string::npos) << log;
   EXPECT_NE(log.find("has no committed checkpoint 8"), std::string::npos) << log;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// One job, three stages, in one work_dir: pretraining's learners and data
+// actor, then the probe in learner 0's slot (it reads pretraining's last
+// checkpoint and commits the stage's output), then the policy learner and a
+// rollout actor that gets the probe's output and pretraining's checkpoint over
+// the wire. The probe crashes once and is restarted; the coordinator is
+// killed during the policy stage: the next one resumes at that stage and no
+// finished stage runs again.
+TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
+  TestJob job;
+  job.port = free_port();
+  job.metrics_port = free_port();
+  job.stages = {"pretrain", "probe", "policy"};
+  job.steps = 30;
+  job.status_linger_ms = 3000;
+  job.cluster_extra = fmt::format("rollout_port_base = {}\n", free_ports(1));
+  job.nodes = {
+      "name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1\n"
+      "rollout_actors = 1"};
+  const fs::path config = write_config(job);
+  Child& first = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0",
+                    {"SACCADE_TEST_STEP_MS=60", std::string(kInputStepVariable) + "=30",
+                     std::string(kInputBlobVariable) + "=weights",
+                     std::string(kFaultVariable) + "=learner@probe:0:0:crash:once"});
+  auto policy = wait_status(
+      config,
+      [](const Json& j) {
+        const Json* learner = actor(j, "learner", 0);
+        return j.at("stage").get<std::string>() == "policy" && learner &&
+               learner->at("step").get<double>() >= 5;
+      },
+      60s);
+  ASSERT_TRUE(policy) << first.log();
+  const Json& s = *policy;
+  EXPECT_EQ(s.at("stage_index").get<double>(), 2);
+  ASSERT_EQ(s.at("stages").size(), 3u);
+  EXPECT_EQ(s.at("stages")[0].at("state").get<std::string>(), "finished");
+  EXPECT_EQ(s.at("stages")[0].at("last_step").get<double>(), 30);
+  EXPECT_EQ(s.at("stages")[1].at("state").get<std::string>(), "finished");
+  EXPECT_EQ(s.at("stages")[1].at("last_step").get<double>(), 30);  // the step it probed
+  EXPECT_EQ(s.at("stages")[2].at("state").get<std::string>(), "running");
+  // Only the policy stage's actors exist now.
+  ASSERT_EQ(s.at("actors").size(), 2u);
+  EXPECT_NE(actor(s, "rollout", 0), nullptr);
+  const std::string metrics = http_get(job.metrics_port);
+  EXPECT_NE(metrics.find("saccade_stage_index{job=\"rt-test\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(
+      metrics.find("saccade_stage_state{job=\"rt-test\",stage=\"probe\",state=\"finished\"} 1"),
+      std::string::npos)
+      << metrics;
+  const ProcessResult table = run_process({kSaccade, "status", "--config", config.string()});
+  EXPECT_NE(table.out.find("stage 3/3 policy (pretrain finished in "), std::string::npos)
+      << table.out;
+
+  first.signal(SIGKILL);
+  EXPECT_EQ(first.wait(5s), 128 + SIGKILL);
+  Child& second = coordinator(config, "coordinator-restarted");
+  auto done = wait_status(config, finished, 60s);
+  ASSERT_TRUE(done) << second.log();
+  EXPECT_EQ((*done).at("stage").get<std::string>(), "policy");
+  for (const Json& st : (*done).at("stages"))
+    EXPECT_EQ(st.at("state").get<std::string>(), "finished") << st;
+  EXPECT_EQ((*actor(*done, "learner", 0)).at("restarts").get<double>(), 0);
+  EXPECT_EQ(second.wait(15s), 0);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_NE(second.log().find("stage 3/3 policy"), std::string::npos) << second.log();
+
+  const std::string log = a0.log();
+  // Each stage's actors started once (the probe twice: it crashed once), learner 0
+  // once per stage; the first learner 0 (pretraining's) did not crash at its step 0.
+  EXPECT_EQ(occurrences(log, "started learner 0 "), 4u) << log;
+  EXPECT_EQ(occurrences(log, "test fault crash"), 1u) << log;
+  EXPECT_EQ(occurrences(log, "started data 0 "), 1u) << log;
+  EXPECT_EQ(occurrences(log, "started rollout 0 "), 1u) << log;
+  EXPECT_NE(log.find("probe of checkpoint 30 committed"), std::string::npos) << log;
+  EXPECT_NE(log.find(fmt::format("inputs verified: {} bytes of head, 3000 bytes of teacher 30",
+                                 kTestInputFileBytes)),
+            std::string::npos)
+      << log;
+  // Each stage's checkpoints in its own store: the policy stage's step 30 did not
+  // overwrite pretraining's.
+  auto pretrain = storage::CheckpointStore::open((work_dir() / "coordinator.db").string());
+  EXPECT_EQ(pretrain->read(30, "weights"), test_weights(30, 3000));
+  auto probe = storage::CheckpointStore::open((work_dir() / "probe-checkpoints.db").string());
+  EXPECT_EQ(probe->read(30, kTestInputFile), test_weights(1, kTestInputFileBytes));
+  auto policy_store =
+      storage::CheckpointStore::open((work_dir() / "policy-checkpoints.db").string());
+  ASSERT_TRUE(policy_store->latest());
+  EXPECT_EQ(policy_store->latest()->step, 30);
 }
 
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {

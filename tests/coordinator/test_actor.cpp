@@ -3,7 +3,7 @@
 // committed checkpoint step, count steps to ssl.epochs * ssl.steps_per_epoch
 // and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps;
 // data actors count steps until drained. Faults come from SACCADE_TEST_FAULT
-// ("role:rank:step:mode[:once];...", mode crash | stall | stop | slow; slow:
+// ("role[@stage]:rank:step:mode[:once];...", mode crash | stall | stop | slow; slow:
 // a step that takes 120 s and ignores drains, as a long training step does).
 #include <fmt/format.h>
 #include <signal.h>
@@ -45,7 +45,9 @@ void maybe_fault(ActorContext& ctx, int64_t step) {
     std::vector<std::string> f;
     std::istringstream parts(fault);
     for (std::string p; std::getline(parts, p, ':');) f.push_back(p);
-    if (f.size() < 4 || f[0] != control::role_name(ctx.assignment().role) ||
+    // "role" or "role@stage": a fault of one stage's actor only.
+    const std::string who = control::role_name(ctx.assignment().role);
+    if (f.size() < 4 || (f[0] != who && f[0] != who + "@" + ctx.assignment().stage) ||
         std::stoi(f[1]) != ctx.assignment().rank || std::stoll(f[2]) != step)
       continue;
     if (f.size() > 4 && f[4] == "once" && ctx.restarts() > 0) continue;
@@ -74,8 +76,9 @@ class Learner : public ActorBody {
     if (r->resume_from_step >= 0) {  // the checkpoint streamed back must be the one committed
       control::CheckpointQuery query;
       query.step = r->resume_from_step;
-      auto blobs = ctx.load_checkpoint(query, std::chrono::seconds(30));
-      if (!blobs) return ctx.stopping() ? 0 : 6;
+      auto loaded = ctx.load_checkpoint(query, std::chrono::seconds(30));
+      if (!loaded) return ctx.stopping() ? 0 : 6;
+      const runtime::CheckpointBlobs* blobs = &loaded->blobs;
       if (blobs->at("state") != fmt::format("step {}", r->resume_from_step) ||
           blobs->at("weights") != test_weights(r->resume_from_step, checkpoint_bytes())) {
         fmt::print(stderr, "checkpoint {} holds '{}' and {} bytes of weights\n",
@@ -131,6 +134,53 @@ class Learner : public ActorBody {
   std::atomic<int64_t> step_{0};
 };
 
+// The learner slot of a probe stage: takes pretraining's newest checkpoint
+// from the coordinator, checks it is the one committed, and commits the
+// stage's output (kTestInputFile) at that step.
+class Probe : public ActorBody {
+ public:
+  int run(ActorContext& ctx) override {
+    auto r = ctx.wait_rendezvous(0, std::chrono::seconds(60));
+    if (!r) return ctx.stopping() ? 0 : 5;
+    maybe_fault(ctx, 0);
+    if (r->resume_from_step >= 0) {
+      fmt::print(stderr, "probe committed already at {}\n", r->resume_from_step);
+      return 0;
+    }
+    control::CheckpointQuery query;
+    query.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+    query.blobs = {"weights"};
+    const auto input = ctx.load_checkpoint(query, std::chrono::seconds(30));
+    if (!input) return ctx.stopping() ? 0 : 6;
+    if (input->blobs.at("weights") != test_weights(input->step, checkpoint_bytes())) return 8;
+    const bool ok =
+        ctx.save_checkpoint(input->step, {{kTestInputFile, test_weights(1, kTestInputFileBytes)}},
+                            std::chrono::seconds(30));
+    fmt::print(stderr, "probe of checkpoint {} {}\n", input->step,
+               ok ? "committed" : "NOT committed");
+    return ok ? 0 : 10;
+  }
+};
+
+// A learner slot runs its stage's body.
+class StageLearner : public ActorBody {
+ public:
+  int run(ActorContext& ctx) override {
+    if (ctx.assignment().stage == "probe")
+      body_ = std::make_unique<Probe>();
+    else
+      body_ = std::make_unique<Learner>();
+    return body_->run(ctx);
+  }
+  void checkpoint(ActorContext& ctx) override {
+    if (body_) body_->checkpoint(ctx);
+  }
+  bool checkpoint_while_running() const override { return true; }
+
+ private:
+  std::unique_ptr<ActorBody> body_;
+};
+
 class Data : public ActorBody {
  public:
   int run(ActorContext& ctx) override {
@@ -163,19 +213,25 @@ class InputChecker : public Data {
     control::CheckpointQuery file;
     file.source = wire::CheckpointSource::INPUT_FILE;
     file.blobs = {kTestInputFile};
-    const auto files = ctx.load_checkpoint(file, timeout);
+    const auto loaded_files = ctx.load_checkpoint(file, timeout);
+    const runtime::CheckpointBlobs* files = loaded_files ? &loaded_files->blobs : nullptr;
     if (!files || files->size() != 1 ||
         files->at(kTestInputFile) != test_weights(1, kTestInputFileBytes)) {
       fmt::print(stderr, "input file wrong or missing\n");
       return false;
     }
+    // The teacher of a checkpoint of `saccade pretrain`, or the test learner's weights.
+    const char* blob_variable = std::getenv(kInputBlobVariable);
+    const std::string blob = blob_variable ? blob_variable : "teacher";
+    const size_t bytes = blob == "teacher" ? kTestTeacherBytes : checkpoint_bytes();
     control::CheckpointQuery teacher;
     teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
     teacher.step = step;
-    teacher.blobs = {"teacher"};
-    const auto blobs = ctx.load_checkpoint(teacher, timeout);
-    if (!blobs || blobs->size() != 1 ||
-        blobs->at("teacher") != test_weights(step, kTestTeacherBytes)) {
+    teacher.blobs = {blob};
+    const auto loaded = ctx.load_checkpoint(teacher, timeout);
+    const runtime::CheckpointBlobs* blobs = loaded ? &loaded->blobs : nullptr;
+    if (!blobs || loaded->step != step || blobs->size() != 1 ||
+        blobs->at(blob) != test_weights(step, bytes)) {
       fmt::print(stderr, "input checkpoint {} wrong or missing ({} blobs)\n", step,
                  blobs ? blobs->size() : 0);
       return false;
@@ -189,7 +245,7 @@ class InputChecker : public Data {
       return false;
     }
     fmt::print(stderr, "inputs verified: {} bytes of head, {} bytes of teacher {}\n",
-               files->at(kTestInputFile).size(), blobs->at("teacher").size(), step);
+               files->at(kTestInputFile).size(), blobs->at(blob).size(), step);
     return true;
   }
 };
@@ -200,7 +256,7 @@ class InputChecker : public Data {
 int main(int argc, char** argv) {
   using namespace saccade;
   runtime::register_actor_body(wire::Role::LEARNER,
-                               [] { return std::make_unique<testing::Learner>(); });
+                               [] { return std::make_unique<testing::StageLearner>(); });
   for (wire::Role r : {wire::Role::DATA, wire::Role::EVAL})
     runtime::register_actor_body(r, [] { return std::make_unique<testing::Data>(); });
   runtime::register_actor_body(wire::Role::ROLLOUT,

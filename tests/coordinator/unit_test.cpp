@@ -1,5 +1,6 @@
 // The runtime's pieces without processes: placement, the state store, key
 // files, endpoints, status formats, checkpoint chunking.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +28,7 @@ JobConfig two_nodes() {
 }
 
 TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
-  const auto actors = place_actors(two_nodes());
+  const auto actors = place_actors(two_nodes(), "pretrain");
   ASSERT_EQ(actors.size(), 6u);
   std::map<std::pair<wire::Role, int>, Assignment> by;
   for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
@@ -48,12 +49,13 @@ TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
             (std::vector<std::string>{"tcp://ha:9001", data_ipc_endpoint(config, 3)}));
   JobConfig no_ipc = two_nodes();
   no_ipc.cluster.ipc_dir = "";
-  for (const Assignment& a : place_actors(no_ipc))
+  for (const Assignment& a : place_actors(no_ipc, "pretrain"))
     for (const std::string& p : a.peers) EXPECT_EQ(p.rfind("tcp://", 0), 0u) << p;
   no_ipc.cluster.ipc_dir = "/" + std::string(200, 'x');  // longer than a Unix socket path
   EXPECT_EQ(data_ipc_endpoint(no_ipc, 0), "");
-  EXPECT_TRUE(completes_job(two_nodes(), wire::Role::LEARNER));
-  EXPECT_FALSE(completes_job(two_nodes(), wire::Role::DATA));
+  EXPECT_TRUE(completes_stage("pretrain", wire::Role::LEARNER));
+  EXPECT_FALSE(completes_stage("pretrain", wire::Role::DATA));
+  EXPECT_FALSE(completes_stage("policy", wire::Role::ROLLOUT));
 }
 
 TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
@@ -63,7 +65,8 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
       "rollout_actors = 1\n"
       "[[cluster.nodes]]\nname = \"b\"\nhost = \"hb\"\ndata_actors = 0\nlearners = 0\n"
       "rollout_actors = 2\n";
-  const auto actors = place_actors(parse_config("[job]\nstages = [\"policy\"]\n" + nodes, "t"));
+  const auto actors =
+      place_actors(parse_config("[job]\nstages = [\"policy\"]\n" + nodes, "t"), "policy");
   ASSERT_EQ(actors.size(), 4u);
   std::map<std::pair<wire::Role, int>, Assignment> by;
   for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
@@ -72,6 +75,35 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
   EXPECT_EQ(by.at({wire::Role::ROLLOUT, 2}).local_rank, 1);
   EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).peers,
             (std::vector<std::string>{"tcp://ha:9100", "tcp://hb:9101", "tcp://hb:9102"}));
+}
+
+// Each stage places only its own actors: the probe and the policy learner run
+// in learner 0's slot, rollout actors only in the policy stage.
+TEST(Placement, EachStagePlacesItsOwnActors) {
+  const JobConfig config = parse_config(
+      "[job]\nstages = [\"pretrain\", \"probe\", \"policy\"]\n"
+      "[cluster]\nrollout_port_base = 9100\n"
+      "[[cluster.nodes]]\nname = \"a\"\ndata_actors = 2\nlearners = 2\nrollout_actors = 1\n"
+      "[[cluster.nodes]]\nname = \"b\"\ndata_actors = 1\nlearners = 1\nrollout_actors = 2\n",
+      "t");
+  auto roles = [&](const std::string& stage) {
+    std::vector<std::string> out;
+    for (const Assignment& a : place_actors(config, stage)) {
+      EXPECT_EQ(a.stage, stage);
+      out.push_back(fmt::format("{}{}@{}", role_name(a.role), a.rank, a.node));
+    }
+    return out;
+  };
+  EXPECT_EQ(roles("pretrain"), (std::vector<std::string>{"data0@a", "data1@a", "learner0@a",
+                                                         "learner1@a", "data2@b", "learner2@b"}));
+  EXPECT_EQ(roles("probe"), (std::vector<std::string>{"learner0@a"}));
+  EXPECT_EQ(roles("policy"),
+            (std::vector<std::string>{"learner0@a", "rollout0@a", "rollout1@b", "rollout2@b"}));
+  for (const Assignment& a : place_actors(config, "policy")) {
+    if (a.role == wire::Role::LEARNER) {
+      EXPECT_EQ(a.peers.size(), 3u);  // every rollout actor, no data actor
+    }
+  }
 }
 
 TEST(StateStore, WritesSurviveReopening) {

@@ -323,6 +323,41 @@ fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& w
   return config;
 }
 
+// The whole pipeline as one job of the real bodies: pretraining (data actor +
+// learner), the probe in learner 0's slot, then GRPO on a policy learner and
+// a rollout actor, each stage reading the one before over the wire.
+TEST_F(Job, PretrainProbeAndPolicyRunAsOneJob) {
+  TestJob job = tiny_job({}, 4, 8);
+  job.extra.insert(job.extra.find("loader_threads"),
+                   fmt::format("val_idx_images = \"{0}/images.idx.gz\"\n"
+                               "val_idx_labels = \"{0}/labels.idx.gz\"\n",
+                               dir_.path().string()));
+  job.extra +=
+      "[probe]\nbatch_size = 16\ncs = [1.0]\nglimpses = 2\n[policy]\nepochs = 1\nbatch_size = 16\n"
+      "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n";
+  job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1"};
+  job.stages = {"pretrain", "probe", "policy"};
+  job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(1));
+  const fs::path config = write_config(job);
+  Child& run_all = run(config, {}, "run-all-stages");
+  EXPECT_EQ(run_all.wait(600s), 0) << run_all.log();
+  const std::string log = run_all.log();
+  for (const char* what : {"stage pretrain finished", "stage 2/3 probe begins",
+                           "stage probe finished", "stage 3/3 policy begins",
+                           "stage policy finished", "probe done: head for checkpoint 4 committed"})
+    EXPECT_NE(log.find(what), std::string::npos) << what << "\n" << log;
+  // The probe's head went to the policy stage from the probe stage's store.
+  auto probe = storage::CheckpointStore::open((work_dir() / "probe-checkpoints.db").string());
+  ASSERT_TRUE(probe->info(4));
+  EXPECT_EQ(probe->read(4, "probe_head.safetensors").size(),
+            fs::file_size(work_dir() / "probe_head.safetensors"));
+  std::ifstream report_file(work_dir() / "policy.json");
+  const auto report = nlohmann::json::parse(report_file);
+  EXPECT_EQ(report["checkpoint_step"], 4) << report;
+  EXPECT_TRUE(fs::exists(work_dir() / "probe.json"));
+  verify_checkpoints(*open_db(work_dir()));  // pretraining's, untouched by the later stages
+}
+
 // Every rollout batch is split across both rollout actors.
 TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);

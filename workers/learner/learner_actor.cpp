@@ -183,7 +183,7 @@ class LearnerActor final : public runtime::ActorBody {
         spdlog::error("checkpoint {} did not arrive from the coordinator", r.resume_from_step);
         return false;
       }
-      trainer->load(*blobs);
+      trainer->load(blobs->blobs);
       saved_step = trainer->step();
       spdlog::info("resumed from checkpoint {}", trainer->step());
     }

@@ -34,12 +34,12 @@ void set_threads(const runtime::ActorContext& ctx) {
 PolicyStage fetch_policy_stage(const JobConfig& config, runtime::ActorContext& ctx) {
   const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
   auto fetch = [&](const control::CheckpointQuery& q) {
-    auto blobs = ctx.load_checkpoint(q, timeout);
-    if (!blobs)
+    auto loaded = ctx.load_checkpoint(q, timeout);
+    if (!loaded)
       throw std::runtime_error(
           fmt::format("{} did not arrive from the coordinator{}", control::describe(q),
                       ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
-    return std::move(*blobs);
+    return std::move(loaded->blobs);
   };
   control::CheckpointQuery head_query;
   head_query.source = wire::CheckpointSource::INPUT_FILE;
@@ -80,7 +80,8 @@ class PolicyLearner : public runtime::ActorBody {
       if (r->resume_from_step >= 0) {
         control::CheckpointQuery query;
         query.step = r->resume_from_step;
-        std::optional<runtime::CheckpointBlobs> blobs = ctx.load_checkpoint(query, timeout);
+        std::optional<runtime::LoadedCheckpoint> loaded = ctx.load_checkpoint(query, timeout);
+        const runtime::CheckpointBlobs* blobs = loaded ? &loaded->blobs : nullptr;
         if (!blobs || !blobs->count("policy") || !blobs->count("optimizer")) {
           if (ctx.stopping()) return 0;
           spdlog::error("policy learner: checkpoint {} did not arrive whole", r->resume_from_step);

@@ -1,11 +1,12 @@
 // The policy stage as actors of the distributed runtime (`saccade run` of a
-// job whose first stage is policy): one policy learner that trains the gaze
-// policy with GRPO, and rollout actors that run its rollouts against the
-// frozen backbone and task head (job.work_dir/probe_head.safetensors and the
-// checkpoint it names, read from the shared work_dir). The learner sends each
-// rollout batch to every rollout actor (assignment().peers), keeps the
-// rollouts it trained on in job.work_dir/rollouts.db, and writes
-// policy.safetensors and policy.json like `saccade policy`.
+// job with stage policy): the policy learner (learner 0's slot) trains the
+// gaze policy with GRPO, and rollout actors run its rollouts against the
+// frozen backbone and task head, both sent by the coordinator (the probe
+// stage's head, or policy.input_dir's probe_head.safetensors, and the
+// pretraining checkpoint it names). The learner spreads each rollout batch
+// over the rollout actors (assignment().peers), keeps the rollouts it trained
+// on in job.work_dir/rollouts.db, checkpoints through the coordinator, and
+// writes policy.safetensors and policy.json like `saccade policy`.
 #pragma once
 
 #include <memory>

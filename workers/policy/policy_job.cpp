@@ -146,9 +146,11 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
   const data::ViewOptions views = view_options(config);
-  const PolicyTrainOptions train = policy_train_options(config, run.max_train_images);
-  report.train_images = run.max_train_images > 0 ? std::min(run.max_train_images, train_set->size())
-                                                 : train_set->size();
+  const int64_t max_train =
+      run.max_train_images > 0 ? run.max_train_images : config.policy.train_images;
+  const int64_t max_val = run.max_val_images > 0 ? run.max_val_images : config.policy.val_images;
+  const PolicyTrainOptions train = policy_train_options(config, max_train);
+  report.train_images = max_train > 0 ? std::min(max_train, train_set->size()) : train_set->size();
   spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
                report.train_images, stage.checkpoint_step, train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
@@ -172,12 +174,11 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
 
   GazeEvalOptions eval;
   eval.steps = config.policy.steps;
-  eval.max_images = run.max_val_images;
+  eval.max_images = max_val;
   eval.batch_size = config.eval.batch_size;
   eval.threads = train.threads;
   eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
-  report.val_images =
-      run.max_val_images > 0 ? std::min(run.max_val_images, val_set->size()) : val_set->size();
+  report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
   model::FovealBackboneImpl& backbone = *stage.backbone;
   const GazeEvaluation random =
       evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kRandom, *val_set, views, eval);

@@ -14,8 +14,8 @@
 namespace saccade::workers {
 
 struct PolicyRunOptions {
-  int64_t max_train_images = 0;  // 0 = the whole training split
-  int64_t max_val_images = 0;    // 0 = the whole validation split
+  int64_t max_train_images = 0;  // overrides policy.train_images when > 0
+  int64_t max_val_images = 0;    // overrides policy.val_images when > 0
 };
 
 struct PolicyEpochReport {

@@ -94,20 +94,22 @@ std::string format_probe_table(const ProbeReport& r) {
 }
 
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
+  at::set_num_threads(resolve_threads(config.ssl.threads));
+  if (run.random_init) return probe_backbone(config, initial_backbone(config), -1, run);
+  const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
+  ProbeReport report = probe_backbone(config, teacher.safetensors, teacher.step, run);
+  report.checkpoint_db = teacher.db;
+  return report;
+}
+
+ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_safetensors,
+                           int64_t step, const ProbeRunOptions& run) {
   if (config.probe.head != "linear")
     throw std::runtime_error(
         fmt::format("probe.head = \"{}\": only the linear head is implemented", config.probe.head));
-  at::set_num_threads(resolve_threads(config.ssl.threads));
   ProbeReport report;
-  model::FovealBackbone backbone{nullptr};
-  if (run.random_init) {
-    backbone = model::import_backbone(initial_backbone(config));
-  } else {
-    const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
-    report.checkpoint_step = teacher.step;
-    report.checkpoint_db = teacher.db;
-    backbone = model::import_backbone(teacher.safetensors);
-  }
+  report.checkpoint_step = step;
+  model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
 
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
@@ -202,13 +204,14 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
                                {"checkpoint_step", std::to_string(report.checkpoint_step)},
                                {"c", fmt::format("{}", probed.task_head.c)},
                                {"input", "first state token"}};
-    write_file_bytes(
-        report.head_path,
+    report.head_safetensors =
         model::serialize_safetensors({{"weight", model::to_raw_tensor(probed.task_head.weight)},
                                       {"bias", model::to_raw_tensor(probed.task_head.bias)}},
-                                     meta));
+                                     meta);
+    write_file_bytes(report.head_path, report.head_safetensors);
   }
-  write_file_bytes(report.report_path, report_json(report, config));
+  report.json = report_json(report, config);
+  write_file_bytes(report.report_path, report.json);
   return report;
 }
 

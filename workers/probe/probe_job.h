@@ -44,14 +44,22 @@ struct ProbeReport {
   double fit_seconds = 0;         // k-NN and linear probes
   std::vector<ProbeScores> rows;  // rows[0]: the probed backbone; then the baselines
   std::string head_path;          // job.work_dir/probe_head.safetensors ("" with random_init)
+  std::string head_safetensors;   // its bytes
   std::string report_path;        // job.work_dir/probe.json (probe_random_init.json)
+  std::string json;               // its text
 };
 
 // The table `saccade probe` prints: k-NN and linear top-1 per row, ViT mode
 // and after every glimpse.
 std::string format_probe_table(const ProbeReport& report);
 
-// Throws std::runtime_error when there is no checkpoint or no labels.
+// `saccade probe`: the backbone from this node's databases (or the random
+// init). Throws std::runtime_error when there is no checkpoint or no labels.
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& options = {});
+// The probe of `backbone_safetensors` (model::export_backbone's), the teacher
+// of pretraining checkpoint `step` (-1 with options.random_init); writes the
+// head and report in job.work_dir like run_probe. options.step is not used.
+ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_safetensors,
+                           int64_t step, const ProbeRunOptions& options);
 
 }  // namespace saccade::workers

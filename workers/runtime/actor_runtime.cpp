@@ -138,8 +138,8 @@ class RuntimeContext final : public ActorContext {
     return ok;
   }
 
-  std::optional<CheckpointBlobs> load_checkpoint(const control::CheckpointQuery& query,
-                                                 std::chrono::milliseconds timeout) override {
+  std::optional<LoadedCheckpoint> load_checkpoint(const control::CheckpointQuery& query,
+                                                  std::chrono::milliseconds timeout) override {
     using Transfer = CoordinatorLink::Transfer;
     runtime_.touch();
     uint64_t incarnation = 0;
@@ -172,8 +172,9 @@ class RuntimeContext final : public ActorContext {
       runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
       runtime_.touch();
     }
-    std::optional<CheckpointBlobs> out;
-    if (runtime_.load_ == Transfer::kDone) out = std::move(runtime_.loaded_);
+    std::optional<LoadedCheckpoint> out;
+    if (runtime_.load_ == Transfer::kDone)
+      out = LoadedCheckpoint{runtime_.loaded_step_, std::move(runtime_.loaded_)};
     runtime_.loaded_.clear();
     runtime_.incoming_.reset();
     runtime_.load_ = Transfer::kIdle;
@@ -246,6 +247,7 @@ int run_actor(const ActorOptions& o) {
   a.peers = o.peers;
   a.threads = static_cast<uint32_t>(std::max(o.threads, 0));
   a.device = o.device;
+  a.stage = o.stage.empty() ? config.job.stages.front() : o.stage;
   struct sigaction action {};
   action.sa_handler = on_terminate_signal;
   sigemptyset(&action.sa_mask);
@@ -310,6 +312,7 @@ void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
   cmd->add_option("--peer", options->peers, "Endpoints it connects to");
   cmd->add_option("--threads", options->threads, "Compute threads");
   cmd->add_option("--device", options->device, "cpu or cuda:N");
+  cmd->add_option("--stage", options->stage, "The job stage it runs (default: job.stages' first)");
   cmd->add_option("--restarts", options->restarts, "Times this actor was restarted before");
   cmd->callback([options, on_exit] {
     control::resolve_launch("", false);  // the agent's, inherited through $SACCADE_LAUNCH

@@ -44,6 +44,7 @@ struct ActorOptions {
   std::vector<std::string> peers;
   int threads = 0;
   std::string device = "cpu";
+  std::string stage;  // the job stage it runs ("" = job.stages' first)
   int restarts = 0;
   std::string log_level;  // overrides logging.level when set
   std::string log_dir;    // overrides logging.dir when set
@@ -62,6 +63,12 @@ struct RendezvousInfo {
 
 // Named byte blobs of one checkpoint (e.g. "student", "teacher", "optimizer").
 using CheckpointBlobs = std::map<std::string, std::string>;
+
+// A checkpoint as it arrived: its step (0 for input files) and its blobs.
+struct LoadedCheckpoint {
+  int64_t step = -1;
+  CheckpointBlobs blobs;
+};
 
 // What a body sees of its process: an interface, so bodies built into a
 // plugin (libsaccade_torch.so) use the runtime of the binary that loaded them
@@ -93,8 +100,8 @@ class ActorContext {
   // the job (a learner resuming), or the stage's inputs (a checkpoint or files
   // of the stages before it). nullopt when the coordinator refuses (its reason
   // is logged), on timeout or when stopping. Blobs are CRC-checked on arrival.
-  virtual std::optional<CheckpointBlobs> load_checkpoint(const control::CheckpointQuery& query,
-                                                         std::chrono::milliseconds timeout) = 0;
+  virtual std::optional<LoadedCheckpoint> load_checkpoint(const control::CheckpointQuery& query,
+                                                          std::chrono::milliseconds timeout) = 0;
   // The latest rendezvous, if any arrived.
   virtual std::optional<RendezvousInfo> rendezvous() const = 0;
   // Waits for a rendezvous of a generation above `after_generation`; nullopt

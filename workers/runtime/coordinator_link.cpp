@@ -219,6 +219,7 @@ void CoordinatorLink::handle(const wire::Message& m) {
       } else if (load_ == Transfer::kPending) {
         if (incoming_.complete(bytes) && incoming_.step() == step) {
           loaded_ = incoming_.take();
+          loaded_step_ = step;
           load_ = Transfer::kDone;
         } else {
           spdlog::error("checkpoint {} from the coordinator is incomplete", step);

@@ -83,6 +83,7 @@ class CoordinatorLink {
   Transfer load_ = Transfer::kIdle;
   control::CheckpointAssembler incoming_;
   control::Blobs loaded_;
+  int64_t loaded_step_ = -1;  // of loaded_
 
   void post(std::function<void(wire::Envelope::Builder)> fill) {
     std::lock_guard lock(mutex_);

@@ -1,0 +1,84 @@
+#include "workers/probe/probe_actor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "workers/pretrain/job_options.h"
+#include "workers/pretrain/pretrain_job.h"
+#include "workers/probe/probe_job.h"
+
+namespace saccade::workers {
+namespace {
+
+// The report's name among the probe stage's checkpoint blobs.
+constexpr const char* kProbeReportBlob = "probe.json";
+
+class ProbeActor : public runtime::ActorBody {
+ public:
+  int run(runtime::ActorContext& ctx) override {
+    const JobConfig& config = ctx.config();
+    try {
+      const uint32_t threads = ctx.assignment().threads;
+      at::set_num_threads(threads > 0 ? static_cast<int>(threads)
+                                      : resolve_threads(config.ssl.threads));
+      // A world of one: the rendezvous only says whether the stage committed already.
+      const auto r =
+          ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
+      if (!r) {
+        if (ctx.stopping()) return 0;
+        spdlog::error("probe: no rendezvous within {} s", config.cluster.rendezvous_timeout_s);
+        return 1;
+      }
+      if (r->resume_from_step >= 0) {
+        spdlog::info("probe: the stage committed its head for checkpoint {} already",
+                     r->resume_from_step);
+        return 0;
+      }
+      const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+      control::CheckpointQuery query;
+      query.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+      query.blobs = {"teacher"};
+      auto teacher = ctx.load_checkpoint(query, timeout);
+      if (!teacher) {
+        if (ctx.stopping()) return 0;
+        spdlog::error("probe: {} did not arrive from the coordinator (its reason is logged above)",
+                      control::describe(query));
+        return 1;
+      }
+      spdlog::info("probe: teacher of checkpoint {} from the coordinator", teacher->step);
+      const ProbeReport report = probe_backbone(
+          config, teacher_backbone_from(config, teacher->blobs.at("teacher")), teacher->step, {});
+      fmt::print(stderr, "{}", format_probe_table(report));
+      if (ctx.stopping()) return 0;
+      if (!ctx.save_checkpoint(
+              teacher->step,
+              {{kProbeHeadFile, report.head_safetensors}, {kProbeReportBlob, report.json}},
+              timeout)) {
+        spdlog::error("probe: the head was not committed");
+        return 1;
+      }
+      spdlog::info("probe done: head for checkpoint {} committed ({} + {} images)", teacher->step,
+                   report.train_images, report.val_images);
+      return 0;
+    } catch (const std::exception& e) {
+      if (ctx.stopping()) {
+        spdlog::info("probe drained: {}", e.what());
+        return 0;
+      }
+      spdlog::error("probe failed: {}", e.what());
+      return 1;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::ActorBody> make_probe_actor() {
+  return std::make_unique<ProbeActor>();
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,20 @@
+// The probe stage as an actor of the distributed runtime (`saccade run` of a
+// job with stage probe): learner 0's slot probes the teacher of pretraining's
+// newest checkpoint, which it gets from the coordinator, and commits the task
+// head and the report as the probe stage's checkpoint (step = the probed
+// pretraining step), from which the later stages read the head. It also
+// writes probe_head.safetensors and probe.json in job.work_dir of its node,
+// as `saccade probe` does. Restarted after a crash, it probes again; a probe
+// stage that already committed its head is not run again.
+#pragma once
+
+#include <memory>
+
+#include "workers/runtime/actor_runtime.h"
+
+namespace saccade::workers {
+
+// Exit codes besides 0 (done, or drained): 1 on any error, logged.
+std::unique_ptr<runtime::ActorBody> make_probe_actor();
+
+}  // namespace saccade::workers
