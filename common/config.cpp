@@ -274,6 +274,13 @@ void check_consistency(const JobConfig& c, Problems& p) {
     p.add("policy.heads",
           fmt::format("must divide policy.width ({}), got {}", c.policy.width, c.policy.heads));
   }
+  if (!c.policy.sees_state && c.policy.steps > c.model.width) {
+    // The glimpse index is a one-hot code in the state's width (workers/policy/gaze_traces.h).
+    p.add("policy.steps",
+          fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
+                      "model.width ({}) values: expected at most that many steps, got {}",
+                      c.model.width, c.policy.steps));
+  }
   auto ordered = [&](const char* lo_key, double lo, const char* hi_key, double hi) {
     if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));
   };

@@ -192,6 +192,7 @@ struct PolicyConfig {
   std::string input_dir;               // probe head and checkpoints; "" = job.work_dir
   int64_t train_images{};              // the first N training images GRPO runs on; 0 = all
   int64_t val_images{};                // the first N validation images evaluated; 0 = all
+  bool sees_state{};                   // false: the policy reads the glimpse index only
 };
 
 struct EvalConfig {

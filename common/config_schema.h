@@ -347,6 +347,10 @@ void describe(V& v, PolicyConfig& c) {
   v.integer("train_images", c.train_images, 0, 0, int64_t{1} << 40,
             "GRPO trains on the first N training images; 0 = all (`saccade policy "
             "--max-train-images` overrides).");
+  v.boolean("sees_state", c.sees_state, true,
+            "false: the policy reads only the glimpse index (a one-hot code in place of the "
+            "state tokens), so GRPO learns one path for every image: the best fixed scan path, "
+            "the baseline a policy that searches must beat (docs/policy.md).");
   v.integer("val_images", c.val_images, 0, 0, int64_t{1} << 40,
             "The policy is evaluated on the first N validation images; 0 = all (`saccade policy "
             "--max-val-images` overrides).");

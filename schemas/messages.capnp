@@ -326,6 +326,7 @@ struct RolloutRequest {
   seeds @5 :List(UInt64);            # per image: every draw of its traces
   std @6 :Float64;                   # the mixture's std (source = sample)
   source @7 :GazeSource;
+  stateBlind @8 :Bool;               # the policy reads the glimpse index, not the state
 }
 
 # The traces of one image (workers/policy/rollout_codec.h names the tensors).

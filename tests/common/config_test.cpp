@@ -149,6 +149,9 @@ TEST(Config, CrossKeyChecks) {
   EXPECT_EQ(refusal("[[cluster.nodes]]\nlearners = 0\n"),
             "job.toml:1:1: cluster.nodes: stages pretrain/probe/policy need at least one learner "
             "over all nodes, got 0");
+  EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsees_state = false\nsteps = 65\n"),
+            "job.toml:6:9: policy.steps: a state-blind policy (policy.sees_state = false) codes "
+            "the glimpse in model.width (64) values: expected at most that many steps, got 65");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 2\n"),
             "job.toml:1:1: cluster.nodes: stage pretrain needs at least one data actor per "
             "learner, got 1 data actor(s) for 2 learner(s)");

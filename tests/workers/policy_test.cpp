@@ -109,6 +109,38 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
   EXPECT_EQ(scan_gaze(9, 3.0f, 6.0f), scan_gaze(0, 3.0f, 6.0f));    // then again
 }
 
+// A state-blind policy reads the glimpse's one-hot code instead of the state:
+// every image gets the same gaze at a glimpse (one fixed path), the recorded
+// states are the codes (what the trainer reads again), and the path moves.
+TEST(GazeTraces, AStateBlindPolicyLooksAtTheSamePlacesInEveryImage) {
+  OneClassDataset dataset(3, /*noise=*/true);
+  model::FovealBackbone bb = small_backbone();
+  model::GazePolicy pi = policy();
+  torch::manual_seed(4);
+  const TaskHead head{torch::randn({2, 16}), torch::randn({2})};
+  std::vector<int64_t> labels;
+  const auto images = cutters(dataset, 3, &labels);
+  labels = {0, 1, 0};
+  TraceOptions o;
+  o.steps = 3;
+  o.group = 2;
+  o.source = GazeSource::kPolicyMode;
+  o.seed = 9;
+  const Traces seeing = run_traces(*bb, head, pi.get(), images, labels, o);
+  o.state_blind = true;
+  const Traces blind = run_traces(*bb, head, pi.get(), images, labels, o);
+  const int64_t N = 6;
+  for (int64_t t = 0; t < 3; ++t) {
+    EXPECT_TRUE(torch::equal(blind.states[t], glimpse_code(N, 2, 16, t))) << "glimpse " << t;
+    EXPECT_TRUE(torch::allclose(blind.gazes[t], blind.gazes[t][0].expand({N, 2})))
+        << "glimpse " << t;
+  }
+  EXPECT_FALSE(torch::allclose(blind.gazes[1][0], blind.gazes[2][0]));
+  // Seeing the state, the gazes after the first glimpse depend on the image.
+  EXPECT_FALSE(torch::allclose(seeing.gazes[2], seeing.gazes[2][0].expand({N, 2})));
+  EXPECT_THROW(glimpse_code(1, 2, 16, 16), std::invalid_argument);
+}
+
 TEST(GazeTraces, BadInputIsRefused) {
   OneClassDataset dataset(2, false);
   model::FovealBackbone bb = small_backbone();

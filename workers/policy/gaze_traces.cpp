@@ -67,6 +67,14 @@ std::pair<torch::Tensor, torch::Tensor> choose_gazes(model::GazePolicyImpl* poli
 
 }  // namespace
 
+torch::Tensor glimpse_code(int64_t n, int64_t n_state, int64_t width, int64_t t) {
+  check(t >= 0 && t < width,
+        fmt::format("a state-blind policy codes glimpse {} in a state of width {}", t, width));
+  torch::Tensor code = torch::zeros({n, n_state, width});
+  code.select(1, 0).select(1, t).fill_(1.0f);
+  return code;
+}
+
 std::pair<float, float> scan_gaze(int64_t t, float ex, float ey) {
   // Cell (col, row) of the 3 x 3 grid; 4 is the centre.
   static constexpr int kOrder[9] = {4, 0, 1, 2, 3, 5, 6, 7, 8};
@@ -131,8 +139,11 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   glimpse.resize(N, views.glimpse_tokens(), views.channels, views.patch_size);
   torch::Tensor state = backbone.initial_state(N);
   for (int64_t t = 0; t < T; ++t) {
-    tr.states[t].copy_(state.to(torch::kCPU, torch::kFloat32));
-    auto [gazes, log_prob] = choose_gazes(policy, state.to(torch::kFloat32), tr.extent, t, o, rngs);
+    // What the policy reads, kept for the trainer to read it again.
+    const torch::Tensor policy_input =
+        o.state_blind ? glimpse_code(N, S, D, t).to(device) : state.to(torch::kFloat32);
+    tr.states[t].copy_(policy_input.to(torch::kCPU));
+    auto [gazes, log_prob] = choose_gazes(policy, policy_input, tr.extent, t, o, rngs);
     tr.gazes[t].copy_(gazes);
     tr.log_prob[t].copy_(log_prob);
     auto g = gazes.accessor<float, 2>();

@@ -55,7 +55,14 @@ struct TraceOptions {
   uint64_t seed = 0;
   std::vector<uint64_t> image_seeds;
   int threads = 1;  // glimpse-cutting threads
+  // The policy reads glimpse_code(t) instead of the backbone's state, so it
+  // can only learn one path for every image: the best fixed scan path baseline.
+  bool state_blind = false;
 };
+
+// What a state-blind policy reads before glimpse t: [n, n_state, width] zeros
+// with a 1 at [:, 0, t]. Throws std::invalid_argument when t >= width.
+at::Tensor glimpse_code(int64_t n, int64_t n_state, int64_t width, int64_t t);
 
 // N = B x G traces, image-major: trace i of image b is row b * G + i, so a
 // [T, N] tensor reshapes to [T, B, G] for group_advantages. On the CPU, fp32.

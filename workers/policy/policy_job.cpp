@@ -53,6 +53,7 @@ std::string report_json(const PolicyReport& r) {
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
+                                    {"sees_state", r.sees_state},
                                     {"epochs", epochs},
                                     {"random_accuracy", r.random_accuracy},
                                     {"policy_accuracy", r.policy_accuracy},
@@ -132,6 +133,7 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
   train.max_images = max_train_images;
   train.threads = static_cast<int>(config.data.loader_threads);
   train.seed = static_cast<uint64_t>(config.job.seed);
+  train.state_blind = !config.policy.sees_state;
   return train;
 }
 
@@ -178,6 +180,8 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   eval.batch_size = config.eval.batch_size;
   eval.threads = train.threads;
   eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
+  eval.state_blind = train.state_blind;
+  report.sees_state = !train.state_blind;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
   model::FovealBackboneImpl& backbone = *stage.backbone;
   const GazeEvaluation random =

@@ -121,6 +121,7 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       trace.steps = o.steps;
       trace.group = o.group;
       trace.source = GazeSource::kPolicySample;
+      trace.state_blind = o.state_blind;
       trace.std = ssl::cosine_schedule(o.std_start, o.std_end, total, 0, 0.0, update);
       const uint64_t update_seed = data::mix_seed(o.seed, static_cast<uint64_t>(update));
       for (int64_t index : batch.indices)
@@ -206,6 +207,7 @@ GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHea
     TraceOptions trace;
     trace.steps = o.steps;
     trace.source = source;
+    trace.state_blind = o.state_blind && needs_policy(source);
     for (int64_t index : indices)
       trace.image_seeds.push_back(data::mix_seed(o.seed, static_cast<uint64_t>(index)));
     trace.threads = o.threads;

@@ -27,6 +27,7 @@ struct PolicyTrainOptions {
   int64_t max_images = 0;                   // the first max_images of the dataset; 0 = all
   int threads = 1;
   uint64_t seed = 0;
+  bool state_blind = false;  // TraceOptions::state_blind: learn one fixed path
 };
 
 // What one epoch of training saw (means over its rollout batches).
@@ -80,6 +81,7 @@ struct GazeEvalOptions {
   int64_t batch_size = 256;
   int threads = 1;
   uint64_t seed = 0;
+  bool state_blind = false;  // the policy is state-blind (TraceOptions::state_blind)
 };
 
 struct GazeEvaluation {

@@ -91,6 +91,7 @@ bool RolloutClient::send(uint64_t id, size_t peer, runtime::PeerLink& link) {
     r.setSteps(static_cast<uint32_t>(batch.trace.steps));
     r.setStd(batch.trace.std);
     r.setSource(to_wire(batch.trace.source));
+    r.setStateBlind(batch.trace.state_blind);
     auto ids = r.initImageIds(static_cast<unsigned>(part.count));
     auto seeds = r.initSeeds(static_cast<unsigned>(part.count));
     for (size_t i = 0; i < part.count; ++i) {

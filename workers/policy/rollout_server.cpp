@@ -161,6 +161,7 @@ void RolloutServer::handle(runtime::Exchange& ex) {
   batch.trace.group = group;
   batch.trace.source = source;
   batch.trace.std = source == GazeSource::kPolicySample ? request.getStd() : 1.0;
+  batch.trace.state_blind = request.getStateBlind();
   for (uint64_t seed : seeds) batch.trace.image_seeds.push_back(seed);
   batch.trace.threads = s.options.threads;
   const Traces traces = s.rollouts.run(*s.policy, batch);

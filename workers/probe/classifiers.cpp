@@ -150,6 +150,7 @@ LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels,
     for (double c : o.cs) {
       torch::AutoGradMode grad(true);
       const Fit f = fit_logistic(sx, fy, classes, c, o.max_iterations);
+      if (o.on_progress) o.on_progress();
       const double accuracy = linear_accuracy(sh, hy, f.weight, f.bias);
       out.sweep.emplace_back(c, accuracy);
       if (accuracy > best) {
@@ -167,6 +168,7 @@ LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels,
     f = fit_logistic(standardise(every_x), labels.repeat({views}), classes, out.c,
                      o.max_iterations);
   }
+  if (o.on_progress) o.on_progress();
   const torch::Tensor w = f.weight / standardise.scale;
   out.weight = w.to(torch::kFloat32);
   out.bias = (f.bias - w.matmul(standardise.mean)).to(torch::kFloat32);

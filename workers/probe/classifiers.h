@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -31,9 +32,10 @@ double knn_accuracy(const at::Tensor& bank, const at::Tensor& bank_labels,
 struct LinearProbeOptions {
   // Inverse L2 strengths (scikit-learn's C: minimise C * sum CE + |W|^2 / 2).
   std::vector<double> cs = {0.01, 0.1, 1.0, 10.0};
-  double holdout_fraction = 0.1;  // of the training images, to choose C on
-  int64_t max_iterations = 1000;  // L-BFGS iterations per fit
-  uint64_t seed = 0;              // which images are held apart
+  double holdout_fraction = 0.1;      // of the training images, to choose C on
+  int64_t max_iterations = 1000;      // L-BFGS iterations per fit
+  uint64_t seed = 0;                  // which images are held apart
+  std::function<void()> on_progress;  // after each fit (may be empty): an actor's "alive"
 };
 
 // A linear head on RAW features: the standardisation is folded into it, so

@@ -75,6 +75,7 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
         f.steps_all_states[k].narrow(0, first, b).copy_(state.reshape({b, -1}).cpu());
     }
     f.labels.narrow(0, first, b).copy_(torch::from_blob(batch.labels.data(), {b}, torch::kInt64));
+    if (o.on_progress) o.on_progress();
   }
   backbone.train(was_training);
   f.skipped_corrupt = dataset.stats().skipped_corrupt() - skipped_before;

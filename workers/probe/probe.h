@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,7 @@ struct FeatureOptions {
   uint64_t seed = 0;         // gazes of image i come from (seed, i) only
   bool pixels = false;       // also keep the ViT-mode grid's pixels (the raw-pixel baseline)
   bool all_states = false;   // also keep every state token (vit_all_states, steps_all_states)
+  std::function<void()> on_progress;  // after each batch (may be empty)
 };
 
 // Runs the backbone (eval mode, no gradient) over the dataset's images in

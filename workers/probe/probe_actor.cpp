@@ -50,8 +50,16 @@ class ProbeActor : public runtime::ActorBody {
         return 1;
       }
       spdlog::info("probe: teacher of checkpoint {} from the coordinator", teacher->step);
-      const ProbeReport report = probe_backbone(
-          config, teacher_backbone_from(config, teacher->blobs.at("teacher")), teacher->step, {});
+      ProbeRunOptions options;
+      int64_t units = 0;  // feature batches and linear fits done: the status's step
+      options.on_progress = [&] {
+        // A drain ends the probe at the next batch or fit (caught below): nothing to save.
+        if (ctx.stopping()) throw std::runtime_error("stopped by a drain");
+        ctx.report(++units, 0.0);
+      };
+      const ProbeReport report =
+          probe_backbone(config, teacher_backbone_from(config, teacher->blobs.at("teacher")),
+                         teacher->step, options);
       fmt::print(stderr, "{}", format_probe_table(report));
       if (ctx.stopping()) return 0;
       if (!ctx.save_checkpoint(

@@ -132,6 +132,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
       std::find(features.begin(), features.end(), "first_state") != features.end();
   train_features.all_states =
       std::find(features.begin(), features.end(), "all_states") != features.end();
+  train_features.on_progress = run.on_progress;
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
   val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
@@ -144,6 +145,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   eval.linear.holdout_fraction = config.probe.holdout_fraction;
   eval.linear.max_iterations = config.probe.max_iterations;
   eval.linear.seed = static_cast<uint64_t>(config.job.seed);
+  eval.linear.on_progress = run.on_progress;
   const int64_t classes = train_set->num_classes();
 
   auto t0 = Clock::now();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,10 @@ struct ProbeRunOptions {
   bool random_init = false;      // probe the backbone's initial weights instead (no checkpoint)
   int64_t max_train_images = 0;  // overrides probe.train_images when > 0
   int64_t max_val_images = 0;    // overrides probe.val_images when > 0
+  // After each feature batch and each linear fit (may be empty): the probe
+  // actor reports progress with it, so the runtime does not take a long probe
+  // for a hung one.
+  std::function<void()> on_progress;
 };
 
 // One row of the report: one backbone (or the raw pixels), validation top-1.
