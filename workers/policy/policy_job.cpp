@@ -214,6 +214,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
                              {"depth", std::to_string(po.depth)},
                              {"heads", std::to_string(po.heads)},
                              {"n_mix", std::to_string(po.n_mix)}};
+  std::filesystem::create_directories(dir);  // a policy stage may have a work_dir of its own
   write_file_bytes(report.policy_path, model::save_modules({{"", &policy}}, meta));
   write_file_bytes(report.report_path, report_json(report));
   return report;
