@@ -163,10 +163,15 @@ void JobState::load(int64_t now_ms) {
       config_.job.name, job_phase_name(state), stage_index + 1, config_.job.stages.size(), stage(),
       generation, checkpoint_step);
   if (stages[stage()].started_ns == 0) stages[stage()].started_ns = wire::now_ns();
-  if (state == JobPhase::kDrained || state == JobPhase::kFailed) relaunch(now_ms);
+  // A finished job whose config now lists a stage it has not run goes on with
+  // that stage (e.g. job.stages extended from pretrain to pretrain, probe, policy).
+  const bool stage_left = state == JobPhase::kFinished && stages[stage()].finished_ns == 0;
+  if (stage_left) reason = fmt::format("job.stages adds {}", stage());
+  if (state == JobPhase::kDrained || state == JobPhase::kFailed || stage_left) relaunch(now_ms);
 }
 
 bool JobState::advance_stage(int64_t now_ms) {
+  flush();  // the ending stage's actor records, under its own keys, before they are replaced
   stages[stage()].finished_ns = wire::now_ns();
   mark_job();
   if (stage_index + 1 >= config_.job.stages.size()) return false;

@@ -76,7 +76,7 @@ class JobState {
   // Refuses a database of another job; resumes one of this job at the stage
   // it was in, with that stage's actors. A job that drained or failed in an
   // earlier launch runs again from its last committed checkpoint (relaunch);
-  // only a finished job stays ended.
+  // a finished job stays ended unless its config lists a stage it has not run.
   void load(int64_t now_ms);
   void flush(bool sync = false);
   // Ends the stage running now and places the next one's actors (pending),

@@ -567,6 +567,27 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
   EXPECT_EQ(policy_store->latest()->step, 30);
 }
 
+// A finished job whose config gains a stage goes on with that stage alone.
+TEST_F(Runtime, AFinishedJobRunsAStageAddedToItsConfig) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 20;
+  job.status_linger_ms = 1000;
+  job.nodes = {kTwoNodes[0]};
+  const fs::path config = write_config(job);
+  Child& first = run(config, {}, "run-pretrain");
+  EXPECT_EQ(first.wait(60s), 0) << first.log();
+  job.stages = {"pretrain", "probe"};
+  write_config(job);
+  Child& again = run(config, {}, "run-probe");
+  EXPECT_EQ(again.wait(60s), 0) << again.log();
+  const std::string log = again.log();
+  EXPECT_NE(log.find("job.stages adds probe"), std::string::npos) << log;
+  EXPECT_NE(log.find("probe of checkpoint 20 committed"), std::string::npos) << log;
+  EXPECT_EQ(occurrences(log, "started learner 0 "), 1u) << log;  // the probe only
+  EXPECT_EQ(occurrences(log, "started data 0 "), 0u) << log;
+}
+
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})

@@ -9,6 +9,7 @@
 #include "control/checkpoint_transfer.h"
 #include "control/control.h"
 #include "control/placement.h"
+#include "coordinator/job_state.h"
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 #include "tests/coordinator/json.h"
@@ -119,6 +120,40 @@ TEST(StateStore, WritesSurviveReopening) {
   const auto actors = again.scan("actor/");
   ASSERT_EQ(actors.size(), 2u);
   EXPECT_EQ(actors.at("actor/data/0"), "1 2 3 4");
+}
+
+// A stage's end may find its actors' last changes not yet written (an exit
+// handled in the same loop turn): advancing writes them under that stage's
+// keys, places the next stage's actors, and a reload resumes at the new stage.
+TEST(JobState, AdvancingAStageKeepsTheEndingStagesRecords) {
+  const testing::TempDir dir("unit");
+  const JobConfig config = parse_config(
+      "[job]\nstages = [\"pretrain\", \"probe\"]\n"
+      "[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 1\n",
+      "t");
+  StateStore store(dir.path() / "coordinator.db");
+  {
+    JobState job(config, store, 0);
+    job.load(0);
+    ASSERT_EQ(job.actors.size(), 2u);
+    for (auto& [key, a] : job.actors) {
+      a.phase = Phase::kExited;
+      a.step = 7;
+      job.mark(a);  // not flushed yet
+    }
+    ASSERT_TRUE(job.advance_stage(10));
+    EXPECT_EQ(job.stage(), "probe");
+    ASSERT_EQ(job.actors.size(), 1u);
+    EXPECT_EQ(job.actors.begin()->second.assignment.stage, "probe");
+    EXPECT_EQ(job.actors.begin()->second.phase, Phase::kPending);
+  }
+  EXPECT_EQ(store.get("actor/pretrain/data/0"), fmt::format("{} 0 0 7", int(Phase::kExited)));
+  JobState again(config, store, 0);
+  again.load(0);
+  EXPECT_EQ(again.stage_index, 1u);
+  EXPECT_EQ(again.status(0).stages.at(0).state, "finished");
+  EXPECT_EQ(again.status(0).stages.at(1).state, "running");
+  EXPECT_FALSE(again.advance_stage(20)) << "probe is the last stage";
 }
 
 TEST(StateStore, ALockedDatabaseIsAClearError) {
