@@ -575,7 +575,15 @@ class Coordinator final : public PeerSender {
     const std::string done = job_.stage();
     const double seconds =
         1e-9 * static_cast<double>(wire::now_ns() - job_.stages[done].started_ns);
-    if (!job_.advance_stage(now)) {
+    bool advanced = false;
+    try {
+      advanced = job_.advance_stage(now);
+    } catch (const std::exception& e) {  // e.g. the next stage's store cannot open
+      end_job(JobPhase::kFailed,
+              fmt::format("stage {} finished, the next cannot begin: {}", done, e.what()));
+      return;
+    }
+    if (!advanced) {
       spdlog::info("stage {} finished in {:.1f} s, the last of the job", done, seconds);
       end_job(JobPhase::kFinished, "");
       return;

@@ -175,6 +175,9 @@ bool JobState::advance_stage(int64_t now_ms) {
   stages[stage()].finished_ns = wire::now_ns();
   mark_job();
   if (stage_index + 1 >= config_.job.stages.size()) return false;
+  // The next stage's store opens (or throws) before the stage changes: the next
+  // launch then begins at that stage.
+  store_.checkpoints(config_.job.stages[stage_index + 1]);
   ++stage_index;
   stages[stage()].started_ns = wire::now_ns();
   ++generation;  // the new stage's learners form a group of their own

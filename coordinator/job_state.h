@@ -81,7 +81,9 @@ class JobState {
   void flush(bool sync = false);
   // Ends the stage running now and places the next one's actors (pending),
   // with a fresh restart budget, a new learner generation and that stage's
-  // own checkpoints. Returns false when it was the last stage.
+  // own checkpoints. Returns false when it was the last stage. Throws
+  // std::runtime_error when the next stage's store cannot open; the ending
+  // stage is then recorded as finished and nothing else changes.
   bool advance_stage(int64_t now_ms);
 
   std::map<ActorKey, ActorRecord> actors;

@@ -588,6 +588,30 @@ TEST_F(Runtime, AFinishedJobRunsAStageAddedToItsConfig) {
   EXPECT_EQ(occurrences(log, "started data 0 "), 0u) << log;
 }
 
+// A stage whose checkpoint store cannot open fails the job with the reason,
+// after the stage before it committed; the next launch runs it once it can.
+TEST_F(Runtime, AStageThatCannotBeginFailsTheJobWithItsReason) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 20;
+  job.status_linger_ms = 1000;
+  job.stages = {"pretrain", "probe"};
+  job.nodes = {kTwoNodes[0]};
+  const fs::path config = write_config(job);
+  fs::create_directories(work_dir());
+  std::ofstream(work_dir() / "probe-checkpoints.db") << "not a database";
+  Child& first = run(config, {}, "run-blocked");
+  EXPECT_EQ(first.wait(60s), 3) << first.log();  // kExitJobFailed
+  EXPECT_NE(first.log().find("stage pretrain finished, the next cannot begin"), std::string::npos)
+      << first.log();
+  EXPECT_NE(first.log().find("probe-checkpoints.db"), std::string::npos) << first.log();
+  fs::remove(work_dir() / "probe-checkpoints.db");
+  Child& again = run(config, {}, "run-unblocked");
+  EXPECT_EQ(again.wait(60s), 0) << again.log();
+  EXPECT_NE(again.log().find("probe of checkpoint 20 committed"), std::string::npos) << again.log();
+  EXPECT_EQ(occurrences(again.log(), "started data 0 "), 0u) << again.log();  // pretrain is done
+}
+
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})
