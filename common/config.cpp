@@ -345,9 +345,8 @@ void check_consistency(const JobConfig& c, Problems& p) {
     return std::find(stages.begin(), stages.end(), s) != stages.end();
   };
   // Each stage reads what the ones before it wrote: they run in this order.
-  static const std::vector<std::string> kOrder = {"pretrain", "probe", "policy", "eval"};
   auto order_of = [&](const std::string& s) {
-    return std::find(kOrder.begin(), kOrder.end(), s) - kOrder.begin();
+    return std::find(kStageOrder.begin(), kStageOrder.end(), s) - kStageOrder.begin();
   };
   if (stages.empty()) p.add("job.stages", "expected at least one stage");
   for (size_t i = 1; i < stages.size(); ++i) {

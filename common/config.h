@@ -18,8 +18,11 @@ struct JobSection {
   std::string name;      // job id: carried by every message, keys the coordinator's database
   int64_t seed{};        // root of every random stream in the job
   std::string work_dir;  // checkpoints, databases, logs and metrics of this job
-  std::vector<std::string> stages;  // which of pretrain, probe, policy, eval `saccade run` runs
+  std::vector<std::string> stages;  // what `saccade run` runs: a subsequence of kStageOrder
 };
+
+// The stages a job may run, in the order they run (each reads the ones before it).
+inline const std::vector<std::string> kStageOrder = {"pretrain", "probe", "policy", "eval"};
 
 // One machine of the cluster and the actors it hosts.
 struct NodeSpec {

@@ -28,7 +28,7 @@ void describe(V& v, JobSection& c) {
   v.integer("seed", c.seed, 0, 0, kMaxInt, "Root of every random stream of the job.");
   v.text("work_dir", c.work_dir, "runs/saccade",
          "Checkpoints, databases, logs and metrics of this job.");
-  v.choices("stages", c.stages, {"pretrain"}, {"pretrain", "probe", "policy", "eval"},
+  v.choices("stages", c.stages, {"pretrain"}, kStageOrder,
             "The job's stages, in this order (a subsequence). `saccade run` and the coordinator "
             "run them one after the other in one work_dir, each when the one before it has "
             "committed its outputs (pretrain: data actors + learners; probe: learner 0; policy: "

@@ -112,11 +112,6 @@ void JobState::load_checkpoint_index() {
   }
 }
 
-int64_t JobState::last_step_of(const std::string& name) {
-  const auto latest = store_.checkpoints(name).latest();
-  return latest ? latest->step : -1;
-}
-
 void JobState::load(int64_t now_ms) {
   const auto id = store_.get("job/id");
   if (!id) {  // a fresh job
@@ -141,7 +136,7 @@ void JobState::load(int64_t now_ms) {
   generation = std::stoull(store_.get("job/generation").value_or("1"));
   for (const auto& [key, value] : store_.scan("stage/")) {
     StageRecord& r = stages[key.substr(6)];
-    std::istringstream(value) >> r.started_ns >> r.finished_ns;
+    std::istringstream(value) >> r.started_ns >> r.finished_ns >> r.last_step;
   }
   // The stage it was in: the first of job.stages not finished (a stage the
   // config no longer lists is ignored; finished stages do not run again).
@@ -173,6 +168,7 @@ void JobState::load(int64_t now_ms) {
 bool JobState::advance_stage(int64_t now_ms) {
   flush();  // the ending stage's actor records, under its own keys, before they are replaced
   stages[stage()].finished_ns = wire::now_ns();
+  stages[stage()].last_step = checkpoint_step;
   mark_job();
   if (stage_index + 1 >= config_.job.stages.size()) return false;
   // The next stage's store opens (or throws) before the stage changes: the next
@@ -226,7 +222,7 @@ void JobState::flush(bool sync) {
     for (auto [role, n] : role_restarts)
       batch[fmt::format("restarts/{}", role_name(role))] = std::to_string(n);
     for (const auto& [name, r] : stages)
-      batch["stage/" + name] = fmt::format("{} {}", r.started_ns, r.finished_ns);
+      batch["stage/" + name] = fmt::format("{} {} {}", r.started_ns, r.finished_ns, r.last_step);
   }
   if (dirty_metrics_) {
     for (const auto& [name, v] : metrics)
@@ -280,8 +276,7 @@ JobStatus JobState::status(int64_t now_ms) {
     if (r.started_ns > 0)
       row.seconds =
           static_cast<double>((r.finished_ns > 0 ? r.finished_ns : now_ns) - r.started_ns) * 1e-9;
-    row.last_step =
-        name == stage() ? checkpoint_step : (r.finished_ns > 0 ? last_step_of(name) : -1);
+    row.last_step = name == stage() ? checkpoint_step : r.last_step;
     s.stages.push_back(row);
   }
   s.state = job_phase_name(state);

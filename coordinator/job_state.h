@@ -65,6 +65,7 @@ JobPhase job_phase_from_name(const std::string& name);
 struct StageRecord {
   int64_t started_ns = 0;
   int64_t finished_ns = 0;
+  int64_t last_step = -1;  // its newest committed checkpoint when it finished; -1: none
 };
 
 // Everything the coordinator knows about its job. Mutations mark what changed;
@@ -122,7 +123,6 @@ class JobState {
   // The running stage's actors, as placed (pending), then as stored, if they were.
   void place_stage(int64_t now_ms);
   void load_checkpoint_index();
-  int64_t last_step_of(const std::string& stage);  // its newest committed checkpoint; -1: none
 
   const JobConfig& config_;  // not owned
   StateStore& store_;        // not owned

@@ -29,15 +29,26 @@ std::vector<data::GlimpseCutter> cutters(const data::Dataset& d, int64_t n,
   return load_glimpse_cutters(d, small_views(), indices, threads, labels);
 }
 
-TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
-  OneClassDataset dataset(3, /*noise=*/true);
+// Three noisy images labelled 0, 1, 0, a small backbone and policy, and a
+// random head drawn after torch::manual_seed(seed): what the trace tests run on.
+struct TraceSetup {
+  OneClassDataset dataset{3, /*noise=*/true};
   model::FovealBackbone bb = small_backbone();
   model::GazePolicy pi = policy();
-  torch::manual_seed(2);
-  const TaskHead head{torch::randn({2, 16}), torch::randn({2})};
+  TaskHead head;
   std::vector<int64_t> labels;
-  const auto images = cutters(dataset, 3, &labels);
-  labels = {0, 1, 0};
+  std::vector<data::GlimpseCutter> images;
+  explicit TraceSetup(uint64_t seed) {
+    torch::manual_seed(seed);
+    head = TaskHead{torch::randn({2, 16}), torch::randn({2})};
+    images = cutters(dataset, 3, &labels);
+    labels = {0, 1, 0};
+  }
+};
+
+TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
+  TraceSetup setup(2);
+  auto& [dataset, bb, pi, head, labels, images] = setup;
   TraceOptions o;
   o.steps = 3;
   o.group = 4;
@@ -113,14 +124,8 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
 // every image gets the same gaze at a glimpse (one fixed path), the recorded
 // states are the codes (what the trainer reads again), and the path moves.
 TEST(GazeTraces, AStateBlindPolicyLooksAtTheSamePlacesInEveryImage) {
-  OneClassDataset dataset(3, /*noise=*/true);
-  model::FovealBackbone bb = small_backbone();
-  model::GazePolicy pi = policy();
-  torch::manual_seed(4);
-  const TaskHead head{torch::randn({2, 16}), torch::randn({2})};
-  std::vector<int64_t> labels;
-  const auto images = cutters(dataset, 3, &labels);
-  labels = {0, 1, 0};
+  TraceSetup setup(4);
+  auto& [dataset, bb, pi, head, labels, images] = setup;
   TraceOptions o;
   o.steps = 3;
   o.group = 2;
