@@ -2,6 +2,7 @@
 // saccade export CONFIG: the teacher backbone of a committed checkpoint as safetensors.
 // saccade probe CONFIG: a linear task head on that frozen backbone.
 // saccade policy CONFIG: the gaze policy, GRPO against the frozen backbone and head.
+// saccade eval CONFIG: every mode per glimpse and the resolution sweep on the frozen models.
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
 
@@ -87,6 +88,25 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
     policy_args.log_level = global.log_level.c_str();
     auto* entry = reinterpret_cast<int (*)(const PolicyArgs*)>(torch_entry("saccade_torch_policy"));
     if (const int rc = entry(&policy_args); rc != 0) throw Exit{rc};
+  });
+
+  static std::string eval_file;
+  static EvalArgs eval_args;
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Measure the frozen backbone, the probe's heads and the policy on the validation split: "
+      "top-1 after every glimpse per mode of eval.modes, and the resolution sweep of "
+      "eval.scales with tokens, FLOPs and time per image; writes job.work_dir/eval.json");
+  eval->add_option("CONFIG", eval_file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
+  eval->add_option("--max-images", eval_args.max_images,
+                   "Use the first N validation images (default: eval.images)");
+  eval->add_option("--max-sweep-images", eval_args.max_sweep_images,
+                   "Use the first N validation images in the sweep (default: eval.sweep_images)");
+  eval->callback([&global] {
+    eval_args.config_path = eval_file.c_str();
+    eval_args.log_level = global.log_level.c_str();
+    auto* entry = reinterpret_cast<int (*)(const EvalArgs*)>(torch_entry("saccade_torch_eval"));
+    if (const int rc = entry(&eval_args); rc != 0) throw Exit{rc};
   });
 }
 

@@ -14,6 +14,8 @@
 #include "common/logging.h"
 #include "schemas/wire.h"
 #include "storage/checkpoint_store.h"
+#include "workers/eval/eval_actor.h"
+#include "workers/eval/eval_job.h"
 #include "workers/learner/learner_actor.h"
 #include "workers/policy/policy_actors.h"
 #include "workers/policy/policy_job.h"
@@ -163,10 +165,24 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
   });
 }
 
+extern "C" int saccade_torch_eval(const saccade::cli::EvalArgs* args) {
+  using namespace saccade;
+  return with_config(args->config_path, "eval", [&](const JobConfig& config) {
+    init_logging({"eval", 0, *args->log_level ? args->log_level : config.logging.level, ""});
+    workers::EvalRunOptions run;
+    run.max_images = args->max_images;
+    run.max_sweep_images = args->max_sweep_images;
+    const workers::EvalReport r = workers::run_eval(config, run);
+    fmt::print("evaluation of checkpoint {}\n{}report: {}\n", r.checkpoint_step,
+               workers::format_eval_table(r), r.report_path);
+    return 0;
+  });
+}
+
 namespace {
 
 // A learner slot runs its stage's body: sequential-to-global DINO
-// (pretrain), the probe, or GRPO's policy learner.
+// (pretrain), the probe, GRPO's policy learner, or the evaluation.
 class StageLearner : public saccade::runtime::ActorBody {
  public:
   int run(saccade::runtime::ActorContext& ctx) override {
@@ -175,6 +191,8 @@ class StageLearner : public saccade::runtime::ActorBody {
       body_ = saccade::workers::make_probe_actor();
     else if (stage == "policy")
       body_ = saccade::workers::make_policy_learner();
+    else if (stage == "eval")
+      body_ = saccade::workers::make_eval_actor();
     else
       body_ = saccade::workers::make_learner_actor();
     return body_->run(ctx);

@@ -42,6 +42,13 @@ struct PolicyArgs {
   const char* log_level = "";
 };
 
+struct EvalArgs {
+  const char* config_path = nullptr;
+  int64_t max_images = 0;        // overrides eval.images when > 0
+  int64_t max_sweep_images = 0;  // overrides eval.sweep_images when > 0
+  const char* log_level = "";
+};
+
 }  // namespace saccade::cli
 
 namespace saccade::runtime {
@@ -57,6 +64,7 @@ int saccade_torch_bench_allreduce(const saccade::bench::AllreduceBenchOptions* o
 int saccade_torch_export(const saccade::cli::ExportArgs* args);
 int saccade_torch_probe(const saccade::cli::ProbeArgs* args);
 int saccade_torch_policy(const saccade::cli::PolicyArgs* args);
+int saccade_torch_eval(const saccade::cli::EvalArgs* args);
 // A new body for `role` (a wire::Role) that needs LibTorch, or nullptr. The
 // caller owns it (deleting through the virtual destructor).
 saccade::runtime::ActorBody* saccade_torch_make_body(int role);

@@ -274,6 +274,15 @@ void check_consistency(const JobConfig& c, Problems& p) {
     p.add("policy.heads",
           fmt::format("must divide policy.width ({}), got {}", c.policy.width, c.policy.heads));
   }
+  const bool evaluates_policy =
+      std::find(c.eval.modes.begin(), c.eval.modes.end(), "policy") != c.eval.modes.end();
+  if (!c.policy.sees_state && evaluates_policy && c.eval.glimpses > c.model.width) {
+    p.add("eval.glimpses",
+          fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
+                      "model.width ({}) values: expected at most that many glimpses in mode "
+                      "policy, got {}",
+                      c.model.width, c.eval.glimpses));
+  }
   if (!c.policy.sees_state && c.policy.steps > c.model.width) {
     // The glimpse index is a one-hot code in the state's width (workers/policy/gaze_traces.h).
     p.add("policy.steps",
@@ -332,10 +341,12 @@ void check_consistency(const JobConfig& c, Problems& p) {
     if (!names.insert(n.name).second)
       p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
     // Refused rather than started: without a body the agent would restart them until
-    // the job fails. Evaluation runs in-process (`saccade policy`'s per-glimpse report).
+    // the job fails. The eval stage runs in learner 0's slot.
     if (n.eval_actors > 0)
       p.add(at + ".eval_actors",
-            fmt::format("expected 0: the runtime has no eval actor yet, got {}", n.eval_actors));
+            fmt::format("expected 0: the eval stage runs in learner 0's slot (actors that split "
+                        "its images are not built), got {}",
+                        n.eval_actors));
     learners += n.learners;
     rollouts += n.rollout_actors;
     data_actors += n.data_actors;
@@ -356,13 +367,8 @@ void check_consistency(const JobConfig& c, Problems& p) {
                         "\"{}\" follows \"{}\"",
                         stages[i], stages[i - 1]));
   }
-  if (has_stage("eval"))
-    p.add("job.stages",
-          "stage \"eval\" is not built yet: the policy stage's report (policy.json) holds the "
-          "per-glimpse evaluation; remove it from job.stages");
-  if ((has_stage("pretrain") || has_stage("probe") || has_stage("policy")) && learners == 0) {
-    p.add("cluster.nodes",
-          "stages pretrain/probe/policy need at least one learner over all nodes, got 0");
+  if (learners == 0) {
+    p.add("cluster.nodes", "every stage needs at least one learner over all nodes, got 0");
   }
   if (has_stage("pretrain") && data_actors < learners) {
     // Data actor d feeds learner d % learners: with fewer, a learner has none.

@@ -199,9 +199,12 @@ struct PolicyConfig {
 };
 
 struct EvalConfig {
-  std::vector<std::string> modes;  // vit | random | policy
+  std::vector<std::string> modes;  // vit | random | scan | policy
   int64_t glimpses{};
   int64_t batch_size{};
+  int64_t images{};            // the first N validation images; 0 = all
+  std::vector<double> scales;  // resolution sweep factors
+  int64_t sweep_images{};      // the first N validation images of the sweep
 };
 
 struct LoggingConfig {

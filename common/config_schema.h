@@ -32,9 +32,11 @@ void describe(V& v, JobSection& c) {
             "The job's stages, in this order (a subsequence). `saccade run` and the coordinator "
             "run them one after the other in one work_dir, each when the one before it has "
             "committed its outputs (pretrain: data actors + learners; probe: learner 0; policy: "
-            "learner 0 as the policy learner + rollout actors). A relaunched job resumes at the "
-            "stage it was in. The probe and policy stages also run as one-process commands "
-            "(`saccade probe`, `saccade policy`). eval is not built yet.");
+            "learner 0 as the policy learner + rollout actors; eval: learner 0). A relaunched job "
+            "resumes at the "
+            "stage it was in. The probe, policy and eval stages also run as one-process commands "
+            "(`saccade probe`, `saccade policy`, `saccade eval`); probe, policy and eval run in "
+            "learner 0's slot.");
 }
 
 template <class V>
@@ -46,9 +48,9 @@ void describe(V& v, NodeSpec& c) {
             "Data actors (decode, integral image, views).");
   v.integer("learners", c.learners, 1, 0, 1024, "Learner actors (one per GPU on GPU nodes).");
   v.integer("rollout_actors", c.rollout_actors, 0, 0, 1024, "GRPO rollout actors.");
-  v.integer(
-      "eval_actors", c.eval_actors, 0, 0, 1024,
-      "Evaluation actors: must be 0 until the runtime has an eval stage (refused otherwise).");
+  v.integer("eval_actors", c.eval_actors, 0, 0, 1024,
+            "Evaluation actors: must be 0 (refused otherwise); the eval stage runs in learner 0's "
+            "slot.");
   v.integer("gpus", c.gpus, 0, 0, 64, "GPUs used on this node; 0 = CPU only.");
   v.integer("threads", c.threads, 0, 0, 4096,
             "Compute threads per actor; 0 = cores / the actors of the running stage on the node.");
@@ -358,10 +360,23 @@ void describe(V& v, PolicyConfig& c) {
 
 template <class V>
 void describe(V& v, EvalConfig& c) {
-  v.choices("modes", c.modes, {"vit", "random", "policy"}, {"vit", "random", "policy"},
-            "Evaluation modes: ViT grid, random gazes, learned policy.");
-  v.integer("glimpses", c.glimpses, 8, 1, 1024, "Glimpses in the random and policy modes.");
-  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24, "Evaluation batch size.");
+  v.choices("modes", c.modes, {"vit", "random", "scan", "policy"},
+            {"vit", "random", "scan", "policy"},
+            "Modes `saccade eval` and the eval stage measure: vit (one step over the ViT-mode "
+            "grid), random gazes, scan (the fixed centre-first scan path), policy (the learned "
+            "policy's most likely gaze; needs the policy stage's policy).");
+  v.integer("glimpses", c.glimpses, 8, 1, 1024,
+            "Glimpses of the gaze modes: top-1 is reported after each (the paper: after 8).");
+  v.integer("batch_size", c.batch_size, 256, 1, 1 << 24,
+            "Images per forward pass (the sweep's larger ViT grids get proportionally fewer).");
+  v.integer("images", c.images, 0, 0, int64_t{1} << 40,
+            "The first N validation images of the per-glimpse evaluation; 0 = all.");
+  v.numbers("scales", c.scales, {1.0, 2.0, 4.0, 8.0}, 0.01, 64.0,
+            "Resolution sweep: the validation images resized by each factor; every mode, plus a "
+            "ViT of fixed patch size (vit_fixed_patch: views.vit_grid x scale patches per side), "
+            "is measured at each. Empty = no sweep.");
+  v.integer("sweep_images", c.sweep_images, 500, 1, int64_t{1} << 40,
+            "The first N validation images of the resolution sweep.");
 }
 
 template <class V>

@@ -29,7 +29,7 @@ struct Assignment {
 //  - pretrain: data actors and learners. Data actor d feeds learner
 //    d % learners: over ipc:// when both are on one node (cluster.ipc_dir),
 //    else over tcp://.
-//  - probe: learner 0 alone (the probe runs in its slot).
+//  - probe, eval: learner 0 alone (the probe or the evaluation runs in its slot).
 //  - policy: learner 0 (the policy learner) and every rollout actor; rollout
 //    actor r binds tcp://<host>:<rollout_port_base + r> and learner 0 connects
 //    to all of them.
@@ -44,7 +44,7 @@ void write_assignment(const Assignment& a, wire::ActorAssignment::Builder out);
 Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& node);
 
 // Whether actors of `role` finish stage `stage` by exiting cleanly (the
-// learners of pretrain, probe and policy); the others serve them and are
+// learners of every stage); the others serve them and are
 // shut down once the stage's work is done.
 bool completes_stage(const std::string& stage, wire::Role role);
 

@@ -161,6 +161,7 @@ void cut_slices(const ViewOptions& o, const kernels::ImageView& view,
   std::vector<float> mean, stdev;
   channel_stats(o, mean, stdev);
   for (const ViewSlice& s : slices) {
+    if (s.pieces == 0) continue;  // an evaluation without glimpses (ViT mode only)
     const ViewPixels v{pixels.data() + s.first_token * patch_floats, s.tokens, o.channels,
                        o.patch_size};
     float* pos = positions.data() + s.first_token * 3;

@@ -3,10 +3,11 @@
 
 Usage: scripts/plot_learning.py WORK_DIR [OUT_DIR]
 Reads WORK_DIR/metrics.jsonl (the pretraining's k-NN checks, target entropy),
-WORK_DIR/probe.json (the probe stage or `saccade probe`) and WORK_DIR/policy.json
-(the policy stage or `saccade policy`); prints the probe's and the policy's tables
-and writes OUT_DIR/learning_knn.png and OUT_DIR/probe_glimpses.png (OUT_DIR
-defaults to WORK_DIR). Needs matplotlib (Debian: python3-matplotlib, installed by
+WORK_DIR/probe.json (the probe stage or `saccade probe`), WORK_DIR/policy.json
+(the policy stage or `saccade policy`) and WORK_DIR/eval.json (the eval stage or
+`saccade eval`, via scripts/plot_eval.py); prints their tables and writes
+OUT_DIR/learning_knn.png, OUT_DIR/probe_glimpses.png, eval_glimpses.png and
+eval_resolution.png (OUT_DIR defaults to WORK_DIR). Needs matplotlib (Debian: python3-matplotlib, installed by
 scripts/install-deps.sh).
 """
 import json
@@ -17,6 +18,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_eval  # noqa: E402
 
 
 def plot_knn(metrics_path, out):
@@ -129,6 +133,7 @@ def main(work_dir, out_dir):
     probe = os.path.join(work_dir, "probe.json")
     if os.path.exists(probe) and plot_glimpses(probe, os.path.join(out_dir, "probe_glimpses.png")):
         wrote.append("probe_glimpses.png")
+    wrote += plot_eval.main(work_dir, out_dir)
     if not wrote:
         print(f"{work_dir}: nothing to plot (no metrics.jsonl k-NN checks, no probe.json)",
               file=sys.stderr)

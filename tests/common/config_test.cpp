@@ -72,7 +72,7 @@ TEST(Config, UnknownSectionIsRefused) {
 TEST(Config, UnknownKeyFarFromAnyListsValidKeys) {
   const std::string why = refusal("[eval]\nzzzzzzzz = 1\n");
   EXPECT_NE(why.find("job.toml:2:1: eval.zzzzzzzz: unknown key; valid keys in [eval]: batch_size, "
-                     "glimpses, modes"),
+                     "glimpses, images, modes, scales, sweep_images"),
             std::string::npos)
       << why;
 }
@@ -147,8 +147,8 @@ TEST(Config, CrossKeyChecks) {
       refusal("[cluster]\nstore_port = 7100\n"),
       "job.toml:2:14: cluster.store_port: port 7100 is already used by cluster.coordinator_port");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nlearners = 0\n"),
-            "job.toml:1:1: cluster.nodes: stages pretrain/probe/policy need at least one learner "
-            "over all nodes, got 0");
+            "job.toml:1:1: cluster.nodes: every stage needs at least one learner over all nodes, "
+            "got 0");
   EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsees_state = false\nsteps = 65\n"),
             "job.toml:6:9: policy.steps: a state-blind policy (policy.sees_state = false) codes "
             "the glimpse in model.width (64) values: expected at most that many steps, got 65");
@@ -163,9 +163,12 @@ TEST(Config, CrossKeyChecks) {
       refusal("[job]\nstages = [\"probe\", \"pretrain\"]\n"),
       "job.toml:2:10: job.stages: expected stages in the order pretrain, probe, policy, eval, "
       "each once; \"pretrain\" follows \"probe\"");
-  EXPECT_EQ(refusal("[job]\nstages = [\"pretrain\", \"eval\"]\n"),
-            "job.toml:2:10: job.stages: stage \"eval\" is not built yet: the policy stage's report "
-            "(policy.json) holds the per-glimpse evaluation; remove it from job.stages");
+  EXPECT_NO_THROW(parse_config("[job]\nstages = [\"pretrain\", \"eval\"]\n", "job.toml"));
+  EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsees_state = false\n[eval]\n"
+                    "glimpses = 65\n"),
+            "job.toml:7:12: eval.glimpses: a state-blind policy (policy.sees_state = false) "
+            "codes the glimpse in model.width (64) values: expected at most that many glimpses "
+            "in mode policy, got 65");
   EXPECT_NO_THROW(
       parse_config("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"
                    "rollout_actors = 2\n",
@@ -178,10 +181,10 @@ TEST(Config, CrossKeyChecks) {
                     "rollout_actors = 2\n"),
             "job.toml:2:16: cluster.metrics_port: port 7301 lies among the data or rollout actors' "
             "ports");
-  // No eval actor body exists: refused before a job restarts them until it fails.
+  // The eval stage runs in learner 0's slot: eval actors would be restarted until the job fails.
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\neval_actors = 1\n"),
-            "job.toml:3:15: cluster.nodes[0].eval_actors: expected 0: the runtime has no eval "
-            "actor yet, got 1");
+            "job.toml:3:15: cluster.nodes[0].eval_actors: expected 0: the eval stage runs in "
+            "learner 0's slot (actors that split its images are not built), got 1");
   EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
             "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
             "got 0.5");

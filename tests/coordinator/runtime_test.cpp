@@ -487,7 +487,7 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
   TestJob job;
   job.port = free_port();
   job.metrics_port = free_port();
-  job.stages = {"pretrain", "probe", "policy"};
+  job.stages = {"pretrain", "probe", "policy", "eval"};
   job.steps = 30;
   job.status_linger_ms = 3000;
   job.cluster_extra = fmt::format("rollout_port_base = {}\n", free_ports(1));
@@ -496,10 +496,11 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
       "rollout_actors = 1"};
   const fs::path config = write_config(job);
   Child& first = coordinator(config);
-  Child& a0 = agent(config, job.port, "n0",
-                    {"SACCADE_TEST_STEP_MS=60", std::string(kInputStepVariable) + "=30",
-                     std::string(kInputBlobVariable) + "=weights",
-                     std::string(kFaultVariable) + "=learner@probe:0:0:crash:once"});
+  Child& a0 = agent(
+      config, job.port, "n0",
+      {"SACCADE_TEST_STEP_MS=60", std::string(kInputStepVariable) + "=30",
+       std::string(kInputBlobVariable) + "=weights",
+       std::string(kFaultVariable) + "=learner@probe:0:0:crash:once;learner@eval:0:0:crash:once"});
   auto policy = wait_status(
       config,
       [](const Json& j) {
@@ -511,12 +512,13 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
   ASSERT_TRUE(policy) << first.log();
   const Json& s = *policy;
   EXPECT_EQ(s.at("stage_index").get<double>(), 2);
-  ASSERT_EQ(s.at("stages").size(), 3u);
+  ASSERT_EQ(s.at("stages").size(), 4u);
   EXPECT_EQ(s.at("stages")[0].at("state").get<std::string>(), "finished");
   EXPECT_EQ(s.at("stages")[0].at("last_step").get<double>(), 30);
   EXPECT_EQ(s.at("stages")[1].at("state").get<std::string>(), "finished");
   EXPECT_EQ(s.at("stages")[1].at("last_step").get<double>(), 30);  // the step it probed
   EXPECT_EQ(s.at("stages")[2].at("state").get<std::string>(), "running");
+  EXPECT_EQ(s.at("stages")[3].at("state").get<std::string>(), "pending");
   // Only the policy stage's actors exist now.
   ASSERT_EQ(s.at("actors").size(), 2u);
   EXPECT_NE(actor(s, "rollout", 0), nullptr);
@@ -527,7 +529,7 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
       std::string::npos)
       << metrics;
   const ProcessResult table = run_process({kSaccade, "status", "--config", config.string()});
-  EXPECT_NE(table.out.find("stage 3/3 policy (pretrain finished in "), std::string::npos)
+  EXPECT_NE(table.out.find("stage 3/4 policy (pretrain finished in "), std::string::npos)
       << table.out;
 
   first.signal(SIGKILL);
@@ -535,19 +537,21 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
   Child& second = coordinator(config, "coordinator-restarted");
   auto done = wait_status(config, finished, 60s);
   ASSERT_TRUE(done) << second.log();
-  EXPECT_EQ((*done).at("stage").get<std::string>(), "policy");
+  EXPECT_EQ((*done).at("stage").get<std::string>(), "eval");
   for (const Json& st : (*done).at("stages"))
     EXPECT_EQ(st.at("state").get<std::string>(), "finished") << st;
-  EXPECT_EQ((*actor(*done, "learner", 0)).at("restarts").get<double>(), 0);
+  EXPECT_EQ((*actor(*done, "learner", 0)).at("restarts").get<double>(), 1);  // the eval crash
   EXPECT_EQ(second.wait(15s), 0);
   EXPECT_EQ(a0.wait(10s), 0);
-  EXPECT_NE(second.log().find("stage 3/3 policy"), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("stage 3/4 policy"), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("stage 4/4 eval begins"), std::string::npos) << second.log();
 
   const std::string log = a0.log();
-  // Each stage's actors started once (the probe twice: it crashed once), learner 0
-  // once per stage; the first learner 0 (pretraining's) did not crash at its step 0.
-  EXPECT_EQ(occurrences(log, "started learner 0 "), 4u) << log;
-  EXPECT_EQ(occurrences(log, "test fault crash"), 1u) << log;
+  // Each stage's actors started once (the probe and eval twice: each crashed once),
+  // learner 0 once per stage; the first learner 0 (pretraining's) did not crash at its step 0.
+  EXPECT_EQ(occurrences(log, "started learner 0 "), 6u) << log;
+  EXPECT_EQ(occurrences(log, "test fault crash"), 2u) << log;
+  EXPECT_NE(log.find("eval of checkpoint 30 committed"), std::string::npos) << log;
   EXPECT_EQ(occurrences(log, "started data 0 "), 1u) << log;
   EXPECT_EQ(occurrences(log, "started rollout 0 "), 1u) << log;
   EXPECT_NE(log.find("probe of checkpoint 30 committed"), std::string::npos) << log;
@@ -565,6 +569,8 @@ TEST_F(Runtime, AJobRunsItsStagesInOrderAndAFinishedStageDoesNotRunAgain) {
       storage::CheckpointStore::open((work_dir() / "policy-checkpoints.db").string());
   ASSERT_TRUE(policy_store->latest());
   EXPECT_EQ(policy_store->latest()->step, 30);
+  auto eval = storage::CheckpointStore::open((work_dir() / "eval-checkpoints.db").string());
+  EXPECT_EQ(eval->read(30, kTestInputFile), test_weights(1, kTestInputFileBytes));
 }
 
 // A finished job whose config gains a stage goes on with that stage alone.

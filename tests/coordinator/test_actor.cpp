@@ -134,17 +134,18 @@ class Learner : public ActorBody {
   std::atomic<int64_t> step_{0};
 };
 
-// The learner slot of a probe stage: takes pretraining's newest checkpoint
-// from the coordinator, checks it is the one committed, and commits the
-// stage's output (kTestInputFile) at that step.
+// The learner slot of a probe or eval stage: takes pretraining's newest
+// checkpoint from the coordinator, checks it is the one committed, and
+// commits the stage's output (kTestInputFile) at that step.
 class Probe : public ActorBody {
  public:
   int run(ActorContext& ctx) override {
     auto r = ctx.wait_rendezvous(0, std::chrono::seconds(60));
     if (!r) return ctx.stopping() ? 0 : 5;
     maybe_fault(ctx, 0);
+    const std::string& stage = ctx.assignment().stage;
     if (r->resume_from_step >= 0) {
-      fmt::print(stderr, "probe committed already at {}\n", r->resume_from_step);
+      fmt::print(stderr, "{} committed already at {}\n", stage, r->resume_from_step);
       return 0;
     }
     control::CheckpointQuery query;
@@ -156,7 +157,7 @@ class Probe : public ActorBody {
     const bool ok =
         ctx.save_checkpoint(input->step, {{kTestInputFile, test_weights(1, kTestInputFileBytes)}},
                             std::chrono::seconds(30));
-    fmt::print(stderr, "probe of checkpoint {} {}\n", input->step,
+    fmt::print(stderr, "{} of checkpoint {} {}\n", stage, input->step,
                ok ? "committed" : "NOT committed");
     return ok ? 0 : 10;
   }
@@ -166,7 +167,7 @@ class Probe : public ActorBody {
 class StageLearner : public ActorBody {
  public:
   int run(ActorContext& ctx) override {
-    if (ctx.assignment().stage == "probe")
+    if (ctx.assignment().stage == "probe" || ctx.assignment().stage == "eval")
       body_ = std::make_unique<Probe>();
     else
       body_ = std::make_unique<Learner>();

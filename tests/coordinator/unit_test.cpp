@@ -82,7 +82,7 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
 // in learner 0's slot, rollout actors only in the policy stage.
 TEST(Placement, EachStagePlacesItsOwnActors) {
   const JobConfig config = parse_config(
-      "[job]\nstages = [\"pretrain\", \"probe\", \"policy\"]\n"
+      "[job]\nstages = [\"pretrain\", \"probe\", \"policy\", \"eval\"]\n"
       "[cluster]\nrollout_port_base = 9100\n"
       "[[cluster.nodes]]\nname = \"a\"\ndata_actors = 2\nlearners = 2\nrollout_actors = 1\n"
       "[[cluster.nodes]]\nname = \"b\"\ndata_actors = 1\nlearners = 1\nrollout_actors = 2\n",
@@ -98,6 +98,7 @@ TEST(Placement, EachStagePlacesItsOwnActors) {
   EXPECT_EQ(roles("pretrain"), (std::vector<std::string>{"data0@a", "data1@a", "learner0@a",
                                                          "learner1@a", "data2@b", "learner2@b"}));
   EXPECT_EQ(roles("probe"), (std::vector<std::string>{"learner0@a"}));
+  EXPECT_EQ(roles("eval"), (std::vector<std::string>{"learner0@a"}));
   EXPECT_EQ(roles("policy"),
             (std::vector<std::string>{"learner0@a", "rollout0@a", "rollout1@b", "rollout2@b"}));
   for (const Assignment& a : place_actors(config, "policy")) {

@@ -5,8 +5,10 @@
 #include <thread>
 
 #include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "dataloader/random.h"
+#include "dataloader/resized_dataset.h"
 #include "tests/dataloader/expect_error.h"
 
 namespace saccade::data {
@@ -178,6 +180,28 @@ TEST(TranslatedDataset, InvalidOptionsAreClear) {
       },
       {"clutter_size", "0"});
   expect_error<std::invalid_argument>([&] { TranslatedDataset(nullptr, {}); }, {"null"});
+}
+
+// The evaluation's resolution sweep: the same content at more pixels.
+TEST(ResizedDataset, ScalesEveryImageKeepsLabelsAndSkipsCorruptOnes) {
+  auto base = std::make_shared<DigitDataset>(3, 10, std::vector<int64_t>{1});
+  const ResizedDataset x4(base, 4.0), x1(base, 1.0), half(base, 0.5);
+  EXPECT_EQ(x4.size(), 3);
+  EXPECT_EQ(x4.num_classes(), 10);
+  const auto big = x4.get(2);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->image.size(), cv::Size(40, 40));
+  EXPECT_EQ(big->label, 2);
+  EXPECT_EQ(half.get(2)->image.size(), cv::Size(5, 5));
+  EXPECT_TRUE(same(x1.get(2)->image, base->digit(2)));  // x1 is the image itself
+  // Bilinear up-sampling keeps the content: the 4 x 4 block means are the source pixels, nearly.
+  cv::Mat back;
+  cv::resize(big->image, back, cv::Size(10, 10), 0, 0, cv::INTER_AREA);
+  EXPECT_LE(cv::norm(back, base->digit(2), cv::NORM_L1) / 100.0, 30.0);
+  EXPECT_FALSE(x4.get(1));  // corrupt in the base: corrupt here
+  EXPECT_EQ(get_or_next_good(x4, 1).label, 2);
+  expect_error<std::invalid_argument>([&] { ResizedDataset(base, 0.0); }, {"scale", "> 0"});
+  expect_error<std::invalid_argument>([&] { ResizedDataset(nullptr, 2.0); }, {"null"});
 }
 
 }  // namespace

@@ -326,7 +326,7 @@ fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& w
 // The whole pipeline as one job of the real bodies: pretraining (data actor +
 // learner), the probe in learner 0's slot, then GRPO on a policy learner and
 // a rollout actor, each stage reading the one before over the wire.
-TEST_F(Job, PretrainProbeAndPolicyRunAsOneJob) {
+TEST_F(Job, EveryStageRunsAsOneJob) {
   TestJob job = tiny_job({}, 4, 8);
   job.extra.insert(job.extra.find("loader_threads"),
                    fmt::format("val_idx_images = \"{0}/images.idx.gz\"\n"
@@ -334,17 +334,20 @@ TEST_F(Job, PretrainProbeAndPolicyRunAsOneJob) {
                                dir_.path().string()));
   job.extra +=
       "[probe]\nbatch_size = 16\ncs = [1.0]\nglimpses = 2\n[policy]\nepochs = 1\nbatch_size = 16\n"
-      "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n";
+      "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n"
+      "[eval]\nglimpses = 3\nimages = 24\nscales = [1.0, 2.0]\nsweep_images = 8\n";
   job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1"};
-  job.stages = {"pretrain", "probe", "policy"};
+  job.stages = {"pretrain", "probe", "policy", "eval"};
   job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(1));
   const fs::path config = write_config(job);
   Child& run_all = run(config, {}, "run-all-stages");
   EXPECT_EQ(run_all.wait(600s), 0) << run_all.log();
   const std::string log = run_all.log();
-  for (const char* what : {"stage pretrain finished", "stage 2/3 probe begins",
-                           "stage probe finished", "stage 3/3 policy begins",
-                           "stage policy finished", "probe done: head for checkpoint 4 committed"})
+  for (const char* what :
+       {"stage pretrain finished", "stage 2/4 probe begins", "stage probe finished",
+        "stage 3/4 policy begins", "stage policy finished", "stage 4/4 eval begins",
+        "probe done: head for checkpoint 4 committed",
+        "eval done: report for checkpoint 4 committed (24 images, 8 in the sweep)"})
     EXPECT_NE(log.find(what), std::string::npos) << what << "\n" << log;
   // The probe's head went to the policy stage from the probe stage's store.
   auto probe = storage::CheckpointStore::open((work_dir() / "probe-checkpoints.db").string());
@@ -355,6 +358,15 @@ TEST_F(Job, PretrainProbeAndPolicyRunAsOneJob) {
   const auto report = nlohmann::json::parse(report_file);
   EXPECT_EQ(report["checkpoint_step"], 4) << report;
   EXPECT_TRUE(fs::exists(work_dir() / "probe.json"));
+  // The eval stage read the policy stage's policy and committed its report.
+  auto eval = storage::CheckpointStore::open((work_dir() / "eval-checkpoints.db").string());
+  ASSERT_TRUE(eval->info(4));
+  const auto evaluated = nlohmann::json::parse(eval->read(4, "eval.json"));
+  std::vector<std::string> modes;
+  for (const auto& c : evaluated["curves"]) modes.push_back(c["mode"]);
+  EXPECT_EQ(modes, (std::vector<std::string>{"vit", "random", "scan", "policy"})) << evaluated;
+  EXPECT_EQ(evaluated["curves"][3]["accuracy"].size(), 3u) << evaluated;
+  EXPECT_EQ(evaluated["sweep"].size(), 10u) << evaluated;  // 2 scales x (4 modes + fixed patch)
   verify_checkpoints(*open_db(work_dir()));  // pretraining's, untouched by the later stages
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -353,6 +354,7 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
          "[probe]\nbatch_size = 16\ncs = [0.1, 1.0]\nglimpses = 3\n"
          "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
          "batch_size = 8\nupdates = 2\n"
+         "[eval]\nglimpses = 3\nscales = [1.0, 2.0]\n"
          "[logging]\nprogress = false\n";
   const std::string saccade = testing::build_path("saccade");
   const std::vector<std::string> probe = {
@@ -423,6 +425,14 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const nlohmann::json init_row = row(init_report, "random_init");
   ASSERT_FALSE(init_row.is_null()) << init_report;
   EXPECT_EQ(init_row, row(report, "random_init"));
+  // Evaluation needs the policy (eval.modes has policy by default).
+  const std::vector<std::string> eval = {
+      saccade, "eval", (dir / "job.toml").string(), "--max-images", "24", "--max-sweep-images",
+      "8"};
+  const auto no_policy = testing::run_process(eval);
+  EXPECT_EQ(no_policy.exit_code, 1);
+  EXPECT_NE(no_policy.err.find("run `saccade policy CONFIG` first"), std::string::npos)
+      << no_policy.err;
   // The policy stage against that head: GRPO epochs, then policy vs random gazes.
   const auto trained = testing::run_process(policy);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
@@ -435,6 +445,42 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const auto policy_report = nlohmann::json::parse(policy_file);
   EXPECT_EQ(policy_report["policy_accuracy"].size(), 3u) << policy_report;
   EXPECT_EQ(policy_report["checkpoint_step"], 4) << policy_report;
+  // The evaluation of all three: every mode per glimpse, and the sweep.
+  const auto evaluated = testing::run_process(eval);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  EXPECT_NE(evaluated.out.find("evaluation of checkpoint 4"), std::string::npos) << evaluated.out;
+  std::ifstream eval_file(dir / "run" / "eval.json");
+  const auto eval_report = nlohmann::json::parse(eval_file);
+  EXPECT_EQ(eval_report["images"], 24) << eval_report;
+  std::map<std::string, nlohmann::json> curves;
+  for (const auto& c : eval_report["curves"]) curves[c["mode"]] = c;
+  ASSERT_EQ(curves.size(), 4u) << eval_report;
+  for (const char* mode : {"random", "scan", "policy"})
+    EXPECT_EQ(curves[mode]["accuracy"].size(), 3u) << mode;
+  // ViT mode is the probe's ViT head on the same 24 images: the probe's score
+  // (up to a vote flipped by another batch size's rounding).
+  ASSERT_EQ(curves["vit"]["accuracy"].size(), 1u);
+  EXPECT_NEAR(curves["vit"]["accuracy"][0].get<double>(),
+              report["rows"][0]["vit_linear"].get<double>(), 1.0 / 24 + 1e-9)
+      << eval_report;
+  // The fixed scan path looks where it looks for every image: no spread.
+  for (const auto& d : curves["scan"]["gaze_spread"]) EXPECT_NEAR(d.get<double>(), 0.0, 1e-6);
+  // The sweep: a foveal mode reads the same tokens at any resolution, a ViT of
+  // fixed patch size 4x as many at twice the side; the ViT-mode grid stays put.
+  std::map<std::pair<std::string, double>, nlohmann::json> points;
+  for (const auto& p : eval_report["sweep"]) points[{p["mode"], p["scale"]}] = p;
+  ASSERT_EQ(points.size(), 10u) << eval_report;
+  auto at = [&](const char* mode, double scale) { return points[{mode, scale}]; };
+  EXPECT_EQ(at("random", 1.0)["image_side"], 28);
+  EXPECT_EQ(at("random", 2.0)["image_side"], 56);
+  EXPECT_EQ(at("random", 1.0)["tokens"], 3 * (2 + 2 * 2));  // glimpses x (M + G^2)
+  EXPECT_EQ(at("random", 2.0)["tokens"], at("random", 1.0)["tokens"]);
+  EXPECT_EQ(at("random", 2.0)["gflops"], at("random", 1.0)["gflops"]);
+  EXPECT_EQ(at("vit", 2.0)["tokens"], 9);
+  EXPECT_EQ(at("vit_fixed_patch", 1.0)["tokens"], 9);
+  EXPECT_EQ(at("vit_fixed_patch", 2.0)["tokens"], 36);
+  EXPECT_GT(at("vit_fixed_patch", 2.0)["gflops"].get<double>(),
+            3 * at("vit_fixed_patch", 1.0)["gflops"].get<double>());
   // A bad config is refused before anything starts.
   std::ofstream(dir / "bad.toml") << "[ssl]\nbatch = 3\n";
   const auto bad = testing::run_process({saccade, "pretrain", (dir / "bad.toml").string()});

@@ -82,19 +82,20 @@ class PolicyLearner : public runtime::ActorBody {
         query.step = r->resume_from_step;
         std::optional<runtime::LoadedCheckpoint> loaded = ctx.load_checkpoint(query, timeout);
         const runtime::CheckpointBlobs* blobs = loaded ? &loaded->blobs : nullptr;
-        if (!blobs || !blobs->count("policy") || !blobs->count("optimizer")) {
+        if (!blobs || !blobs->count(kPolicyFile) || !blobs->count("optimizer")) {
           if (ctx.stopping()) return 0;
           spdlog::error("policy learner: checkpoint {} did not arrive whole", r->resume_from_step);
           return 1;
         }
-        model::load_modules({{"", policy.get()}}, blobs->at("policy"));
+        model::load_modules({{"", policy.get()}}, blobs->at(kPolicyFile));
         progress.optimizer_state = blobs->at("optimizer");
         progress.start_update = r->resume_from_step;
         spdlog::info("policy learner resumes after {} rollout batches", progress.start_update);
       }
       progress.on_checkpoint = [&](int64_t done, const std::string& optimizer) {
         const bool ok = ctx.save_checkpoint(
-            done, {{"policy", model::save_modules({{"", policy.get()}})}, {"optimizer", optimizer}},
+            done,
+            {{kPolicyFile, model::save_modules({{"", policy.get()}})}, {"optimizer", optimizer}},
             timeout);
         if (!ok) spdlog::warn("policy learner: checkpoint {} was not committed", done);
       };

@@ -202,7 +202,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
       percents(report.policy_accuracy), fmt::join(report.random_spread, ", "),
       fmt::join(report.policy_spread, ", "));
 
-  report.policy_path = (dir / "policy.safetensors").string();
+  report.policy_path = (dir / kPolicyFile).string();
   report.report_path = (dir / "policy.json").string();
   policy.to(torch::kCPU);
   const model::PolicyOptions& po = stage.policy_options;

@@ -13,6 +13,11 @@
 
 namespace saccade::workers {
 
+// The trained policy (model::save_modules of the GazePolicy, bare names): the
+// file `saccade policy` writes in job.work_dir and the blob of the policy
+// stage's checkpoints, which the eval stage reads.
+inline constexpr const char* kPolicyFile = "policy.safetensors";
+
 struct PolicyRunOptions {
   int64_t max_train_images = 0;  // overrides policy.train_images when > 0
   int64_t max_val_images = 0;    // overrides policy.val_images when > 0

@@ -215,6 +215,7 @@ GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHea
     const std::vector<double> a = step_accuracy(tr);
     for (size_t t = 0; t < a.size(); ++t) correct[t] += a[t] * static_cast<double>(b);
     gazes.push_back(tr.gazes.to(torch::kFloat64));
+    if (o.on_progress) o.on_progress();
   }
   GazeEvaluation out;
   for (double c : correct) out.accuracy.push_back(c / static_cast<double>(n));

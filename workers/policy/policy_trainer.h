@@ -81,7 +81,8 @@ struct GazeEvalOptions {
   int64_t batch_size = 256;
   int threads = 1;
   uint64_t seed = 0;
-  bool state_blind = false;  // the policy is state-blind (TraceOptions::state_blind)
+  bool state_blind = false;           // the policy is state-blind (TraceOptions::state_blind)
+  std::function<void()> on_progress;  // after each batch (may be empty)
 };
 
 struct GazeEvaluation {

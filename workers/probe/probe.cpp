@@ -28,8 +28,9 @@ uint64_t image_seed(uint64_t seed, int64_t index) {
 ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
                                      const data::Dataset& dataset, const data::ViewOptions& views,
                                      const FeatureOptions& o) {
-  if (o.glimpses < 1 || o.batch_size < 1 || o.max_images < 0)
-    throw std::invalid_argument("extract_probe_features: glimpses and batch_size must be >= 1");
+  if (o.glimpses < 0 || o.batch_size < 1 || o.max_images < 0)
+    throw std::invalid_argument(
+        "extract_probe_features: glimpses must be >= 0 and batch_size >= 1");
   const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
   if (n < 1) throw std::invalid_argument("extract_probe_features: the dataset is empty");
   const int64_t width = backbone.options().width;

@@ -34,7 +34,7 @@ struct ProbeFeatures {
 };
 
 struct FeatureOptions {
-  int glimpses = 8;          // K
+  int glimpses = 8;          // K; 0: ViT mode only
   int64_t max_images = 0;    // the first max_images of the dataset; 0 = all
   int64_t batch_size = 256;  // images per forward pass
   int threads = 1;           // view-cutting threads

@@ -22,22 +22,9 @@ class ProbeActor : public runtime::ActorBody {
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
     try {
-      const uint32_t threads = ctx.assignment().threads;
-      at::set_num_threads(threads > 0 ? static_cast<int>(threads)
-                                      : resolve_threads(config.ssl.threads));
-      // A world of one: the rendezvous only says whether the stage committed already.
-      const auto r =
-          ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
-      if (!r) {
-        if (ctx.stopping()) return 0;
-        spdlog::error("probe: no rendezvous within {} s", config.cluster.rendezvous_timeout_s);
-        return 1;
-      }
-      if (r->resume_from_step >= 0) {
-        spdlog::info("probe: the stage committed its head for checkpoint {} already",
-                     r->resume_from_step);
-        return 0;
-      }
+      const std::optional<int64_t> committed = begin_single_actor_stage(ctx, "probe");
+      if (!committed) return ctx.stopping() ? 0 : 1;
+      if (*committed >= 0) return 0;
       const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
       control::CheckpointQuery query;
       query.source = wire::CheckpointSource::INPUT_CHECKPOINT;
@@ -84,6 +71,24 @@ class ProbeActor : public runtime::ActorBody {
 };
 
 }  // namespace
+
+std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, const char* stage) {
+  const JobConfig& config = ctx.config();
+  const uint32_t threads = ctx.assignment().threads;
+  at::set_num_threads(threads > 0 ? static_cast<int>(threads)
+                                  : resolve_threads(config.ssl.threads));
+  // A world of one: the rendezvous only says whether the stage committed already.
+  const auto r = ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
+  if (!r) {
+    if (!ctx.stopping())
+      spdlog::error("{}: no rendezvous within {} s", stage, config.cluster.rendezvous_timeout_s);
+    return std::nullopt;
+  }
+  if (r->resume_from_step >= 0)
+    spdlog::info("{}: the stage committed its output for checkpoint {} already", stage,
+                 r->resume_from_step);
+  return r->resume_from_step >= 0 ? r->resume_from_step : -1;
+}
 
 std::unique_ptr<runtime::ActorBody> make_probe_actor() {
   return std::make_unique<ProbeActor>();

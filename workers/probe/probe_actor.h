@@ -8,7 +8,9 @@
 // stage that already committed its head is not run again.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "workers/runtime/actor_runtime.h"
 
@@ -16,5 +18,11 @@ namespace saccade::workers {
 
 // Exit codes besides 0 (done, or drained): 1 on any error, logged.
 std::unique_ptr<runtime::ActorBody> make_probe_actor();
+
+// The start of a stage that one actor runs and commits once (probe, eval):
+// torch threads as assigned, then the rendezvous of a world of one. Returns
+// the step the stage committed already (>= 0: nothing left to do), -1 when it
+// is to run, nullopt when no rendezvous came (logged unless stopping).
+std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, const char* stage);
 
 }  // namespace saccade::workers

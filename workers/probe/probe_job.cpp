@@ -208,7 +208,9 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
                                {"input", "first state token"}};
     report.head_safetensors =
         model::serialize_safetensors({{"weight", model::to_raw_tensor(probed.task_head.weight)},
-                                      {"bias", model::to_raw_tensor(probed.task_head.bias)}},
+                                      {"bias", model::to_raw_tensor(probed.task_head.bias)},
+                                      {"vit_weight", model::to_raw_tensor(probed.vit_head.weight)},
+                                      {"vit_bias", model::to_raw_tensor(probed.vit_head.bias)}},
                                      meta);
     write_file_bytes(report.head_path, report.head_safetensors);
   }

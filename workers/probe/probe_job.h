@@ -17,7 +17,9 @@
 
 namespace saccade::workers {
 
-// The task head the probe writes in job.work_dir for the policy stage.
+// The heads the probe writes in job.work_dir for the policy and eval stages:
+// tensors weight/bias (the task head on the glimpse states) and
+// vit_weight/vit_bias (ViT mode's head), metadata checkpoint_step.
 inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
 
 struct ProbeRunOptions {

@@ -1,0 +1,102 @@
+#include "workers/eval/eval_actor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "workers/eval/eval_job.h"
+#include "workers/policy/policy_job.h"
+#include "workers/policy/policy_stage.h"
+#include "workers/pretrain/pretrain_job.h"
+#include "workers/probe/probe_actor.h"
+#include "workers/probe/probe_job.h"
+
+namespace saccade::workers {
+namespace {
+
+class EvalActor : public runtime::ActorBody {
+ public:
+  int run(runtime::ActorContext& ctx) override {
+    const JobConfig& config = ctx.config();
+    try {
+      const std::optional<int64_t> committed = begin_single_actor_stage(ctx, "eval");
+      if (!committed) return ctx.stopping() ? 0 : 1;
+      if (*committed >= 0) return 0;
+      const EvalInputs inputs = fetch_inputs(ctx);
+      EvalRunOptions options;
+      int64_t units = 0;  // batches evaluated: the status's step
+      options.on_progress = [&] {
+        // A drain ends the evaluation at the next batch (caught below): nothing to save.
+        if (ctx.stopping()) throw std::runtime_error("stopped by a drain");
+        ctx.report(++units, 0.0);
+      };
+      const EvalReport report = evaluate_models(config, inputs, options);
+      fmt::print(stderr, "{}", format_eval_table(report));
+      if (ctx.stopping()) return 0;
+      const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+      if (!ctx.save_checkpoint(report.checkpoint_step, {{kEvalReportFile, report.json}}, timeout)) {
+        spdlog::error("eval: the report was not committed");
+        return 1;
+      }
+      spdlog::info("eval done: report for checkpoint {} committed ({} images, {} in the sweep)",
+                   report.checkpoint_step, report.images, report.sweep_images);
+      return 0;
+    } catch (const std::exception& e) {
+      if (ctx.stopping()) {
+        spdlog::info("eval drained: {}", e.what());
+        return 0;
+      }
+      spdlog::error("eval failed: {}", e.what());
+      return 1;
+    }
+  }
+
+ private:
+  // The inputs from the coordinator, never from this node's file system: the
+  // probe's heads, the teacher of the checkpoint they name, the policy.
+  static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {
+    const JobConfig& config = ctx.config();
+    const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+    auto fetch = [&](const control::CheckpointQuery& q, const std::string& blob) {
+      auto loaded = ctx.load_checkpoint(q, timeout);
+      if (!loaded || !loaded->blobs.count(blob))
+        throw std::runtime_error(
+            fmt::format("{} did not arrive from the coordinator{}", control::describe(q),
+                        ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
+      return std::move(loaded->blobs.at(blob));
+    };
+    EvalInputs in;
+    control::CheckpointQuery head;
+    head.source = wire::CheckpointSource::INPUT_FILE;
+    head.blobs = {kProbeHeadFile};
+    in.head_bytes = fetch(head, kProbeHeadFile);
+    in.head_origin = fmt::format("{} from the coordinator", kProbeHeadFile);
+    control::CheckpointQuery teacher;
+    teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+    teacher.step = probe_head_step(in.head_bytes, in.head_origin);
+    teacher.blobs = {"teacher"};
+    in.backbone_safetensors = teacher_backbone_from(config, fetch(teacher, "teacher"));
+    const auto& modes = config.eval.modes;
+    if (std::find(modes.begin(), modes.end(), "policy") != modes.end()) {
+      control::CheckpointQuery policy;
+      policy.source = wire::CheckpointSource::INPUT_FILE;
+      policy.blobs = {kPolicyFile};
+      in.policy_bytes = fetch(policy, kPolicyFile);
+      in.policy_origin = fmt::format("{} from the coordinator", kPolicyFile);
+    }
+    spdlog::info("eval: heads and teacher of checkpoint {}{} from the coordinator", teacher.step,
+                 in.policy_bytes.empty() ? "" : ", and the policy,");
+    return in;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::ActorBody> make_eval_actor() {
+  return std::make_unique<EvalActor>();
+}
+
+}  // namespace saccade::workers

@@ -1,0 +1,284 @@
+#include "workers/eval/eval_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "common/file_bytes.h"
+#include "common/seconds_since.h"
+#include "dataloader/dataset_factory.h"
+#include "dataloader/resized_dataset.h"
+#include "model/flops.h"
+#include "model/weights.h"
+#include "workers/data/data_options.h"
+#include "workers/policy/policy_stage.h"
+#include "workers/pretrain/job_options.h"
+#include "workers/pretrain/pretrain_job.h"
+#include "workers/probe/probe.h"
+
+namespace saccade::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool has(const std::vector<std::string>& list, const char* item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// The probe's ViT-mode head (tensors vit_weight, vit_bias of probe_head.safetensors).
+TaskHead vit_head_from(const std::string& bytes, const std::string& origin) {
+  const model::RawTensorMap tensors = model::parse_safetensors(bytes);
+  const auto weight = tensors.find("vit_weight"), bias = tensors.find("vit_bias");
+  if (weight == tensors.end() || bias == tensors.end())
+    throw std::runtime_error(fmt::format(
+        "{} has no ViT-mode head (tensors vit_weight, vit_bias): it was written before the probe "
+        "saved one; run the probe again, or drop \"vit\" from eval.modes",
+        origin));
+  return {model::from_raw_tensor(weight->second), model::from_raw_tensor(bias->second)};
+}
+
+GazeSource source_of(const std::string& mode) {
+  if (mode == "random") return GazeSource::kRandom;
+  if (mode == "scan") return GazeSource::kScan;
+  if (mode == "policy") return GazeSource::kPolicyMode;
+  throw std::invalid_argument(fmt::format("eval: no gaze source for mode \"{}\"", mode));
+}
+
+// Everything one evaluation pass needs, built once.
+struct Models {
+  PolicyStage stage;
+  TaskHead vit_head;
+  model::GazePolicy policy{nullptr};
+};
+
+// Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images.
+double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions views, int64_t grid,
+                    int64_t n, int64_t batch, int threads,
+                    const std::function<void()>& on_progress) {
+  views.vit_grid = static_cast<int>(grid);
+  FeatureOptions o;
+  o.glimpses = 0;  // ViT mode only
+  o.max_images = n;
+  o.batch_size = batch;
+  o.threads = threads;
+  o.on_progress = on_progress;
+  const ProbeFeatures f = extract_probe_features(*m.stage.backbone, dataset, views, o);
+  return linear_accuracy(f.vit, f.labels, m.vit_head.weight, m.vit_head.bias);
+}
+
+GazeEvaluation gaze_accuracy(Models& m, const JobConfig& config, const std::string& mode,
+                             const data::Dataset& dataset, const data::ViewOptions& views,
+                             int64_t n, const std::function<void()>& on_progress) {
+  GazeEvalOptions o;
+  o.steps = config.eval.glimpses;
+  o.max_images = n;
+  o.batch_size = config.eval.batch_size;
+  o.threads = static_cast<int>(config.data.loader_threads);
+  o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
+  o.state_blind = !config.policy.sees_state;
+  o.on_progress = on_progress;
+  const GazeSource source = source_of(mode);
+  return evaluate_gazes(*m.stage.backbone, m.stage.head,
+                        needs_policy(source) ? m.policy.get() : nullptr, source, dataset, views, o);
+}
+
+std::string report_json(const EvalReport& r, const JobConfig& config) {
+  nlohmann::ordered_json curves = nlohmann::ordered_json::array();
+  for (const EvalCurve& c : r.curves)
+    curves.push_back({{"mode", c.mode}, {"accuracy", c.accuracy}, {"gaze_spread", c.gaze_spread}});
+  nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+  for (const SweepPoint& p : r.sweep)
+    sweep.push_back({{"mode", p.mode},
+                     {"scale", p.scale},
+                     {"image_side", p.image_side},
+                     {"accuracy", p.accuracy},
+                     {"tokens", p.tokens},
+                     {"gflops", p.gflops},
+                     {"ms_per_image", p.ms_per_image}});
+  const nlohmann::ordered_json j = {
+      {"checkpoint_step", r.checkpoint_step},
+      {"images", r.images},
+      {"sweep_images", r.sweep_images},
+      {"glimpses", r.glimpses},
+      {"vit_grid", config.views.vit_grid},
+      {"glimpse_tokens",
+       config.views.multizoom_patches + config.views.fovea_grid * config.views.fovea_grid},
+      {"policy_sees_state", r.policy_sees_state},
+      {"curves", curves},
+      {"sweep", sweep}};
+  return j.dump(1) + "\n";
+}
+
+}  // namespace
+
+std::string format_eval_table(const EvalReport& r) {
+  std::string out =
+      fmt::format("top-1 (%) on {} validation images, after glimpse\n{:<12}", r.images, "mode");
+  for (int64_t k = 1; k <= r.glimpses; ++k) out += fmt::format("{:>7}", k);
+  out += "\n";
+  for (const EvalCurve& c : r.curves) {
+    out += fmt::format("{:<12}", c.mode);
+    for (double a : c.accuracy) out += fmt::format("{:>7.1f}", 100 * a);
+    if (c.mode == "vit") out += "   (one step over the ViT-mode grid)";
+    out += "\n";
+  }
+  if (r.sweep.empty()) return out;
+  out += fmt::format(
+      "\nresolution sweep on {} images: top-1 (%) after the last glimpse, per image: patch "
+      "tokens, GFLOPs, ms\n{:<16}{:>7}{:>7}{:>8}{:>10}{:>9}{:>8}\n",
+      r.sweep_images, "mode", "scale", "side", "top-1", "tokens", "GFLOPs", "ms");
+  for (const SweepPoint& p : r.sweep)
+    out += fmt::format("{:<16}{:>6}x{:>7}{:>8.1f}{:>10}{:>9.4f}{:>8.2f}\n", p.mode, p.scale,
+                       p.image_side, 100 * p.accuracy, p.tokens, p.gflops, p.ms_per_image);
+  return out;
+}
+
+EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
+                           const EvalRunOptions& run) {
+  const auto& modes = config.eval.modes;
+  if (modes.empty()) throw std::runtime_error("eval.modes is empty: nothing to evaluate");
+  Models m{policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors),
+           {},
+           nullptr};
+  const bool wants_vit = has(modes, "vit") || !config.eval.scales.empty();
+  if (wants_vit) m.vit_head = vit_head_from(in.head_bytes, in.head_origin);
+  if (has(modes, "policy")) {
+    if (in.policy_bytes.empty())
+      throw std::runtime_error(
+          "eval.modes has \"policy\" but no policy was given: run the policy stage first, or "
+          "drop \"policy\" from eval.modes");
+    m.policy = model::GazePolicy(m.stage.policy_options);
+    try {
+      model::load_modules({{"", m.policy.get()}}, in.policy_bytes);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("{}: {} (does [policy] match the policy trained?)",
+                                           in.policy_origin, e.what()));
+    }
+    m.policy->eval();
+  }
+  for (auto& p : m.stage.backbone->parameters()) p.set_requires_grad(false);
+
+  EvalReport report;
+  report.checkpoint_step = m.stage.checkpoint_step;
+  report.glimpses = config.eval.glimpses;
+  report.policy_sees_state = config.policy.sees_state;
+  const std::shared_ptr<const data::Dataset> val =
+      data::make_dataset(dataset_spec(config, /*validation=*/true));
+  const data::ViewOptions views = view_options(config);
+  const int64_t images = run.max_images > 0 ? run.max_images : config.eval.images;
+  report.images = images > 0 ? std::min(images, val->size()) : val->size();
+  const int64_t vit_grid = config.views.vit_grid;
+  const int threads = static_cast<int>(config.data.loader_threads);
+
+  for (const std::string& mode : modes) {
+    const auto t0 = Clock::now();
+    EvalCurve c;
+    c.mode = mode;
+    if (mode == "vit") {
+      c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
+                                 threads, run.on_progress)};
+    } else {
+      const GazeEvaluation g =
+          gaze_accuracy(m, config, mode, *val, views, report.images, run.on_progress);
+      c.accuracy = g.accuracy;
+      c.gaze_spread = g.gaze_spread;
+    }
+    spdlog::info("eval: {} on {} images in {:.1f} s, top-1 after the last step {:.2f}%", mode,
+                 report.images, seconds_since(t0), 100 * c.accuracy.back());
+    report.curves.push_back(std::move(c));
+  }
+
+  // The sweep: every mode, and a ViT whose patches keep their pixel size (its
+  // grid grows with the image), on the same images at each scale.
+  const int64_t sweep = run.max_sweep_images > 0 ? run.max_sweep_images : config.eval.sweep_images;
+  report.sweep_images = std::min(sweep, val->size());
+  const model::BackboneOptions& bo = m.stage.backbone->options();
+  const int64_t glimpse_tokens = views.glimpse_tokens();
+  std::vector<std::string> sweep_modes = modes;
+  sweep_modes.push_back("vit_fixed_patch");
+  const int64_t first_side = [&] {
+    const cv::Mat& image = data::get_or_next_good(*val, 0).image;
+    return static_cast<int64_t>(std::min(image.rows, image.cols));
+  }();
+  for (const double scale : config.eval.scales) {
+    const data::ResizedDataset resized(val, scale);
+    for (const std::string& mode : sweep_modes) {
+      SweepPoint p;
+      p.mode = mode;
+      p.scale = scale;
+      p.image_side = std::max<int64_t>(1, std::lround(static_cast<double>(first_side) * scale));
+      const auto t0 = Clock::now();
+      if (mode == "vit" || mode == "vit_fixed_patch") {
+        const int64_t grid =
+            mode == "vit" ? vit_grid : std::max<int64_t>(1, std::lround(vit_grid * scale));
+        // Keep the tokens per forward pass (and attention memory) about constant.
+        const int64_t batch =
+            std::max<int64_t>(1, config.eval.batch_size * vit_grid * vit_grid / (grid * grid));
+        p.accuracy = vit_accuracy(m, resized, views, grid, report.sweep_images, batch, threads,
+                                  run.on_progress);
+        p.tokens = grid * grid;
+        p.gflops = 1e-9 * static_cast<double>(model::step_flops(bo, p.tokens).forward());
+      } else {
+        p.accuracy =
+            gaze_accuracy(m, config, mode, resized, views, report.sweep_images, run.on_progress)
+                .accuracy.back();
+        p.tokens = report.glimpses * glimpse_tokens;
+        int64_t flops = model::step_flops(bo, glimpse_tokens).forward();
+        flops += (report.glimpses - 1) *
+                 model::step_flops(bo, glimpse_tokens, /*carries_state=*/true).forward();
+        p.gflops = 1e-9 * static_cast<double>(flops);
+      }
+      p.ms_per_image = 1e3 * seconds_since(t0) / static_cast<double>(report.sweep_images);
+      spdlog::info(
+          "eval sweep: {} at x{} ({} px): top-1 {:.2f}%, {} tokens, {:.3f} GFLOPs, "
+          "{:.2f} ms per image",
+          mode, scale, p.image_side, 100 * p.accuracy, p.tokens, p.gflops, p.ms_per_image);
+      report.sweep.push_back(p);
+    }
+  }
+
+  const std::filesystem::path dir = config.job.work_dir;
+  std::filesystem::create_directories(dir);
+  report.report_path = (dir / kEvalReportFile).string();
+  report.json = report_json(report, config);
+  write_file_bytes(report.report_path, report.json);
+  return report;
+}
+
+EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
+  at::set_num_threads(resolve_threads(config.ssl.threads));
+  const std::filesystem::path dir =
+      config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
+  const std::filesystem::path head_path = dir / kProbeHeadFile;
+  if (!std::filesystem::exists(head_path))
+    throw std::runtime_error(fmt::format(
+        "{} does not exist: the evaluation reads the probe's heads, run `saccade probe CONFIG` "
+        "first",
+        head_path.string()));
+  EvalInputs in;
+  in.head_bytes = read_file_bytes(head_path);
+  in.head_origin = head_path.string();
+  const int64_t step = probe_head_step(in.head_bytes, in.head_origin);
+  in.backbone_safetensors = load_teacher_backbone(config, step, dir.string()).safetensors;
+  if (has(config.eval.modes, "policy")) {
+    const std::filesystem::path policy_path = dir / kPolicyFile;
+    if (!std::filesystem::exists(policy_path))
+      throw std::runtime_error(fmt::format(
+          "{} does not exist: eval.modes has \"policy\"; run `saccade policy CONFIG` first, or "
+          "drop \"policy\" from eval.modes",
+          policy_path.string()));
+    in.policy_bytes = read_file_bytes(policy_path);
+    in.policy_origin = policy_path.string();
+  }
+  return evaluate_models(config, in, run);
+}
+
+}  // namespace saccade::workers
