@@ -1,7 +1,8 @@
-// saccade bench extract | model | allreduce | runtime: benchmarks that print figures.
+// saccade bench extract | model | allreduce | runtime | rollouts: benchmarks that print figures.
 #include "bench/kernels/extract_bench.h"
 #include "bench/learner/allreduce_bench.h"
 #include "bench/model/model_bench.h"
+#include "bench/policy/rollout_bench.h"
 #include "bench/runtime/runtime_bench.h"
 #include "cli/commands.h"
 #include "cli/torch_commands.h"
@@ -138,6 +139,40 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     runtime.recovery = !skip_recovery;
     runtime.data_path = !skip_data;
     if (const int rc = saccade::bench::run_runtime_bench(runtime); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::bench::RolloutBenchOptions rollouts;
+  CLI::App* ro = bench->add_subcommand(
+      "rollouts",
+      "GRPO rollout throughput over the real protocol with 1..N rollout actors (the config's "
+      "backbone, or a simulated cost per trace): traces/s, speed-up and fraction of linear");
+  ro->add_option("config", rollouts.config_path, "Job config (model, views, [policy])")
+      ->required()
+      ->check(CLI::ExistingFile);
+  ro->add_option("--actors", rollouts.actors, "Actor counts to measure, e.g. 1,2,4")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  ro->add_option("--trace-ms", rollouts.trace_ms,
+                 "Simulate the backbone: this many ms per trace (0 = the config's backbone)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10000.0));
+  ro->add_option("--batches", rollouts.batches, "Batches measured per actor count")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  ro->add_option("--batch-images", rollouts.batch_images,
+                 "Images per rollout batch (0 = policy.batch_size)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  ro->add_option("--threads-per-actor", rollouts.threads_per_actor,
+                 "Torch threads of each actor (the config's backbone)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  ro->add_option("--json", rollouts.json_path, "Also write the figures as JSON here");
+  ro->callback([] {
+    auto* entry = reinterpret_cast<int (*)(const saccade::bench::RolloutBenchOptions*)>(
+        torch_entry("saccade_torch_bench_rollouts"));
+    if (const int rc = entry(&rollouts); rc != 0) throw Exit{rc};
   });
 }
 

@@ -94,6 +94,11 @@ extern "C" int saccade_torch_bench_allreduce(const saccade::bench::AllreduceBenc
   }
 }
 
+extern "C" int saccade_torch_bench_rollouts(const saccade::bench::RolloutBenchOptions* options) {
+  saccade::init_logging({"bench", 0, "warn", ""});  // the actors' per-request lines are noise here
+  return saccade::bench::run_rollout_bench(*options);
+}
+
 extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "export", [&](const JobConfig& config) {

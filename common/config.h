@@ -204,6 +204,7 @@ struct EvalConfig {
   int64_t batch_size{};
   int64_t images{};            // the first N validation images; 0 = all
   std::vector<double> scales;  // resolution sweep factors
+  std::string upscale;         // nearest | bilinear: how the sweep enlarges images
   int64_t sweep_images{};      // the first N validation images of the sweep
 };
 

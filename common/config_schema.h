@@ -377,6 +377,10 @@ void describe(V& v, EvalConfig& c) {
             "is measured at each. Empty = no sweep.");
   v.integer("sweep_images", c.sweep_images, 500, 1, int64_t{1} << 40,
             "The first N validation images of the resolution sweep.");
+  v.choice("upscale", c.upscale, "nearest", {"nearest", "bilinear"},
+           "How the sweep enlarges images: nearest replicates pixels (every view sees the same "
+           "content at every scale, up to the rounding of cell borders); bilinear blurs the "
+           "content a model trained on sub-pixel cells has seen (docs/eval.md).");
 }
 
 template <class V>

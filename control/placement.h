@@ -48,4 +48,10 @@ Assignment read_assignment(wire::ActorAssignment::Reader in, const std::string& 
 // shut down once the stage's work is done.
 bool completes_stage(const std::string& stage, wire::Role role);
 
+// The exit code of an actor that cannot run its stage with the inputs it was
+// given (e.g. a probe head without the ViT-mode head the eval stage needs):
+// restarting it would fail the same way, so the coordinator fails the job
+// with the actor's reason instead (sysexits' EX_CONFIG).
+inline constexpr int kExitInputRefused = 78;
+
 }  // namespace saccade::control

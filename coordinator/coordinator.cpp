@@ -15,6 +15,7 @@
 #include "common/metrics_log.h"
 #include "control/checkpoint_transfer.h"
 #include "control/control.h"
+#include "control/placement.h"
 #include "control/process.h"
 #include "coordinator/checkpoint_service.h"
 #include "coordinator/job_state.h"
@@ -389,6 +390,14 @@ class Coordinator final : public PeerSender {
       spdlog::warn("{} ended while the {} is {}: {}", who,
                    job_.state != JobPhase::kRunning ? "job" : "stage",
                    job_.state != JobPhase::kRunning ? job_phase_name(job_.state) : "ending", what);
+      return;
+    }
+    if (exit_code == control::kExitInputRefused) {
+      a.phase = Phase::kFailed;
+      end_job(JobPhase::kFailed,
+              fmt::format("{} cannot run stage {} with its inputs ({}; its log says why): not "
+                          "restarted, the same inputs would fail again",
+                          who, a.assignment.stage, what));
       return;
     }
     if (a.assignment.role == wire::Role::LEARNER) {

@@ -290,6 +290,7 @@ JobStatus JobState::status(int64_t now_ms) {
   s.target_entropy_ratio =
       metrics.count("target_entropy_ratio") ? metrics.at("target_entropy_ratio") : NAN;
   s.prototypes_used = metrics.count("prototypes_used") ? metrics.at("prototypes_used") : NAN;
+  s.metrics.insert(metrics.begin(), metrics.end());
   s.last_checkpoint_step = checkpoint_step;
   s.last_checkpoint_age_ms =
       checkpoint_step < 0 ? -1 : (wire::now_ns() - checkpoint_time_ns) / 1000000;

@@ -27,6 +27,13 @@ void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
   out.setLastCheckpointAgeMs(s.last_checkpoint_age_ms);
   out.setGeneration(s.generation);
   out.setStageIndex(s.stage_index);
+  auto names = out.initMetricNames(static_cast<unsigned>(s.metrics.size()));
+  auto values = out.initMetricValues(static_cast<unsigned>(s.metrics.size()));
+  unsigned m = 0;
+  for (const auto& [name, value] : s.metrics) {
+    names.set(m, name);
+    values.set(m++, value);
+  }
   auto stages = out.initStages(static_cast<unsigned>(s.stages.size()));
   for (size_t i = 0; i < s.stages.size(); ++i) {
     auto b = stages[static_cast<unsigned>(i)];
@@ -86,6 +93,10 @@ JobStatus read_status(wire::StatusReply::Reader in) {
   s.last_checkpoint_age_ms = in.getLastCheckpointAgeMs();
   s.generation = in.getGeneration();
   s.stage_index = in.getStageIndex();
+  const auto names = in.getMetricNames();
+  const auto values = in.getMetricValues();
+  for (unsigned i = 0; i < std::min(names.size(), values.size()); ++i)
+    s.metrics[names[i]] = values[i];
   for (auto st : in.getStages())
     s.stages.push_back({st.getName(), st.getState(), st.getSeconds(), st.getLastStep()});
   for (auto a : in.getActors()) {
@@ -185,6 +196,7 @@ std::string status_json(const JobStatus& s) {
                               {"last_checkpoint_step", s.last_checkpoint_step},
                               {"last_checkpoint_age_ms", s.last_checkpoint_age_ms},
                               {"generation", s.generation},
+                              {"metrics", s.metrics},
                               {"actors", nlohmann::ordered_json::array()},
                               {"nodes", nlohmann::ordered_json::array()}};
   for (const StageRow& r : s.stages)

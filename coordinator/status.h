@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,6 +59,9 @@ struct JobStatus {
   double knn = 0;                   // last k-NN check of the teacher, 0..1; NaN: none yet
   double target_entropy_ratio = 0;  // entropy of the teacher's targets / ln K; NaN: not reported
   double prototypes_used = 0;       // NaN: not reported
+  // Every metric the stage's learners reported last (loss, lr, knn, ... and the
+  // policy learner's rollout_s / update_s per epoch), by name.
+  std::map<std::string, double> metrics;
   int64_t last_checkpoint_step = -1;
   int64_t last_checkpoint_age_ms = -1;
   uint64_t generation = 0;

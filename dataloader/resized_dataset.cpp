@@ -11,8 +11,8 @@
 
 namespace saccade::data {
 
-ResizedDataset::ResizedDataset(std::shared_ptr<const Dataset> base, double scale)
-    : base_(std::move(base)), scale_(scale) {
+ResizedDataset::ResizedDataset(std::shared_ptr<const Dataset> base, double scale, bool bilinear)
+    : base_(std::move(base)), scale_(scale), bilinear_(bilinear) {
   if (!base_) throw std::invalid_argument("ResizedDataset: base dataset is null");
   if (!(scale_ > 0))
     throw std::invalid_argument(fmt::format("ResizedDataset: scale must be > 0, got {}", scale_));
@@ -25,7 +25,7 @@ std::optional<Sample> ResizedDataset::get(int64_t index) const {
   const int h = std::max(1, static_cast<int>(std::lround(s->image.rows * scale_)));
   cv::Mat resized;
   cv::resize(s->image, resized, cv::Size(w, h), 0, 0,
-             scale_ > 1.0 ? cv::INTER_LINEAR : cv::INTER_AREA);
+             scale_ < 1.0 ? cv::INTER_AREA : (bilinear_ ? cv::INTER_LINEAR : cv::INTER_NEAREST));
   s->image = resized;
   s->source += fmt::format(" x{}", scale_);
   return s;

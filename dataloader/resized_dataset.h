@@ -10,9 +10,12 @@ namespace saccade::data {
 
 class ResizedDataset final : public Dataset {
  public:
-  // Bilinear up-sampling (area averaging down) by `scale`. Throws
-  // std::invalid_argument for a null base or scale <= 0.
-  ResizedDataset(std::shared_ptr<const Dataset> base, double scale);
+  // Up-sampling by `scale` replicates pixels (`bilinear` false: every box of
+  // the original covers the same values, so any view's content is the same
+  // up to the rounding of cell borders) or interpolates bilinearly; down-
+  // sampling averages areas. Throws std::invalid_argument for a null base or
+  // scale <= 0.
+  ResizedDataset(std::shared_ptr<const Dataset> base, double scale, bool bilinear = false);
 
   int64_t size() const override { return base_->size(); }
   int64_t num_classes() const override { return base_->num_classes(); }
@@ -23,6 +26,7 @@ class ResizedDataset final : public Dataset {
  private:
   std::shared_ptr<const Dataset> base_;  // shared: one base serves every scale
   double scale_;
+  bool bilinear_;
 };
 
 }  // namespace saccade::data

@@ -157,6 +157,8 @@ struct StatusReply {
   prototypesUsed @16 :Float64;       # prototypes that are some image's argmax; NaN: not reported
   stageIndex @17 :Int32;             # 0-based index of `stage` in `stages`
   stages @18 :List(StageStatus);     # every stage of job.stages, in order
+  metricNames @19 :List(Text);       # every figure learner 0 reported last, by name
+  metricValues @20 :List(Float64);   # (same length as metricNames)
 }
 
 struct StageStatus {

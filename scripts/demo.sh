@@ -8,7 +8,9 @@
 # and 2,000 test images (k-NN and linear, beside the random init and raw
 # pixels), then the gaze policy trained with GRPO against that frozen backbone
 # and head (a policy learner and a rollout actor), compared with random gazes
-# and a fixed scan path. It ends with the results tables and plots.
+# and a fixed scan path, then the evaluation of all three (every mode after
+# each of 8 glimpses, and the resolution sweep x1..x8 against a fixed-patch
+# ViT). It ends with the results tables and plots.
 # `saccade status --config configs/tiny.toml` shows the job while it runs.
 # Arguments go to `saccade run` (e.g. --fresh to start over: a finished job
 # does not run again).
@@ -23,5 +25,6 @@ bash scripts/build.sh
 # Debian's python3 has matplotlib (install-deps.sh); a pyenv python3 on PATH may not.
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-# The tables, runs/tiny/learning_knn.png and probe_glimpses.png.
+# The tables, runs/tiny/learning_knn.png, probe_glimpses.png, eval_glimpses.png and
+# eval_resolution.png.
 "$PY" scripts/plot_learning.py runs/tiny

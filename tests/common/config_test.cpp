@@ -72,7 +72,7 @@ TEST(Config, UnknownSectionIsRefused) {
 TEST(Config, UnknownKeyFarFromAnyListsValidKeys) {
   const std::string why = refusal("[eval]\nzzzzzzzz = 1\n");
   EXPECT_NE(why.find("job.toml:2:1: eval.zzzzzzzz: unknown key; valid keys in [eval]: batch_size, "
-                     "glimpses, images, modes, scales, sweep_images"),
+                     "glimpses, images, modes, scales, sweep_images, upscale"),
             std::string::npos)
       << why;
 }

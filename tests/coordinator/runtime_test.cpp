@@ -618,6 +618,26 @@ TEST_F(Runtime, AStageThatCannotBeginFailsTheJobWithItsReason) {
   EXPECT_EQ(occurrences(again.log(), "started data 0 "), 0u) << again.log();  // pretrain is done
 }
 
+// An actor that cannot use its stage's inputs (control::kExitInputRefused)
+// fails the job at once with the reason: restarting it would fail the same way.
+TEST_F(Runtime, AnActorThatRefusesItsInputsFailsTheJobWithoutRestarts) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 20;
+  job.status_linger_ms = 1000;
+  job.stages = {"pretrain", "probe"};
+  job.nodes = {kTwoNodes[0]};
+  const fs::path config = write_config(job);
+  Child& first = start("run-refused", {kSaccade, "run", config.string(), "--actor-binary", kActor},
+                       {std::string(kFaultVariable) + "=learner@probe:0:0:refuse"});
+  EXPECT_EQ(first.wait(60s), 3) << first.log();  // kExitJobFailed
+  const std::string log = first.log();
+  EXPECT_NE(log.find("learner 0 on n0 cannot run stage probe with its inputs (exit code 78"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(occurrences(log, "test fault refuse"), 1u) << log;  // never restarted
+}
+
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "control/control.h"
+#include "control/placement.h"
 #include "tests/coordinator/harness.h"
 #include "workers/runtime/actor_runtime.h"
 
@@ -53,6 +54,7 @@ void maybe_fault(ActorContext& ctx, int64_t step) {
     if (f.size() > 4 && f[4] == "once" && ctx.restarts() > 0) continue;
     fmt::print(stderr, "test fault {} at step {}\n", f[3], step);
     if (f[3] == "crash") _exit(7);
+    if (f[3] == "refuse") _exit(control::kExitInputRefused);  // its inputs cannot be used
     if (f[3] == "stop") raise(SIGSTOP);  // the whole process freezes: a hard hang
     if (f[3] == "slow") {
       for (int i = 0; i < 600; ++i) {

@@ -210,6 +210,7 @@ JobStatus sample() {
   s.knn = 0.715;
   s.target_entropy_ratio = 0.875;
   s.prototypes_used = NAN;
+  s.metrics = {{"rollout_s", 1.5}, {"update_s", 0.25}};
   s.actors.push_back({"learner", 0, "n\n0", 42, "running", 12, 1, 7, 3.5, true});
   s.nodes.push_back({"n0", "h", 2, 0, 1 << 20, "registered", 3});
   return s;
@@ -227,8 +228,10 @@ TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
   EXPECT_EQ(back.knn, 0.715);
   EXPECT_EQ(back.target_entropy_ratio, 0.875);
   EXPECT_TRUE(std::isnan(back.prototypes_used));
+  EXPECT_EQ(back.metrics, sample().metrics);
 
   const auto json = testing::Json::parse(status_json(back));
+  EXPECT_EQ(json.at("metrics").at("update_s").get<double>(), 0.25);
   EXPECT_EQ(json.at("job").get<std::string>(), "j\"1");
   EXPECT_TRUE(json.at("loss").is_null());
   EXPECT_EQ(json.at("knn").get<double>(), 0.715);

@@ -183,9 +183,9 @@ TEST(TranslatedDataset, InvalidOptionsAreClear) {
 }
 
 // The evaluation's resolution sweep: the same content at more pixels.
-TEST(ResizedDataset, ScalesEveryImageKeepsLabelsAndSkipsCorruptOnes) {
+TEST(ResizedDataset, ReplicatesOrInterpolatesKeepsLabelsAndSkipsCorruptOnes) {
   auto base = std::make_shared<DigitDataset>(3, 10, std::vector<int64_t>{1});
-  const ResizedDataset x4(base, 4.0), x1(base, 1.0), half(base, 0.5);
+  const ResizedDataset x4(base, 4.0, /*bilinear=*/true), x1(base, 1.0), half(base, 0.5);
   EXPECT_EQ(x4.size(), 3);
   EXPECT_EQ(x4.num_classes(), 10);
   const auto big = x4.get(2);
@@ -198,6 +198,13 @@ TEST(ResizedDataset, ScalesEveryImageKeepsLabelsAndSkipsCorruptOnes) {
   cv::Mat back;
   cv::resize(big->image, back, cv::Size(10, 10), 0, 0, cv::INTER_AREA);
   EXPECT_LE(cv::norm(back, base->digit(2), cv::NORM_L1) / 100.0, 30.0);
+  // Pixel replication: block (i, j) of 3 x 3 is source pixel (i, j).
+  const ResizedDataset x3(base, 3.0);
+  cv::Mat replicated = x3.get(2)->image;
+  ASSERT_EQ(replicated.size(), cv::Size(30, 30));
+  for (int y = 0; y < 30; ++y)
+    for (int x = 0; x < 30; ++x)
+      ASSERT_EQ(replicated.at<uint8_t>(y, x), base->digit(2).at<uint8_t>(y / 3, x / 3)) << x << y;
   EXPECT_FALSE(x4.get(1));  // corrupt in the base: corrupt here
   EXPECT_EQ(get_or_next_good(x4, 1).label, 2);
   expect_error<std::invalid_argument>([&] { ResizedDataset(base, 0.0); }, {"scale", "> 0"});

@@ -459,5 +459,51 @@ TEST_F(Job, KilledPolicyLearnerResumesFromItsCheckpoint) {
   EXPECT_TRUE(fs::exists(work_dir() / "policy.json"));
 }
 
+// SIGTERM in the policy stage drains the policy learner with a final
+// checkpoint (policy and AdamW state); the next launch resumes GRPO from it.
+TEST_F(Job, SigtermInThePolicyStageDrainsAndTheNextLaunchResumesIt) {
+  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+  const fs::path config =
+      prepare_policy_job(job, dir_.path(), work_dir(),
+                         "epochs = 60\nbatch_size = 8\ncheckpoint_every_batches = 10000\n");
+  ASSERT_FALSE(HasFailure());
+  Child& r = run(config);
+  auto s = wait_status(
+      config,
+      [](const Json& j) {
+        const Json* l = actor(j, "learner", 0);
+        // An epoch of 8 rollout batches, and its figures (they follow the step's heartbeat).
+        return l && (*l).at("step").get<double>() >= 1 && j.at("metrics").contains("update_s");
+      },
+      300s);
+  ASSERT_TRUE(s) << "no policy epoch with its figures in status\n" << r.log();
+  // The policy learner's epoch: where its time went.
+  const Json& metrics = (*s).at("metrics");
+  ASSERT_TRUE(metrics.contains("rollout_s")) << metrics;
+  EXPECT_GT(metrics.at("rollout_s").get<double>(), 0);
+  EXPECT_GT(metrics.at("update_s").get<double>(), 0);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.wait(120s), 4) << r.log();  // drained: a pause, not the end
+  int64_t drained_at = -1;
+  {
+    auto store = storage::CheckpointStore::open((work_dir() / "policy-checkpoints.db").string());
+    ASSERT_TRUE(store->latest()) << "the drain committed no policy checkpoint\n" << r.log();
+    drained_at = store->latest()->step;
+    EXPECT_GE(drained_at, 8);
+    EXPECT_LT(drained_at, 480);
+    EXPECT_FALSE(store->read(drained_at, "optimizer").empty());
+  }
+  EXPECT_FALSE(fs::exists(work_dir() / "policy.json"));  // nothing evaluated yet
+  Child& again = run(config, {}, "run-resumed");
+  EXPECT_EQ(again.wait(300s), 0) << again.log();
+  EXPECT_NE(
+      again.log().find(fmt::format("policy learner resumes after {} rollout batches", drained_at)),
+      std::string::npos)
+      << again.log();
+  auto store = storage::CheckpointStore::open((work_dir() / "policy-checkpoints.db").string());
+  EXPECT_EQ(store->latest()->step, 480);  // 60 epochs x 8 batches
+  EXPECT_TRUE(fs::exists(work_dir() / "policy.json"));
+}
+
 }  // namespace
 }  // namespace saccade::testing

@@ -452,6 +452,7 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   std::ifstream eval_file(dir / "run" / "eval.json");
   const auto eval_report = nlohmann::json::parse(eval_file);
   EXPECT_EQ(eval_report["images"], 24) << eval_report;
+  EXPECT_EQ(eval_report["upscale"], "nearest") << eval_report;
   std::map<std::string, nlohmann::json> curves;
   for (const auto& c : eval_report["curves"]) curves[c["mode"]] = c;
   ASSERT_EQ(curves.size(), 4u) << eval_report;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "control/placement.h"
 #include "workers/eval/eval_job.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
@@ -44,6 +45,9 @@ class EvalActor : public runtime::ActorBody {
       spdlog::info("eval done: report for checkpoint {} committed ({} images, {} in the sweep)",
                    report.checkpoint_step, report.images, report.sweep_images);
       return 0;
+    } catch (const EvalInputError& e) {
+      spdlog::error("eval cannot run with these inputs: {}", e.what());
+      return control::kExitInputRefused;
     } catch (const std::exception& e) {
       if (ctx.stopping()) {
         spdlog::info("eval drained: {}", e.what());

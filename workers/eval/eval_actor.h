@@ -14,7 +14,9 @@
 
 namespace saccade::workers {
 
-// Exit codes besides 0 (done, or drained): 1 on any error, logged.
+// Exit codes besides 0 (done, or drained): control::kExitInputRefused when its
+// inputs cannot be evaluated (the job fails instead of restarting it), 1 on
+// any other error; both logged.
 std::unique_ptr<runtime::ActorBody> make_eval_actor();
 
 }  // namespace saccade::workers

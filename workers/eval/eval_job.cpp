@@ -38,7 +38,7 @@ TaskHead vit_head_from(const std::string& bytes, const std::string& origin) {
   const model::RawTensorMap tensors = model::parse_safetensors(bytes);
   const auto weight = tensors.find("vit_weight"), bias = tensors.find("vit_bias");
   if (weight == tensors.end() || bias == tensors.end())
-    throw std::runtime_error(fmt::format(
+    throw EvalInputError(fmt::format(
         "{} has no ViT-mode head (tensors vit_weight, vit_bias): it was written before the probe "
         "saved one; run the probe again, or drop \"vit\" from eval.modes",
         origin));
@@ -108,6 +108,7 @@ std::string report_json(const EvalReport& r, const JobConfig& config) {
       {"images", r.images},
       {"sweep_images", r.sweep_images},
       {"glimpses", r.glimpses},
+      {"upscale", config.eval.upscale},
       {"vit_grid", config.views.vit_grid},
       {"glimpse_tokens",
        config.views.multizoom_patches + config.views.fovea_grid * config.views.fovea_grid},
@@ -144,23 +145,26 @@ std::string format_eval_table(const EvalReport& r) {
 EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
                            const EvalRunOptions& run) {
   const auto& modes = config.eval.modes;
-  if (modes.empty()) throw std::runtime_error("eval.modes is empty: nothing to evaluate");
-  Models m{policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors),
-           {},
-           nullptr};
+  if (modes.empty()) throw EvalInputError("eval.modes is empty: nothing to evaluate");
+  Models m{{}, {}, nullptr};
+  try {
+    m.stage = policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors);
+  } catch (const std::runtime_error& e) {
+    throw EvalInputError(e.what());  // a head that is not one, or does not fit the backbone
+  }
   const bool wants_vit = has(modes, "vit") || !config.eval.scales.empty();
   if (wants_vit) m.vit_head = vit_head_from(in.head_bytes, in.head_origin);
   if (has(modes, "policy")) {
     if (in.policy_bytes.empty())
-      throw std::runtime_error(
+      throw EvalInputError(
           "eval.modes has \"policy\" but no policy was given: run the policy stage first, or "
           "drop \"policy\" from eval.modes");
     m.policy = model::GazePolicy(m.stage.policy_options);
     try {
       model::load_modules({{"", m.policy.get()}}, in.policy_bytes);
     } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("{}: {} (does [policy] match the policy trained?)",
-                                           in.policy_origin, e.what()));
+      throw EvalInputError(fmt::format("{}: {} (does [policy] match the policy trained?)",
+                                       in.policy_origin, e.what()));
     }
     m.policy->eval();
   }
@@ -209,7 +213,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
     return static_cast<int64_t>(std::min(image.rows, image.cols));
   }();
   for (const double scale : config.eval.scales) {
-    const data::ResizedDataset resized(val, scale);
+    const data::ResizedDataset resized(val, scale, config.eval.upscale == "bilinear");
     for (const std::string& mode : sweep_modes) {
       SweepPoint p;
       p.mode = mode;

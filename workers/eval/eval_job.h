@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ namespace saccade::workers {
 
 // The report `saccade eval` writes in job.work_dir, and the eval stage's checkpoint blob.
 inline constexpr const char* kEvalReportFile = "eval.json";
+
+// The inputs cannot be evaluated as given (a head without the ViT-mode head,
+// no policy for mode policy, weights that do not fit the config): running
+// again with the same inputs fails the same way.
+class EvalInputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // What is evaluated, as bytes: the eval actor gets them from the coordinator,
 // `saccade eval` from files.
@@ -72,7 +81,7 @@ struct EvalReport {
 std::string format_eval_table(const EvalReport& report);
 
 // Measures `inputs`, writes job.work_dir/eval.json and returns the report.
-// Throws std::runtime_error naming the input that is missing or does not fit.
+// Throws EvalInputError naming the input that is missing or does not fit.
 EvalReport evaluate_models(const JobConfig& config, const EvalInputs& inputs,
                            const EvalRunOptions& options);
 

@@ -119,7 +119,10 @@ class PolicyLearner : public runtime::ActorBody {
           config, stage, *policy, recorded, {},
           [&](const PolicyEpoch& e) {
             ctx.report(e.epoch + 1, static_cast<double>(e.images) / std::max(e.seconds, 1e-9),
-                       {{"loss", e.loss}, {"reward", e.mean_reward}});
+                       {{"loss", e.loss},
+                        {"reward", e.mean_reward},
+                        {"rollout_s", e.rollout_seconds},
+                        {"update_s", e.update_seconds}});
           },
           progress);
       if (report.stopped) {

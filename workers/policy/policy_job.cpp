@@ -49,7 +49,9 @@ std::string report_json(const PolicyReport& r) {
                       {"clip_fraction", e.clip_fraction},
                       {"kl", e.kl},
                       {"std", e.std},
-                      {"seconds", e.seconds}});
+                      {"seconds", e.seconds},
+                      {"rollout_seconds", e.rollout_seconds},
+                      {"update_seconds", e.update_seconds}});
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
@@ -97,15 +99,21 @@ PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_b
     throw std::runtime_error(
         fmt::format("{} has {} inputs but the backbone of checkpoint {} is {} wide", head_origin,
                     head.weight.size(1), head_step, backbone->options().width));
+  model::PolicyOptions po = policy_options_for(config, backbone->options());
+  return PolicyStage{std::move(head), head_step, std::move(backbone), po};
+}
+
+model::PolicyOptions policy_options_for(const JobConfig& config,
+                                        const model::BackboneOptions& backbone) {
   model::PolicyOptions po;
-  po.in_dim = backbone->options().width;
-  po.n_state = backbone->options().n_state;
+  po.in_dim = backbone.width;
+  po.n_state = backbone.n_state;
   po.depth = config.policy.blocks;
   po.width = config.policy.width;
   po.heads = config.policy.heads;
   po.n_mix = config.policy.mixtures;
   po.validate();
-  return PolicyStage{std::move(head), head_step, std::move(backbone), po};
+  return po;
 }
 
 int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin) {
@@ -159,13 +167,14 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   train_policy(
       rollouts, policy, train_set->size(), train,
       [&](const PolicyEpoch& e) {
-        report.epochs.push_back(
-            {e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl, e.std, e.seconds});
+        report.epochs.push_back({e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl,
+                                 e.std, e.seconds, e.rollout_seconds, e.update_seconds});
         spdlog::info(
             "policy epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped "
-            "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s",
+            "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s (rollouts {:.1f} s, updates {:.1f} s; "
+            "policy version lag 0)",
             e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
-            e.std, e.seconds);
+            e.std, e.seconds, e.rollout_seconds, e.update_seconds);
         if (on_epoch) on_epoch(e);
       },
       progress);

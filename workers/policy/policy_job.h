@@ -26,6 +26,7 @@ struct PolicyRunOptions {
 struct PolicyEpochReport {
   double mean_reward = 0, final_accuracy = 0, loss = 0, clip_fraction = 0, kl = 0, std = 0,
          seconds = 0;
+  double rollout_seconds = 0, update_seconds = 0;  // PolicyEpoch's
 };
 
 struct PolicyReport {

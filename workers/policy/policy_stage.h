@@ -42,6 +42,10 @@ PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_b
                               const std::string& backbone_safetensors);
 // The checkpoint step a probe head was trained on; throws like policy_stage_from.
 int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin);
+// Config [policy] on a backbone of `backbone` options (validated; throws
+// std::invalid_argument naming the field).
+model::PolicyOptions policy_options_for(const JobConfig& config,
+                                        const model::BackboneOptions& backbone);
 // The policy GRPO starts from (seeded by job.seed: every process builds the same).
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
 PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);

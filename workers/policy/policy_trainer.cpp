@@ -128,6 +128,7 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
         trace.image_seeds.push_back(data::mix_seed(update_seed, static_cast<uint64_t>(index)));
       trace.threads = o.threads;
       Traces tr;
+      const auto rollout_start = std::chrono::steady_clock::now();
       try {
         tr = rollouts.run(policy, batch);
       } catch (const std::exception&) {
@@ -135,6 +136,8 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
         checkpoint(update);  // the batch in flight is not trained on
         return epochs;
       }
+      const auto update_start = std::chrono::steady_clock::now();
+      log.rollout_seconds += std::chrono::duration<double>(update_start - rollout_start).count();
 
       const int64_t T = o.steps, N = b * o.group;
       const torch::Tensor advantages =
@@ -163,6 +166,8 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
         loss.loss.backward();
         optimizer.step();
       }
+      log.update_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - update_start).count();
       const double w = static_cast<double>(b);
       log.images += b;
       log.mean_reward += tr.rewards.mean().item<double>() * w;

@@ -39,6 +39,10 @@ struct PolicyEpoch {
   double loss = 0, clip_fraction = 0, kl = 0;
   double std = 0;  // at the epoch's last batch
   double seconds = 0;
+  // Of `seconds`: waiting for the rollouts (in this process or on rollout
+  // actors) and the GRPO updates. Rollouts are drawn with the policy version
+  // they train (synchronous GRPO): the version lag is 0 by construction.
+  double rollout_seconds = 0, update_seconds = 0;
 };
 
 // Trains `policy` in place (on the backbone's device); the backbone and head are

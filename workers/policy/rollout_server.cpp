@@ -164,7 +164,7 @@ void RolloutServer::handle(runtime::Exchange& ex) {
   batch.trace.state_blind = request.getStateBlind();
   for (uint64_t seed : seeds) batch.trace.image_seeds.push_back(seed);
   batch.trace.threads = s.options.threads;
-  const Traces traces = s.rollouts.run(*s.policy, batch);
+  const Traces traces = (s.options.source ? *s.options.source : s.rollouts).run(*s.policy, batch);
   ++requests_;  // counted before the answers leave, so a peer that has them sees the count
   traces_ += static_cast<uint64_t>(batch.indices.size()) * group;
   for (size_t b = 0; b < batch.indices.size(); ++b) {

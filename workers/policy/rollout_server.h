@@ -25,8 +25,13 @@
 
 namespace saccade::workers {
 
+class RolloutSource;
+
 struct RolloutServerOptions : runtime::RequestServerOptions {  // sender's role: ROLLOUT
   int threads = 1;                                             // glimpse-cutting threads
+  // Runs the traces instead of the backbone given to the server (`saccade
+  // bench rollouts`: a backbone whose cost is simulated); null = the backbone.
+  std::shared_ptr<RolloutSource> source;
 };
 
 class RolloutServer {
