@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <fmt/format.h>
+#include <kj/exception.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -135,7 +136,17 @@ class Coordinator final : public PeerSender {
         drops_.refused(id, r.why);
         continue;
       }
-      std::string why = handle(id, *r.message);
+      // A message that makes its handler throw (a field past what validation
+      // checks, a state the handler did not expect) is dropped with the reason:
+      // one bad message must not end the job's coordinator.
+      std::string why;
+      try {
+        why = handle(id, *r.message);
+      } catch (const std::exception& e) {
+        why = fmt::format("handling it failed: {}", e.what());
+      } catch (const kj::Exception& e) {
+        why = fmt::format("handling it failed: {}", e.getDescription().cStr());
+      }
       if (!why.empty()) drops_.refused(id, why);
     }
   }
