@@ -195,8 +195,8 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
       row.seconds_per_batch = seconds_since(t0) / static_cast<double>(o.batches);
       row.traces_per_second =
           static_cast<double>(batch_images * group) / std::max(row.seconds_per_batch, 1e-9);
-      const double one = rows.empty() ? row.traces_per_second / n : rows.front().traces_per_second /
-                                                                       rows.front().actors;
+      const double one = rows.empty() ? row.traces_per_second / n
+                                      : rows.front().traces_per_second / rows.front().actors;
       row.speedup = row.traces_per_second / one;
       row.of_linear = row.speedup / n;
       fmt::print("{:>7}{:>14.3f}{:>12.0f}{:>10.2f}{:>11.2f}\n", n, row.seconds_per_batch,
@@ -211,12 +211,9 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                        {"traces_per_second", r.traces_per_second},
                        {"speedup", r.speedup},
                        {"of_linear", r.of_linear}});
-      const nlohmann::ordered_json j = {{"config", o.config_path},
-                                        {"trace_ms", o.trace_ms},
-                                        {"batch_images", batch_images},
-                                        {"group", group},
-                                        {"steps", steps},
-                                        {"rows", out}};
+      const nlohmann::ordered_json j = {
+          {"config", o.config_path}, {"trace_ms", o.trace_ms}, {"batch_images", batch_images},
+          {"group", group},          {"steps", steps},         {"rows", out}};
       std::ofstream(o.json_path) << j.dump(1) << "\n";
     }
     return 0;

@@ -14,13 +14,13 @@
 namespace saccade::bench {
 
 struct RolloutBenchOptions {
-  std::string config_path;             // model, views and [policy] (group, steps, batch)
+  std::string config_path;  // model, views and [policy] (group, steps, batch)
   std::vector<int> actors = {1, 2, 4, 8, 16};
-  double trace_ms = 0;                 // > 0: the backbone's cost per trace, simulated
-  int64_t batches = 6;                 // measured per actor count, after one warm-up batch
-  int64_t batch_images = 0;            // 0 = policy.batch_size
-  int threads_per_actor = 1;           // torch threads of each actor (real backbone)
-  std::string json_path;               // also write the figures here
+  double trace_ms = 0;        // > 0: the backbone's cost per trace, simulated
+  int64_t batches = 6;        // measured per actor count, after one warm-up batch
+  int64_t batch_images = 0;   // 0 = policy.batch_size
+  int threads_per_actor = 1;  // torch threads of each actor (real backbone)
+  std::string json_path;      // also write the figures here
 };
 
 // Prints one row per actor count: seconds per batch, traces/s, speed-up over
