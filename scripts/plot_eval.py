@@ -26,6 +26,10 @@ def print_eval(r):
     for c in r["curves"]:
         note = "   (one step over the ViT-mode grid)" if c["mode"] == "vit" else ""
         print(f"  {c['mode']:<8}" + "".join(f"{100 * a:>7.1f}" for a in c["accuracy"]) + note)
+    print("  gaze spread (RMS distance from the mean gaze, short sides; 0 = one path for all)")
+    for c in r["curves"]:
+        if c["gaze_spread"]:
+            print(f"  {c['mode']:<8}" + "".join(f"{d:>7.3f}" for d in c["gaze_spread"]))
     if not r["sweep"]:
         return
     print(f"resolution sweep ({r['sweep_images']} images): top-1 % after the last glimpse; "

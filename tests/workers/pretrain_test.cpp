@@ -449,6 +449,9 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const auto evaluated = testing::run_process(eval);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
   EXPECT_NE(evaluated.out.find("evaluation of checkpoint 4"), std::string::npos) << evaluated.out;
+  EXPECT_NE(evaluated.out.find("gaze spread"), std::string::npos) << evaluated.out;
+  EXPECT_NE(evaluated.out.find("scan          0.000  0.000  0.000"), std::string::npos)
+      << evaluated.out;
   std::ifstream eval_file(dir / "run" / "eval.json");
   const auto eval_report = nlohmann::json::parse(eval_file);
   EXPECT_EQ(eval_report["images"], 24) << eval_report;

@@ -131,6 +131,14 @@ std::string format_eval_table(const EvalReport& r) {
     if (c.mode == "vit") out += "   (one step over the ViT-mode grid)";
     out += "\n";
   }
+  // Where the gazes went: 0 when every image is looked at in the same place.
+  out += fmt::format("gaze spread (RMS distance from the mean gaze, short sides)\n");
+  for (const EvalCurve& c : r.curves) {
+    if (c.gaze_spread.empty()) continue;
+    out += fmt::format("{:<12}", c.mode);
+    for (double d : c.gaze_spread) out += fmt::format("{:>7.3f}", d);
+    out += "\n";
+  }
   if (r.sweep.empty()) return out;
   out += fmt::format(
       "\nresolution sweep on {} images: top-1 (%) after the last glimpse, per image: patch "
