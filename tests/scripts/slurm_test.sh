@@ -64,7 +64,10 @@ dd if=/dev/urandom bs=1 count=1024 of="$D/munge.key" 2>/dev/null
 chmod 400 "$D/munge.key"
 munged --force --key-file="$D/munge.key" --socket="$D/munge.sock" --pid-file="$D/munged.pid" \
   --log-file="$D/log/munged.log" --seed-file="$D/munge.seed"
-CTLD_PORT=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral range (32768 and up), where the other tests' sockets
+# (bound to port 0, or to ports they picked that way) cannot take slurmd's ports: an
+# ephemeral port in use once made sx2's slurmd fail to bind.
+CTLD_PORT=$((20000 + RANDOM % 10000))
 cat > "$SLURM_CONF" <<EOF
 ClusterName=saccadetest
 SlurmctldHost=$H
@@ -98,7 +101,7 @@ PartitionName=multi Nodes=sx[1-2] MaxTime=INFINITE State=UP OverSubscribe=FORCE:
 EOF
 slurmctld -f "$SLURM_CONF"
 for n in "$H" sx1 sx2; do slurmd -f "$SLURM_CONF" -N "$n"; done
-for _ in $(seq 40); do
+for _ in $(seq 60); do
   [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && break
   sleep 0.5
 done
@@ -138,7 +141,8 @@ wait_done() {  # JOB SECONDS
   done
   fail "job $1 still $(state "$1") after $2 s"
 }
-PORT=$((CTLD_PORT > 30000 ? 11000 : 31000))
+# The jobs' ports (+ up to 99 x ports_per_job): below Slurm's and the ephemeral range.
+PORT=11000
 
 # 1. A job runs to its budget and exits 0.
 write_job ok 60 "$PORT"
