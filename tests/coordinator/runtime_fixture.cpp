@@ -79,11 +79,11 @@ Child& RuntimeFixture::agent(const fs::path& config, int port, const std::string
 }
 
 Child& RuntimeFixture::run(const fs::path& config, std::vector<std::string> extra,
-                           const std::string& name) {
+                           const std::string& name, std::vector<std::string> env) {
   std::vector<std::string> argv = {saccade_binary(), "run", config.string()};
   if (!actor_binary_.empty()) argv.insert(argv.end(), {"--actor-binary", actor_binary_});
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return start(name, std::move(argv));
+  return start(name, std::move(argv), std::move(env));
 }
 
 std::optional<Json> RuntimeFixture::status(const fs::path& config, int* exit_code) {

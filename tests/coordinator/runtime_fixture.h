@@ -39,7 +39,7 @@ class RuntimeFixture : public ::testing::Test {
   // `saccade run CONFIG [extra...]` (coordinator and one local agent in one process
   // tree), logged as `name`.log.
   Child& run(const std::filesystem::path& config, std::vector<std::string> extra = {},
-             const std::string& name = "run");
+             const std::string& name = "run", std::vector<std::string> env = {});
 
   // One `saccade status --json` reply, nullopt when the status command failed.
   std::optional<Json> status(const std::filesystem::path& config, int* exit_code = nullptr);

@@ -594,16 +594,21 @@ TEST_F(Runtime, AFinishedJobRunsAStageAddedToItsConfig) {
   EXPECT_EQ(occurrences(log, "started data 0 "), 0u) << log;
 }
 
-// A stage whose checkpoint store cannot open fails the job with the reason,
-// after the stage before it committed; the next launch runs it once it can.
-TEST_F(Runtime, AStageThatCannotBeginFailsTheJobWithItsReason) {
+// Pretraining for 20 steps on one node, then the probe.
+TestJob pretrain_then_probe() {
   TestJob job;
   job.port = free_port();
   job.steps = 20;
   job.status_linger_ms = 1000;
   job.stages = {"pretrain", "probe"};
   job.nodes = {kTwoNodes[0]};
-  const fs::path config = write_config(job);
+  return job;
+}
+
+// A stage whose checkpoint store cannot open fails the job with the reason,
+// after the stage before it committed; the next launch runs it once it can.
+TEST_F(Runtime, AStageThatCannotBeginFailsTheJobWithItsReason) {
+  const fs::path config = write_config(pretrain_then_probe());
   fs::create_directories(work_dir());
   std::ofstream(work_dir() / "probe-checkpoints.db") << "not a database";
   Child& first = run(config, {}, "run-blocked");
@@ -621,15 +626,9 @@ TEST_F(Runtime, AStageThatCannotBeginFailsTheJobWithItsReason) {
 // An actor that cannot use its stage's inputs (control::kExitInputRefused)
 // fails the job at once with the reason: restarting it would fail the same way.
 TEST_F(Runtime, AnActorThatRefusesItsInputsFailsTheJobWithoutRestarts) {
-  TestJob job;
-  job.port = free_port();
-  job.steps = 20;
-  job.status_linger_ms = 1000;
-  job.stages = {"pretrain", "probe"};
-  job.nodes = {kTwoNodes[0]};
-  const fs::path config = write_config(job);
-  Child& first = start("run-refused", {kSaccade, "run", config.string(), "--actor-binary", kActor},
-                       {std::string(kFaultVariable) + "=learner@probe:0:0:refuse"});
+  const fs::path config = write_config(pretrain_then_probe());
+  Child& first =
+      run(config, {}, "run-refused", {std::string(kFaultVariable) + "=learner@probe:0:0:refuse"});
   EXPECT_EQ(first.wait(60s), 3) << first.log();  // kExitJobFailed
   const std::string log = first.log();
   EXPECT_NE(log.find("learner 0 on n0 cannot run stage probe with its inputs (exit code 78"),

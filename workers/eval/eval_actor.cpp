@@ -11,9 +11,7 @@
 #include "workers/eval/eval_job.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/probe_actor.h"
-#include "workers/probe/probe_job.h"
 
 namespace saccade::workers {
 namespace {
@@ -62,37 +60,18 @@ class EvalActor : public runtime::ActorBody {
   // The inputs from the coordinator, never from this node's file system: the
   // probe's heads, the teacher of the checkpoint they name, the policy.
   static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {
-    const JobConfig& config = ctx.config();
-    const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
-    auto fetch = [&](const control::CheckpointQuery& q, const std::string& blob) {
-      auto loaded = ctx.load_checkpoint(q, timeout);
-      if (!loaded || !loaded->blobs.count(blob))
-        throw std::runtime_error(
-            fmt::format("{} did not arrive from the coordinator{}", control::describe(q),
-                        ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
-      return std::move(loaded->blobs.at(blob));
-    };
     EvalInputs in;
-    control::CheckpointQuery head;
-    head.source = wire::CheckpointSource::INPUT_FILE;
-    head.blobs = {kProbeHeadFile};
-    in.head_bytes = fetch(head, kProbeHeadFile);
-    in.head_origin = fmt::format("{} from the coordinator", kProbeHeadFile);
-    control::CheckpointQuery teacher;
-    teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
-    teacher.step = probe_head_step(in.head_bytes, in.head_origin);
-    teacher.blobs = {"teacher"};
-    in.backbone_safetensors = teacher_backbone_from(config, fetch(teacher, "teacher"));
-    const auto& modes = config.eval.modes;
+    in.probe = fetch_probe_head_inputs(ctx);
+    const auto& modes = ctx.config().eval.modes;
     if (std::find(modes.begin(), modes.end(), "policy") != modes.end()) {
       control::CheckpointQuery policy;
       policy.source = wire::CheckpointSource::INPUT_FILE;
       policy.blobs = {kPolicyFile};
-      in.policy_bytes = fetch(policy, kPolicyFile);
+      in.policy_bytes = fetch_input_blob(ctx, policy, kPolicyFile);
       in.policy_origin = fmt::format("{} from the coordinator", kPolicyFile);
     }
-    spdlog::info("eval: heads and teacher of checkpoint {}{} from the coordinator", teacher.step,
-                 in.policy_bytes.empty() ? "" : ", and the policy,");
+    spdlog::info("eval: heads, teacher{} from the coordinator",
+                 in.policy_bytes.empty() ? "" : " and policy");
     return in;
   }
 };

@@ -156,12 +156,13 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   if (modes.empty()) throw EvalInputError("eval.modes is empty: nothing to evaluate");
   Models m{{}, {}, nullptr};
   try {
-    m.stage = policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors);
+    m.stage = policy_stage_from(config, in.probe.head_bytes, in.probe.head_origin,
+                                in.probe.backbone_safetensors);
   } catch (const std::runtime_error& e) {
     throw EvalInputError(e.what());  // a head that is not one, or does not fit the backbone
   }
   const bool wants_vit = has(modes, "vit") || !config.eval.scales.empty();
-  if (wants_vit) m.vit_head = vit_head_from(in.head_bytes, in.head_origin);
+  if (wants_vit) m.vit_head = vit_head_from(in.probe.head_bytes, in.probe.head_origin);
   if (has(modes, "policy")) {
     if (in.policy_bytes.empty())
       throw EvalInputError(
@@ -267,20 +268,11 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
 
 EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
   at::set_num_threads(resolve_threads(config.ssl.threads));
-  const std::filesystem::path dir =
-      config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
-  const std::filesystem::path head_path = dir / kProbeHeadFile;
-  if (!std::filesystem::exists(head_path))
-    throw std::runtime_error(fmt::format(
-        "{} does not exist: the evaluation reads the probe's heads, run `saccade probe CONFIG` "
-        "first",
-        head_path.string()));
   EvalInputs in;
-  in.head_bytes = read_file_bytes(head_path);
-  in.head_origin = head_path.string();
-  const int64_t step = probe_head_step(in.head_bytes, in.head_origin);
-  in.backbone_safetensors = load_teacher_backbone(config, step, dir.string()).safetensors;
+  in.probe = read_probe_head_inputs(config);
   if (has(config.eval.modes, "policy")) {
+    const std::filesystem::path dir =
+        config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
     const std::filesystem::path policy_path = dir / kPolicyFile;
     if (!std::filesystem::exists(policy_path))
       throw std::runtime_error(fmt::format(

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "workers/policy/policy_job.h"
 
 namespace saccade::workers {
 
@@ -30,11 +31,9 @@ class EvalInputError : public std::runtime_error {
 // What is evaluated, as bytes: the eval actor gets them from the coordinator,
 // `saccade eval` from files.
 struct EvalInputs {
-  std::string head_bytes;            // probe_head.safetensors (task and ViT-mode heads)
-  std::string head_origin;           // names them in errors
-  std::string backbone_safetensors;  // the teacher of the checkpoint the head names
-  std::string policy_bytes;          // policy.safetensors; needed with mode "policy" only
-  std::string policy_origin;
+  ProbeHeadInputs probe;      // the task and ViT-mode heads, and their backbone
+  std::string policy_bytes;   // policy.safetensors; needed with mode "policy" only
+  std::string policy_origin;  // names them in errors
 };
 
 struct EvalRunOptions {

@@ -28,30 +28,10 @@ void set_threads(const runtime::ActorContext& ctx) {
                                    : resolve_threads(ctx.config().ssl.threads));
 }
 
-// The policy stage's inputs from the coordinator, never from its file system
-// (the actor may run on a node without it): the probe's head, then the teacher
-// of the checkpoint the head was trained on.
+// The policy stage's inputs from the coordinator (fetch_probe_head_inputs).
 PolicyStage fetch_policy_stage(const JobConfig& config, runtime::ActorContext& ctx) {
-  const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
-  auto fetch = [&](const control::CheckpointQuery& q) {
-    auto loaded = ctx.load_checkpoint(q, timeout);
-    if (!loaded)
-      throw std::runtime_error(
-          fmt::format("{} did not arrive from the coordinator{}", control::describe(q),
-                      ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
-    return std::move(loaded->blobs);
-  };
-  control::CheckpointQuery head_query;
-  head_query.source = wire::CheckpointSource::INPUT_FILE;
-  head_query.blobs = {kProbeHeadFile};
-  const std::string head = fetch(head_query).at(kProbeHeadFile);
-  const std::string origin = fmt::format("{} from the coordinator", kProbeHeadFile);
-  control::CheckpointQuery teacher_query;
-  teacher_query.source = wire::CheckpointSource::INPUT_CHECKPOINT;
-  teacher_query.step = probe_head_step(head, origin);
-  teacher_query.blobs = {"teacher"};
-  const std::string teacher = fetch(teacher_query).at("teacher");
-  return policy_stage_from(config, head, origin, teacher_backbone_from(config, teacher));
+  const ProbeHeadInputs in = fetch_probe_head_inputs(ctx);
+  return policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors);
 }
 
 class PolicyLearner : public runtime::ActorBody {
@@ -176,6 +156,33 @@ class RolloutActor : public runtime::ActorBody {
 };
 
 }  // namespace
+
+std::string fetch_input_blob(runtime::ActorContext& ctx, const control::CheckpointQuery& query,
+                             const std::string& blob) {
+  auto loaded =
+      ctx.load_checkpoint(query, std::chrono::seconds(ctx.config().cluster.checkpoint_timeout_s));
+  if (!loaded || !loaded->blobs.count(blob))
+    throw std::runtime_error(
+        fmt::format("{} did not arrive from the coordinator{}", control::describe(query),
+                    ctx.stopping() ? " (stopping)" : " (its reason, if any, is logged above)"));
+  return std::move(loaded->blobs.at(blob));
+}
+
+ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx) {
+  ProbeHeadInputs in;
+  control::CheckpointQuery head;
+  head.source = wire::CheckpointSource::INPUT_FILE;
+  head.blobs = {kProbeHeadFile};
+  in.head_bytes = fetch_input_blob(ctx, head, kProbeHeadFile);
+  in.head_origin = fmt::format("{} from the coordinator", kProbeHeadFile);
+  control::CheckpointQuery teacher;
+  teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+  teacher.step = probe_head_step(in.head_bytes, in.head_origin);
+  teacher.blobs = {"teacher"};
+  in.backbone_safetensors =
+      teacher_backbone_from(ctx.config(), fetch_input_blob(ctx, teacher, "teacher"));
+  return in;
+}
 
 std::unique_ptr<runtime::ActorBody> make_policy_learner() {
   return std::make_unique<PolicyLearner>();

@@ -73,20 +73,25 @@ std::string percents(const std::vector<double>& a) {
 
 }  // namespace
 
-PolicyStage load_policy_stage(const JobConfig& config) {
+ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
   const std::filesystem::path dir =
       config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
   const std::filesystem::path path = dir / kProbeHeadFile;
   if (!std::filesystem::exists(path))
     throw std::runtime_error(
-        fmt::format("{} does not exist: the policy is trained against the probe's task head, run "
+        fmt::format("{} does not exist: the policy and the evaluation read the probe's heads, run "
                     "`saccade probe CONFIG` first",
                     path.string()));
-  const std::string head = read_file_bytes(path);
-  // The head was trained on one checkpoint's features: the policy must use that backbone.
-  const int64_t step = parse_probe_head(head, path.string()).second;
-  return policy_stage_from(config, head, path.string(),
-                           load_teacher_backbone(config, step, dir.string()).safetensors);
+  ProbeHeadInputs in{read_file_bytes(path), path.string(), ""};
+  // The head was trained on one checkpoint's features: the later stages use that backbone.
+  const int64_t step = parse_probe_head(in.head_bytes, in.head_origin).second;
+  in.backbone_safetensors = load_teacher_backbone(config, step, dir.string()).safetensors;
+  return in;
+}
+
+PolicyStage load_policy_stage(const JobConfig& config) {
+  const ProbeHeadInputs in = read_probe_head_inputs(config);
+  return policy_stage_from(config, in.head_bytes, in.head_origin, in.backbone_safetensors);
 }
 
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,

@@ -18,6 +18,15 @@ namespace saccade::workers {
 // stage's checkpoints, which the eval stage reads.
 inline constexpr const char* kPolicyFile = "policy.safetensors";
 
+// What the policy and eval stages start from: the probe's head file (its
+// bytes, and where they came from for errors) and the teacher backbone
+// (model::export_backbone's) of the pretraining checkpoint the head names.
+struct ProbeHeadInputs {
+  std::string head_bytes;
+  std::string head_origin;
+  std::string backbone_safetensors;
+};
+
 struct PolicyRunOptions {
   int64_t max_train_images = 0;  // overrides policy.train_images when > 0
   int64_t max_val_images = 0;    // overrides policy.val_images when > 0

@@ -16,10 +16,24 @@
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/probe/probe_job.h"
+#include "workers/runtime/actor_runtime.h"
 
 namespace saccade::workers {
 
 class RolloutSource;
+
+// The one-process commands': from policy.input_dir (job.work_dir when empty).
+// Throws std::runtime_error when the head or its checkpoint is missing.
+ProbeHeadInputs read_probe_head_inputs(const JobConfig& config);
+// An actor's: from the coordinator, never from its node's files (the
+// probe stage's head, or policy.input_dir's file). Throws std::runtime_error
+// naming what did not arrive.
+ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx);
+// Blob `blob` of what `query` asks the coordinator for (within
+// cluster.checkpoint_timeout_s). Throws std::runtime_error naming the query
+// when it does not arrive.
+std::string fetch_input_blob(runtime::ActorContext& ctx, const control::CheckpointQuery& query,
+                             const std::string& blob);
 
 // The probe's head (job.work_dir/probe_head.safetensors) and the teacher
 // backbone of the checkpoint it names, frozen, on the CPU.
