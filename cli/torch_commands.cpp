@@ -131,9 +131,13 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
     else
       fmt::print("probe of the initial weights (job.seed {})", config.job.seed);
     fmt::print(
-        ": {} training, {} validation images (rows NAME: the first state token, "
-        "NAME/all_states: every state token)\n{}",
+        ": {} training, {} validation images (rows NAME: linear on the first state token, "
+        "NAME/all_states: linear on every state token, NAME/transformer_head: the transformer "
+        "head)\n{}",
         r.train_images, r.val_images, workers::format_probe_table(r));
+    if (!r.head_path.empty())
+      fmt::print("task head written for the policy and eval stages: {} (probe.head)\n",
+                 config.probe.head);
     fmt::print("features {:.1f} s, probes {:.1f} s\n", r.feature_seconds, r.fit_seconds);
     if (!r.head_path.empty()) fmt::print("head: {}\n", r.head_path);
     fmt::print("report: {}\n", r.report_path);
@@ -149,8 +153,10 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     run.max_train_images = args->max_train_images;
     run.max_val_images = args->max_val_images;
     const workers::PolicyReport r = workers::run_policy(config, run);
-    fmt::print("gaze policy for checkpoint {}: GRPO on {} training images, {} epochs\n",
-               r.checkpoint_step, r.train_images, r.epochs.size());
+    fmt::print(
+        "gaze policy for checkpoint {}: GRPO on {} training images, {} epochs, rewarded by the {} "
+        "task head\n",
+        r.checkpoint_step, r.train_images, r.epochs.size(), r.task_head);
     for (size_t e = 0; e < r.epochs.size(); ++e)
       fmt::print("  epoch {}: mean reward {:.4f}, sampled top-1 after the last glimpse {:.2f}%\n",
                  e + 1, r.epochs[e].mean_reward, 100 * r.epochs[e].final_accuracy);

@@ -159,7 +159,10 @@ struct SslConfig {
 };
 
 struct ProbeConfig {
-  std::string head;        // linear | transformer
+  std::string head;  // linear | transformer
+  std::vector<double>
+      head_lrs;            // the transformer head's learning rates, chosen on held-apart images
+  int64_t head_steps{};    // the transformer head's AdamW steps per learning rate
   int64_t batch_size{};    // images per forward pass while extracting features
   int64_t glimpses{};      // random glimpses that produce the features
   int64_t train_images{};  // the first N of the training split; 0 = all

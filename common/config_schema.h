@@ -287,7 +287,14 @@ void describe(V& v, SslConfig& c) {
 template <class V>
 void describe(V& v, ProbeConfig& c) {
   v.choice("head", c.head, "linear", {"linear", "transformer"},
-           "Task head on the frozen backbone.");
+           "Task head the probe writes for the policy (its reward) and eval stages: linear on "
+           "the first state token, or the paper's one-layer transformer pooling every state "
+           "token (fitted on top of the linear probe's report, which it then also shows).");
+  v.numbers("head_lrs", c.head_lrs, {1e-3}, 1e-9, 10.0,
+            "Peak AdamW learning rates of the transformer head (batch 256, cosine schedule); "
+            "the one, and the step, best on the held-apart training images is kept.");
+  v.integer("head_steps", c.head_steps, 1000, 1, int64_t{1} << 40,
+            "AdamW steps of the transformer head per learning rate.");
   v.integer("batch_size", c.batch_size, 256, 1, 1 << 24,
             "Images per forward pass while extracting features.");
   v.integer("glimpses", c.glimpses, 8, 1, 1024,

@@ -58,6 +58,8 @@ TaskHeadImpl::TaskHeadImpl(const TaskHeadOptions& options) : options_(options) {
   if (o.kind == TaskHeadOptions::Kind::kTransformer) {
     query_ = register_parameter("query", torch::zeros({1, 1, o.in_dim}));
     state_pos_ = register_parameter("state_pos", torch::zeros({1, o.n_state, o.in_dim}));
+    input_mean_ = register_buffer("input_mean", torch::zeros({1, o.n_state, o.in_dim}));
+    input_scale_ = register_buffer("input_scale", torch::ones({1, o.n_state, o.in_dim}));
     const auto hidden = static_cast<int64_t>(static_cast<double>(o.in_dim) * o.mlp_ratio + 0.5);
     block_ = register_module("block", Block(o.in_dim, o.heads, hidden, 1.0, 1e-6));
     norm_ = register_module(
@@ -80,9 +82,22 @@ torch::Tensor TaskHeadImpl::forward(const torch::Tensor& state) {
   }
   if (o.kind == TaskHeadOptions::Kind::kLinear) return linear_(state.select(1, 0));
   const int64_t b = state.size(0);
-  auto x = torch::cat({query_.expand({b, 1, o.in_dim}), state + state_pos_}, 1);
+  auto x = torch::cat(
+      {query_.expand({b, 1, o.in_dim}), (state - input_mean_) / input_scale_ + state_pos_}, 1);
   x = norm_(block_(x));
   return linear_(x.select(1, 0));
+}
+
+void TaskHeadImpl::set_input_statistics(const torch::Tensor& mean, const torch::Tensor& scale) {
+  const auto& o = options_;
+  if (o.kind != TaskHeadOptions::Kind::kTransformer || !mean.defined() || !scale.defined() ||
+      mean.numel() != o.n_state * o.in_dim || scale.numel() != o.n_state * o.in_dim)
+    throw std::invalid_argument("set_input_statistics: expected a transformer head and [" +
+                                std::to_string(o.n_state) + ", " + std::to_string(o.in_dim) +
+                                "] mean and scale");
+  torch::NoGradGuard no_grad;
+  input_mean_.copy_(mean.reshape_as(input_mean_));
+  input_scale_.copy_(scale.reshape_as(input_scale_));
 }
 
 }  // namespace saccade::model

@@ -32,18 +32,23 @@ class DinoHeadImpl : public torch::nn::Module {
 TORCH_MODULE(DinoHead);
 
 // Linear on the first state token, or a one-layer transformer over
-// [learned query, state tokens] whose query output goes through a LayerNorm
-// and a Linear. Names: linear.{weight,bias}; query, state_pos, block.*, norm.*.
+// [learned query, standardised state tokens] whose query output goes through
+// a LayerNorm and a Linear. Names: linear.{weight,bias}; query, state_pos,
+// block.*, norm.*, and the buffers input_mean / input_scale [1, n_state,
+// in_dim] (0 and 1 until set_input_statistics: a probe sets them from the
+// features it is fitted on, as a linear probe standardises its inputs).
 class TaskHeadImpl : public torch::nn::Module {
  public:
   explicit TaskHeadImpl(const TaskHeadOptions& options);
   // state: [B, n_state, in_dim] -> logits [B, n_classes].
   torch::Tensor forward(const torch::Tensor& state);
   const TaskHeadOptions& options() const { return options_; }
+  // Transformer kind: inputs become (state - mean) / scale, both [n_state, in_dim].
+  void set_input_statistics(const torch::Tensor& mean, const torch::Tensor& scale);
 
  private:
   TaskHeadOptions options_;
-  torch::Tensor query_, state_pos_;  // transformer kind only
+  torch::Tensor query_, state_pos_, input_mean_, input_scale_;  // transformer kind only
   Block block_{nullptr};
   torch::nn::LayerNorm norm_{nullptr};
   torch::nn::Linear linear_{nullptr};

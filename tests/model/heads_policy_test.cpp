@@ -73,6 +73,12 @@ TEST(TaskHead, TransformerPoolsAllStateTokens) {
   other.select(1, 5).normal_();  // a later state token changes the logits
   EXPECT_FALSE(torch::allclose(head->forward(other), logits, 1e-4, 1e-4));
   EXPECT_THROW(head->forward(torch::randn({3, 7, 32})), std::invalid_argument);
+  // Standardising the inputs: shifting and scaling them together leaves the logits as they were.
+  head->set_input_statistics(torch::full({8, 32}, 5.0), torch::full({8, 32}, 3.0));
+  EXPECT_TRUE(torch::allclose(head->forward(state * 3 + 5), logits, 1e-4, 1e-4));
+  EXPECT_TRUE(head->named_buffers().contains("input_mean")) << "saved with the head";
+  EXPECT_THROW(head->set_input_statistics(torch::zeros({8, 31}), torch::ones({8, 32})),
+               std::invalid_argument);
 }
 
 TEST(GazePolicy, MeansStayInsideTheImage) {

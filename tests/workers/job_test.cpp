@@ -333,7 +333,9 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
                                "val_idx_labels = \"{0}/labels.idx.gz\"\n",
                                dir_.path().string()));
   job.extra +=
-      "[probe]\nbatch_size = 16\ncs = [1.0]\nglimpses = 2\n[policy]\nepochs = 1\nbatch_size = 16\n"
+      "[probe]\nbatch_size = 16\ncs = [1.0]\nglimpses = 2\nhead = \"transformer\"\nhead_steps = "
+      "20\n"
+      "[policy]\nepochs = 1\nbatch_size = 16\n"
       "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n"
       "[eval]\nglimpses = 3\nimages = 24\nscales = [1.0, 2.0]\nsweep_images = 8\n";
   job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1"};
@@ -354,10 +356,22 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
   ASSERT_TRUE(probe->info(4));
   EXPECT_EQ(probe->read(4, "probe_head.safetensors").size(),
             fs::file_size(work_dir() / "probe_head.safetensors"));
+  // The transformer head (probe.head) is what the probe wrote and what rewarded the policy.
+  model::Metadata head_meta;
+  const model::RawTensorMap head_tensors =
+      model::parse_safetensors(probe->read(4, "probe_head.safetensors"), &head_meta);
+  EXPECT_EQ(head_meta["format"], "saccade.transformer_probe");
+  EXPECT_EQ(head_meta["checkpoint_step"], "4");
+  for (const char* name : {"task.query", "task.input_mean", "vit.query", "vit.linear.weight"})
+    EXPECT_TRUE(head_tensors.count(name)) << name << ": ViT mode gets a transformer head too";
   std::ifstream report_file(work_dir() / "policy.json");
   const auto report = nlohmann::json::parse(report_file);
   EXPECT_EQ(report["checkpoint_step"], 4) << report;
-  EXPECT_TRUE(fs::exists(work_dir() / "probe.json"));
+  EXPECT_EQ(report["task_head"], "transformer") << report;
+  std::ifstream probe_file(work_dir() / "probe.json");
+  const auto probed = nlohmann::json::parse(probe_file);
+  EXPECT_EQ(probed["rows"][1]["name"], "pretrained/transformer_head") << probed;
+  EXPECT_TRUE(probed["rows"][1]["vit_knn"].is_null()) << "no k-NN for a head";
   // The eval stage read the policy stage's policy and committed its report.
   auto eval = storage::CheckpointStore::open((work_dir() / "eval-checkpoints.db").string());
   ASSERT_TRUE(eval->info(4));
@@ -366,6 +380,7 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
   for (const auto& c : evaluated["curves"]) modes.push_back(c["mode"]);
   EXPECT_EQ(modes, (std::vector<std::string>{"vit", "random", "scan", "policy"})) << evaluated;
   EXPECT_EQ(evaluated["curves"][3]["accuracy"].size(), 3u) << evaluated;
+  EXPECT_EQ(evaluated["task_head"], "transformer") << evaluated;
   EXPECT_EQ(evaluated["sweep"].size(), 10u) << evaluated;  // 2 scales x (4 modes + fixed patch)
   verify_checkpoints(*open_db(work_dir()));  // pretraining's, untouched by the later stages
 }

@@ -120,9 +120,37 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
   EXPECT_EQ(scan_gaze(9, 3.0f, 6.0f), scan_gaze(0, 3.0f, 6.0f));    // then again
 }
 
+TEST(GazeTraces, ATransformerHeadRewardsWhatItSaysOnEveryStateToken) {
+  TraceSetup setup(3);
+  auto& [dataset, bb, pi, linear, labels, images] = setup;
+  const TaskHead head(saccade::testing::small_transformer_head(16, 2, 2));
+  TraceOptions o;
+  o.steps = 3;
+  o.group = 2;
+  o.source = GazeSource::kPolicySample;
+  o.seed = 4;
+  const Traces tr = run_traces(*bb, head, pi.get(), images, labels, o);
+  const torch::Tensor label_of_row = torch::tensor(labels).repeat_interleave(2);
+  for (int64_t t = 0; t + 1 < o.steps; ++t) {
+    const torch::Tensor logits = head.logits(tr.states[t + 1]);
+    const torch::Tensor p = torch::softmax(logits, 1).gather(1, label_of_row.view({-1, 1}));
+    EXPECT_TRUE(torch::allclose(p.squeeze(1), tr.rewards[t], 1e-5, 1e-6)) << "step " << t;
+    // Not the first-token reading a linear head would give.
+    const torch::Tensor other = head.logits(torch::stack(
+        {tr.states[t + 1].select(1, 0),
+         torch::zeros_like(tr.states[t + 1][0][0]).expand_as(tr.states[t + 1].select(1, 1))},
+        1));
+    EXPECT_FALSE(torch::allclose(other, logits, 1e-4, 1e-4)) << "the second token counts";
+  }
+  EXPECT_THROW(run_traces(*bb, TaskHead(saccade::testing::small_transformer_head(16, 3, 2)),
+                          pi.get(), images, labels, o),
+               std::invalid_argument);
+}
+
 // A state-blind policy reads the glimpse's one-hot code instead of the state:
 // every image gets the same gaze at a glimpse (one fixed path), the recorded
 // states are the codes (what the trainer reads again), and the path moves.
+
 TEST(GazeTraces, AStateBlindPolicyLooksAtTheSamePlacesInEveryImage) {
   TraceSetup setup(4);
   auto& [dataset, bb, pi, head, labels, images] = setup;

@@ -7,7 +7,10 @@
 #include <opencv2/core.hpp>
 
 #include "model/backbone.h"
+#include "model/heads.h"
 #include "tests/workers/small_models.h"
+#include "workers/probe/task_head.h"
+#include "workers/probe/transformer_probe.h"
 
 namespace saccade::workers {
 namespace {
@@ -142,6 +145,89 @@ TEST(EvaluateBackbone, ScoresViTModeAndEveryGlimpseWithOneTaskHead) {
   ProbeFeatures other = val;
   other.steps = torch::zeros({2, 150, 5});  // another width
   EXPECT_THROW(evaluate_backbone(train, other, 3, EvaluationOptions{}), std::invalid_argument);
+}
+
+// [V, N, S, D] state tokens whose class (of 3) is written only in token 2:
+// the first state token is noise.
+torch::Tensor class_in_third_token(const torch::Tensor& labels, int64_t views) {
+  const int64_t n = labels.size(0);
+  torch::Tensor x = torch::randn({views, n, 3, 6});
+  x.select(2, 2).add_(torch::eye(3, 6).index_select(0, labels).unsqueeze(0) * 4);
+  return x * 4 + 2;  // off-centre and wide: the head standardises its inputs
+}
+
+TEST(TransformerProbe, ReadsEveryStateTokenWhereTheLinearProbeSeesOnlyTheFirst) {
+  torch::manual_seed(11);
+  const torch::Tensor train_y = torch::arange(600) % 3, val_y = torch::arange(300) % 3;
+  const torch::Tensor train = class_in_third_token(train_y, 2);
+  const torch::Tensor val = class_in_third_token(val_y, 1)[0];
+  TransformerProbeOptions o;
+  o.lrs = {3e-3, 1e-4};
+  o.steps = 400;
+  o.checks = 5;
+  o.batch_size = 64;
+  o.heads = 2;
+  o.seed = 3;
+  const TransformerClassifier fit = fit_transformer_probe(train, train_y, 3, o);
+  ASSERT_TRUE(fit.head.transformer);
+  EXPECT_STREQ(fit.head.kind(), "transformer");
+  EXPECT_EQ(fit.head.classes(), 3);
+  EXPECT_GT(head_accuracy(fit.head, val, val_y), 0.9);
+  // The linear probe reads the first token: chance.
+  const LinearClassifier linear = fit_linear_probe(train.select(2, 0), train_y, 3);
+  EXPECT_LT(linear_accuracy(val.select(1, 0), val_y, linear.weight, linear.bias), 0.5);
+  // Both learning rates were tried with 5 checks each; the kept one is the best on held-apart
+  // images, and its step is one of the checks.
+  ASSERT_EQ(fit.sweep.size(), 2u);
+  double best = 0;
+  for (const auto& trial : fit.sweep) {
+    ASSERT_EQ(trial.held_accuracy.size(), 5u);
+    for (const auto& [step, accuracy] : trial.held_accuracy) {
+      if (accuracy > best) best = accuracy;
+      if (trial.lr == fit.lr && step == fit.steps) {
+        EXPECT_EQ(accuracy, best);
+      }
+    }
+  }
+  EXPECT_EQ(fit.lr, 3e-3) << "1e-4 for 400 steps cannot fit";
+  // Shuffled labels carry nothing: the head does not score above chance on new images.
+  const TransformerClassifier shuffled =
+      fit_transformer_probe(train, train_y.index_select(0, torch::randperm(600)), 3, o);
+  EXPECT_LT(head_accuracy(shuffled.head, val, val_y), 0.45);
+  o.lrs = {};
+  EXPECT_THROW(fit_transformer_probe(train, train_y, 3, o), std::invalid_argument);
+  EXPECT_THROW(fit_transformer_probe(train[0], train_y, 3), std::invalid_argument);
+}
+
+TEST(ProbeHeadsFile, BothKindsRoundTripAndBadBytesAreRefusedByName) {
+  torch::manual_seed(12);
+  ProbeHeads linear{{torch::randn({3, 6}), torch::randn({3})}, {}, 40};
+  ProbeHeads parsed = parse_probe_heads(serialize_probe_heads(linear, {{"c", "0.1"}}), "lin");
+  EXPECT_EQ(parsed.checkpoint_step, 40);
+  EXPECT_STREQ(parsed.task.kind(), "linear");
+  EXPECT_TRUE(torch::equal(parsed.task.weight, linear.task.weight));
+  EXPECT_FALSE(parsed.vit.defined()) << "no ViT-mode head was written";
+
+  auto task = saccade::testing::small_transformer_head(6, 3, 3);
+  auto vit = saccade::testing::small_transformer_head(6, 3, 3);
+  task->set_input_statistics(torch::randn({3, 6}), torch::rand({3, 6}) + 0.5);
+  const ProbeHeads transformer{TaskHead(task), TaskHead(vit), 70};
+  parsed = parse_probe_heads(serialize_probe_heads(transformer), "tf");
+  EXPECT_EQ(parsed.checkpoint_step, 70);
+  ASSERT_TRUE(parsed.task.transformer && parsed.vit.transformer);
+  const torch::Tensor states = torch::randn({5, 3, 6});
+  EXPECT_TRUE(torch::allclose(parsed.task.logits(states), transformer.task.logits(states)));
+  EXPECT_TRUE(torch::allclose(parsed.vit.logits(states), transformer.vit.logits(states)));
+  EXPECT_FALSE(torch::allclose(parsed.task.logits(states), parsed.vit.logits(states)));
+  EXPECT_NO_THROW(parsed.task.check_fits(3, 6, "tf"));
+  EXPECT_THROW(parsed.task.check_fits(4, 6, "tf"), std::invalid_argument) << "other n_state";
+
+  try {
+    parse_probe_heads("not a file", "probe_head.safetensors from X");
+    FAIL() << "garbage was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("probe_head.safetensors from X"), std::string::npos);
+  }
 }
 
 // Random grey images of various sizes, labelled i % 2.

@@ -9,6 +9,7 @@
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "model/backbone.h"
+#include "model/heads.h"
 #include "model/policy.h"
 
 namespace saccade::testing {
@@ -76,6 +77,20 @@ inline model::GazePolicy small_policy() {
   o.n_mix = 2;
   torch::manual_seed(1);
   return model::GazePolicy(o);
+}
+
+// A transformer task head (heads.h) on `n_state` state tokens of width `in_dim`.
+inline std::shared_ptr<model::TaskHeadImpl> small_transformer_head(int64_t in_dim, int64_t n_state,
+                                                                   int64_t classes) {
+  model::TaskHeadOptions o;
+  o.kind = model::TaskHeadOptions::Kind::kTransformer;
+  o.in_dim = in_dim;
+  o.n_state = n_state;
+  o.n_classes = classes;
+  o.heads = 2;
+  auto head = std::make_shared<model::TaskHeadImpl>(o);
+  head->eval();
+  return head;
 }
 
 }  // namespace saccade::testing

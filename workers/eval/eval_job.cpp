@@ -33,18 +33,6 @@ bool has(const std::vector<std::string>& list, const char* item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// The probe's ViT-mode head (tensors vit_weight, vit_bias of probe_head.safetensors).
-TaskHead vit_head_from(const std::string& bytes, const std::string& origin) {
-  const model::RawTensorMap tensors = model::parse_safetensors(bytes);
-  const auto weight = tensors.find("vit_weight"), bias = tensors.find("vit_bias");
-  if (weight == tensors.end() || bias == tensors.end())
-    throw EvalInputError(fmt::format(
-        "{} has no ViT-mode head (tensors vit_weight, vit_bias): it was written before the probe "
-        "saved one; run the probe again, or drop \"vit\" from eval.modes",
-        origin));
-  return {model::from_raw_tensor(weight->second), model::from_raw_tensor(bias->second)};
-}
-
 GazeSource source_of(const std::string& mode) {
   if (mode == "random") return GazeSource::kRandom;
   if (mode == "scan") return GazeSource::kScan;
@@ -55,7 +43,6 @@ GazeSource source_of(const std::string& mode) {
 // Everything one evaluation pass needs, built once.
 struct Models {
   PolicyStage stage;
-  TaskHead vit_head;
   model::GazePolicy policy{nullptr};
 };
 
@@ -69,9 +56,12 @@ double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions v
   o.max_images = n;
   o.batch_size = batch;
   o.threads = threads;
+  o.all_states = true;  // the transformer head reads every state token
   o.on_progress = on_progress;
   const ProbeFeatures f = extract_probe_features(*m.stage.backbone, dataset, views, o);
-  return linear_accuracy(f.vit, f.labels, m.vit_head.weight, m.vit_head.bias);
+  const int64_t s = m.stage.backbone->options().n_state;
+  return head_accuracy(m.stage.vit_head, f.vit_all_states.reshape({f.labels.size(0), s, -1}),
+                       f.labels);
 }
 
 GazeEvaluation gaze_accuracy(Models& m, const JobConfig& config, const std::string& mode,
@@ -105,6 +95,7 @@ std::string report_json(const EvalReport& r, const JobConfig& config) {
                      {"ms_per_image", p.ms_per_image}});
   const nlohmann::ordered_json j = {
       {"checkpoint_step", r.checkpoint_step},
+      {"task_head", r.task_head},
       {"images", r.images},
       {"sweep_images", r.sweep_images},
       {"glimpses", r.glimpses},
@@ -122,7 +113,8 @@ std::string report_json(const EvalReport& r, const JobConfig& config) {
 
 std::string format_eval_table(const EvalReport& r) {
   std::string out =
-      fmt::format("top-1 (%) on {} validation images, after glimpse\n{:<12}", r.images, "mode");
+      fmt::format("top-1 (%) on {} validation images ({} task head), after glimpse\n{:<12}",
+                  r.images, r.task_head, "mode");
   for (int64_t k = 1; k <= r.glimpses; ++k) out += fmt::format("{:>7}", k);
   out += "\n";
   for (const EvalCurve& c : r.curves) {
@@ -154,7 +146,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
                            const EvalRunOptions& run) {
   const auto& modes = config.eval.modes;
   if (modes.empty()) throw EvalInputError("eval.modes is empty: nothing to evaluate");
-  Models m{{}, {}, nullptr};
+  Models m{{}, nullptr};
   try {
     m.stage = policy_stage_from(config, in.probe.head_bytes, in.probe.head_origin,
                                 in.probe.backbone_safetensors);
@@ -162,7 +154,11 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
     throw EvalInputError(e.what());  // a head that is not one, or does not fit the backbone
   }
   const bool wants_vit = has(modes, "vit") || !config.eval.scales.empty();
-  if (wants_vit) m.vit_head = vit_head_from(in.probe.head_bytes, in.probe.head_origin);
+  if (wants_vit && !m.stage.vit_head.defined())
+    throw EvalInputError(fmt::format(
+        "{} has no ViT-mode head: it was written before the probe saved one; run the probe "
+        "again, or drop \"vit\" from eval.modes and set eval.scales = []",
+        in.probe.head_origin));
   if (has(modes, "policy")) {
     if (in.policy_bytes.empty())
       throw EvalInputError(
@@ -181,6 +177,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
 
   EvalReport report;
   report.checkpoint_step = m.stage.checkpoint_step;
+  report.task_head = m.stage.head.kind();
   report.glimpses = config.eval.glimpses;
   report.policy_sees_state = config.policy.sees_state;
   const std::shared_ptr<const data::Dataset> val =

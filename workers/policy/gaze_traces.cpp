@@ -93,12 +93,8 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   check(policy != nullptr || !needs_policy(o.source), "the policy sources need a policy");
   check(o.image_seeds.empty() || static_cast<int64_t>(o.image_seeds.size()) == B,
         fmt::format("expected one seed per image, got {} for {} images", o.image_seeds.size(), B));
-  check(
-      head.weight.defined() && head.weight.dim() == 2 && head.bias.defined() &&
-          head.bias.dim() == 1 && head.bias.size(0) == head.weight.size(0) &&
-          head.weight.size(1) == backbone.options().width,
-      fmt::format("expected a head [classes, {}] with a bias [classes]", backbone.options().width));
-  const int64_t classes = head.weight.size(0);
+  head.check_fits(backbone.options().n_state, backbone.options().width, "run_traces");
+  const int64_t classes = head.classes();
   for (int64_t label : labels)
     check(label >= 0 && label < classes,
           fmt::format("label {} outside the head's {} classes", label, classes));
@@ -127,8 +123,6 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   tr.correct = torch::empty({T, N}, torch::kBool);
   const torch::Tensor label_index =
       torch::tensor(labels, torch::kInt64).repeat_interleave(G).to(device);
-  const torch::Tensor weight = head.weight.to(device, torch::kFloat32);
-  const torch::Tensor bias = head.bias.to(device, torch::kFloat32);
 
   const bool backbone_training = backbone.is_training();
   const bool policy_training = policy != nullptr && policy->is_training();
@@ -154,8 +148,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
     });
     const ViewTensors v = to_tensors(glimpse, device);
     state = backbone.step(v.patches, v.positions, state).state;
-    const torch::Tensor logits =
-        torch::addmm(bias, state.select(1, 0).to(torch::kFloat32), weight.t());
+    const torch::Tensor logits = head.logits(state);
     const torch::Tensor p_true =
         torch::softmax(logits, 1).gather(1, label_index.view({-1, 1})).squeeze(1);
     tr.rewards[t].copy_(p_true.to(torch::kCPU));

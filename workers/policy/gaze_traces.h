@@ -12,6 +12,7 @@
 
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
+#include "workers/probe/task_head.h"
 
 namespace saccade::model {
 class FovealBackboneImpl;
@@ -19,12 +20,6 @@ class GazePolicyImpl;
 }  // namespace saccade::model
 
 namespace saccade::workers {
-
-// The frozen task head: logits = state[:, 0] W^T + b (the probe's linear head).
-struct TaskHead {
-  at::Tensor weight;  // [classes, D]
-  at::Tensor bias;    // [classes]
-};
 
 enum class GazeSource {
   kPolicySample,  // a draw from the policy's mixture (GRPO rollouts)
@@ -71,7 +66,7 @@ struct Traces {
   at::Tensor extent;    // [N, 2]: (W, H) / min(W, H) of the trace's image
   at::Tensor gazes;     // [T, N, 2]: where glimpse t looked (inside the image)
   at::Tensor log_prob;  // [T, N]: log density of the gaze under the sampling policy; 0 for kRandom
-  at::Tensor rewards;   // [T, N]: the head's probability of the true class after glimpse t
+  at::Tensor rewards;   // [T, N]: the task head's probability of the true class after glimpse t
   at::Tensor correct;   // [T, N] bool: the head's argmax is the true class after glimpse t
 };
 

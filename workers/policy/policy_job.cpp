@@ -23,23 +23,6 @@
 namespace saccade::workers {
 namespace {
 
-// The probe's head and the checkpoint step it was trained on, from the bytes
-// of probe_head.safetensors (`origin` names where they came from in errors).
-std::pair<TaskHead, int64_t> parse_probe_head(const std::string& bytes, const std::string& origin) {
-  model::Metadata meta;
-  const model::RawTensorMap tensors = model::parse_safetensors(bytes, &meta);
-  const auto weight = tensors.find("weight"), bias = tensors.find("bias");
-  const auto step = meta.find("checkpoint_step");
-  if (weight == tensors.end() || bias == tensors.end() || step == meta.end() ||
-      meta["format"] != "saccade.linear_probe")
-    throw std::runtime_error(fmt::format(
-        "{}: expected a saccade.linear_probe file with tensors weight, bias and metadata "
-        "checkpoint_step",
-        origin));
-  return {{model::from_raw_tensor(weight->second), model::from_raw_tensor(bias->second)},
-          std::stoll(step->second)};
-}
-
 std::string report_json(const PolicyReport& r) {
   nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
   for (const PolicyEpochReport& e : r.epochs)
@@ -53,6 +36,7 @@ std::string report_json(const PolicyReport& r) {
                       {"rollout_seconds", e.rollout_seconds},
                       {"update_seconds", e.update_seconds}});
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                                    {"task_head", r.task_head},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
                                     {"sees_state", r.sees_state},
@@ -84,7 +68,7 @@ ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
                     path.string()));
   ProbeHeadInputs in{read_file_bytes(path), path.string(), ""};
   // The head was trained on one checkpoint's features: the later stages use that backbone.
-  const int64_t step = parse_probe_head(in.head_bytes, in.head_origin).second;
+  const int64_t step = parse_probe_heads(in.head_bytes, in.head_origin).checkpoint_step;
   in.backbone_safetensors = load_teacher_backbone(config, step, dir.string()).safetensors;
   return in;
 }
@@ -97,15 +81,21 @@ PolicyStage load_policy_stage(const JobConfig& config) {
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
                               const std::string& head_origin,
                               const std::string& backbone_safetensors) {
-  auto [head, head_step] = parse_probe_head(head_bytes, head_origin);
+  ProbeHeads heads = parse_probe_heads(head_bytes, head_origin);
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
   for (auto& p : backbone->parameters()) p.set_requires_grad(false);
-  if (head.weight.size(1) != backbone->options().width)
-    throw std::runtime_error(
-        fmt::format("{} has {} inputs but the backbone of checkpoint {} is {} wide", head_origin,
-                    head.weight.size(1), head_step, backbone->options().width));
-  model::PolicyOptions po = policy_options_for(config, backbone->options());
-  return PolicyStage{std::move(head), head_step, std::move(backbone), po};
+  const model::BackboneOptions& bo = backbone->options();
+  try {
+    const std::string what =
+        fmt::format("{} on the backbone of checkpoint {}", head_origin, heads.checkpoint_step);
+    heads.task.check_fits(bo.n_state, bo.width, what);
+    if (heads.vit.defined()) heads.vit.check_fits(bo.n_state, bo.width, what + " (ViT mode)");
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  model::PolicyOptions po = policy_options_for(config, bo);
+  return PolicyStage{std::move(heads.task), std::move(heads.vit), heads.checkpoint_step,
+                     std::move(backbone), po};
 }
 
 model::PolicyOptions policy_options_for(const JobConfig& config,
@@ -122,7 +112,7 @@ model::PolicyOptions policy_options_for(const JobConfig& config,
 }
 
 int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin) {
-  return parse_probe_head(head_bytes, head_origin).second;
+  return parse_probe_heads(head_bytes, head_origin).checkpoint_step;
 }
 
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {
@@ -158,6 +148,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   const std::filesystem::path dir = config.job.work_dir;
   PolicyReport report;
   report.checkpoint_step = stage.checkpoint_step;
+  report.task_head = stage.head.kind();
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
   const data::ViewOptions views = view_options(config);

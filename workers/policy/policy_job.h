@@ -40,6 +40,7 @@ struct PolicyEpochReport {
 
 struct PolicyReport {
   int64_t checkpoint_step = -1;  // the probe head's
+  std::string task_head;         // its kind, the reward's: linear | transformer
   int64_t train_images = 0;
   int64_t val_images = 0;
   bool sees_state = true;  // false: a state-blind policy (policy.sees_state), a fixed path

@@ -35,10 +35,11 @@ ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx);
 std::string fetch_input_blob(runtime::ActorContext& ctx, const control::CheckpointQuery& query,
                              const std::string& blob);
 
-// The probe's head (job.work_dir/probe_head.safetensors) and the teacher
-// backbone of the checkpoint it names, frozen, on the CPU.
+// The probe's heads (job.work_dir/probe_head.safetensors) and the teacher
+// backbone of the checkpoint they name, frozen, on the CPU.
 struct PolicyStage {
-  TaskHead head;
+  TaskHead head;      // after glimpses: the policy's reward
+  TaskHead vit_head;  // ViT mode's (undefined in files written before the probe kept one)
   int64_t checkpoint_step = -1;
   model::FovealBackbone backbone{nullptr};
   model::PolicyOptions policy_options;  // config [policy] on the backbone's state

@@ -108,6 +108,19 @@ double linear_accuracy(const at::Tensor& features, const at::Tensor& labels,
   return predicted.eq(labels).to(torch::kFloat64).mean().item<double>();
 }
 
+HeldApartSplit held_apart_split(int64_t n, double fraction, uint64_t seed) {
+  if (n < 2 || !(fraction > 0 && fraction < 1))
+    throw std::invalid_argument("held_apart_split: needs n >= 2 and 0 < fraction < 1");
+  // A seeded shuffle, so an image's place in the dataset does not decide.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  const int64_t held =
+      std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(n) * fraction + 0.5), 1, n - 1);
+  const torch::Tensor perm = torch::from_blob(order.data(), {n}, torch::kInt64).clone();
+  return {perm.narrow(0, held, n - held), perm.narrow(0, 0, held)};
+}
+
 LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels, int64_t classes,
                                   const LinearProbeOptions& o) {
   if (!x.defined() || x.dim() != 3 || x.size(0) < 1 || x.size(1) < 2 || x.size(2) < 1)
@@ -121,15 +134,9 @@ LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels,
   const int64_t views = x.size(0), n = x.size(1), d = x.size(2);
   check_labels(labels, n, classes, "fit_linear_probe");
 
-  // Images held apart for choosing C: a seeded shuffle, so a row's place does not decide.
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed));
-  const int64_t held = std::clamp<int64_t>(
-      static_cast<int64_t>(static_cast<double>(n) * o.holdout_fraction + 0.5), 1, n - 1);
-  const torch::Tensor perm = torch::from_blob(order.data(), {n}, torch::kInt64).clone();
-  const torch::Tensor fit_images = perm.narrow(0, held, n - held);
-  const torch::Tensor held_images = perm.narrow(0, 0, held);
+  const HeldApartSplit split = held_apart_split(n, o.holdout_fraction, o.seed);
+  const torch::Tensor& fit_images = split.fit;
+  const torch::Tensor& held_images = split.held;
 
   torch::NoGradGuard outer_no_grad;  // gradients only inside fit_logistic
   const torch::Tensor all = x.to(torch::kFloat64);

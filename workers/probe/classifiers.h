@@ -55,6 +55,14 @@ struct LinearClassifier {
 LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels, int64_t classes,
                                   const LinearProbeOptions& options = {});
 
+// The training images held apart to choose a probe's hyperparameters on: a
+// seeded shuffle of [0, n) whose first round(n * fraction) images (at least
+// 1, at most n - 1) are `held`, the rest `fit` (int64 image indices).
+struct HeldApartSplit {
+  at::Tensor fit, held;
+};
+HeldApartSplit held_apart_split(int64_t n, double fraction, uint64_t seed);
+
 // Top-1 accuracy of argmax(features W^T + b) against labels.
 double linear_accuracy(const at::Tensor& features, const at::Tensor& labels,
                        const at::Tensor& weight, const at::Tensor& bias);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -18,25 +19,38 @@
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/probe.h"
+#include "workers/probe/task_head.h"
+#include "workers/probe/transformer_probe.h"
 
 namespace saccade::workers {
 namespace {
 
 std::string report_json(const ProbeReport& r, const JobConfig& config) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const ProbeScores& s : r.rows)
-    rows.push_back({{"name", s.name},
-                    {"vit_knn", s.vit_knn},
-                    {"vit_linear", s.vit_linear},
-                    {"vit_c", s.vit_c},
-                    {"task_c", s.task_c},
-                    {"step_knn", s.step_knn},
-                    {"step_linear", s.step_linear}});
+  for (const ProbeScores& s : r.rows) {
+    nlohmann::ordered_json row = {{"name", s.name},
+                                  {"vit_knn", s.vit_knn},
+                                  {"vit_linear", s.vit_linear},
+                                  {"vit_c", s.vit_c},
+                                  {"task_c", s.task_c},
+                                  {"step_knn", s.step_knn},
+                                  {"step_linear", s.step_linear}};
+    if (s.transformer_head) {  // NaN k-NN is written as null; C does not apply
+      row.erase("vit_c");
+      row.erase("task_c");
+      row["vit_lr"] = s.vit_lr;
+      row["vit_steps"] = s.vit_steps;
+      row["task_lr"] = s.task_lr;
+      row["task_steps"] = s.task_steps;
+    }
+    rows.push_back(row);
+  }
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
                                     {"skipped_corrupt", r.skipped_corrupt},
                                     {"features", config.probe.features},
+                                    {"head", config.probe.head},
                                     {"knn_k", config.probe.knn_k},
                                     {"knn_temperature", config.probe.knn_temperature},
                                     {"holdout_fraction", config.probe.holdout_fraction},
@@ -60,11 +74,10 @@ ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
   return s;
 }
 
-// The NAME/all_states row, when those features were extracted.
+// The NAME/all_states row (probe.features has "all_states").
 void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
                          const ProbeFeatures& val, int64_t classes, const EvaluationOptions& eval,
                          ProbeReport& report) {
-  if (!train.vit_all_states.defined()) return;
   ProbeFeatures t = train, v = val;
   t.vit = train.vit_all_states;
   t.steps = train.steps_all_states;
@@ -73,21 +86,59 @@ void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
   report.rows.push_back(scores_of(name + "/all_states", evaluate_backbone(t, v, classes, eval)));
 }
 
+// Every state token of features [.., N, S*D] as [V, N, S, D].
+torch::Tensor state_tokens(const torch::Tensor& all_states, int64_t views, int64_t s) {
+  const int64_t n = all_states.size(-2);
+  return all_states.reshape({views, n, s, all_states.size(-1) / s});
+}
+
+// The transformer heads (ViT mode and glimpses) of one backbone's features,
+// scored on the validation split as the row NAME/transformer_head.
+ProbeHeads fit_transformer_heads(const std::string& name, const ProbeFeatures& train,
+                                 const ProbeFeatures& val, int64_t n_state, int64_t classes,
+                                 const TransformerProbeOptions& options, ProbeReport& report) {
+  const int64_t k = train.steps_all_states.size(0);
+  TransformerClassifier vit = fit_transformer_probe(state_tokens(train.vit_all_states, 1, n_state),
+                                                    train.labels, classes, options);
+  TransformerClassifier task = fit_transformer_probe(
+      state_tokens(train.steps_all_states, k, n_state), train.labels, classes, options);
+  ProbeScores row;
+  row.name = name + "/transformer_head";
+  row.transformer_head = true;
+  row.vit_knn = std::nan("");
+  row.vit_linear =
+      head_accuracy(vit.head, state_tokens(val.vit_all_states, 1, n_state)[0], val.labels);
+  const torch::Tensor val_steps = state_tokens(val.steps_all_states, k, n_state);
+  for (int64_t g = 0; g < k; ++g) {
+    row.step_knn.push_back(std::nan(""));
+    row.step_linear.push_back(head_accuracy(task.head, val_steps[g], val.labels));
+  }
+  row.vit_lr = vit.lr;
+  row.vit_steps = vit.steps;
+  row.task_lr = task.lr;
+  row.task_steps = task.steps;
+  report.rows.push_back(row);
+  return {task.head, vit.head, -1};
+}
+
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
 std::string format_probe_table(const ProbeReport& r) {
+  auto cells = [](double knn, double linear) {
+    return fmt::format("{:>8}{:>8.1f}", std::isnan(knn) ? "-" : fmt::format("{:.1f}", 100 * knn),
+                       100 * linear);
+  };
   const size_t steps = r.rows.empty() ? 0 : r.rows[0].step_knn.size();
-  std::string out = fmt::format("{:<24}{:>16}", "top-1 (%)", "ViT mode");
+  std::string out = fmt::format("{:<30}{:>16}", "top-1 (%)", "ViT mode");
   for (size_t k = 0; k < steps; ++k) out += fmt::format("{:>16}", fmt::format("glimpse {}", k + 1));
-  out += fmt::format("\n{:<24}", "");
+  out += fmt::format("\n{:<30}", "");
   for (size_t k = 0; k <= steps; ++k) out += fmt::format("{:>8}{:>8}", "k-NN", "linear");
   out += "\n";
   for (const ProbeScores& s : r.rows) {
-    out += fmt::format("{:<24}{:>8.1f}{:>8.1f}", s.name, 100 * s.vit_knn, 100 * s.vit_linear);
-    for (size_t k = 0; k < s.step_knn.size(); ++k)
-      out += fmt::format("{:>8.1f}{:>8.1f}", 100 * s.step_knn[k], 100 * s.step_linear[k]);
+    out += fmt::format("{:<30}", s.name) + cells(s.vit_knn, s.vit_linear);
+    for (size_t k = 0; k < s.step_knn.size(); ++k) out += cells(s.step_knn[k], s.step_linear[k]);
     out += "\n";
   }
   return out;
@@ -104,9 +155,6 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
 
 ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_safetensors,
                            int64_t step, const ProbeRunOptions& run) {
-  if (config.probe.head != "linear")
-    throw std::runtime_error(
-        fmt::format("probe.head = \"{}\": only the linear head is implemented", config.probe.head));
   ProbeReport report;
   report.checkpoint_step = step;
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
@@ -130,8 +178,10 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const auto& features = config.probe.features;
   const bool first_state =
       std::find(features.begin(), features.end(), "first_state") != features.end();
-  train_features.all_states =
+  const bool all_states_rows =
       std::find(features.begin(), features.end(), "all_states") != features.end();
+  const bool transformer = config.probe.head == "transformer";  // reads every state token
+  train_features.all_states = all_states_rows || transformer;
   train_features.on_progress = run.on_progress;
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
@@ -147,6 +197,14 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   eval.linear.seed = static_cast<uint64_t>(config.job.seed);
   eval.linear.on_progress = run.on_progress;
   const int64_t classes = train_set->num_classes();
+  const int64_t n_state = backbone->options().n_state;
+  TransformerProbeOptions head_options;
+  head_options.lrs = config.probe.head_lrs;
+  head_options.steps = config.probe.head_steps;
+  head_options.heads = backbone->options().heads;
+  head_options.holdout_fraction = config.probe.holdout_fraction;
+  head_options.seed = static_cast<uint64_t>(config.job.seed);
+  head_options.on_progress = run.on_progress;
 
   auto t0 = Clock::now();
   const ProbeFeatures train = extract_probe_features(*backbone, *train_set, views, train_features);
@@ -159,11 +217,16 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
                report.train_images, report.val_images, report.feature_seconds,
                report.skipped_corrupt);
   t0 = Clock::now();
-  // The head written for the policy always reads the first state token.
+  // The linear heads (first state token); the transformer heads below read every state token.
   const BackboneEvaluation probed = evaluate_backbone(train, val, classes, eval);
   const std::string name = run.random_init ? "random_init" : "pretrained";
   if (first_state) report.rows.push_back(scores_of(name, probed));
-  add_all_states_rows(name, train, val, classes, eval, report);
+  if (all_states_rows) add_all_states_rows(name, train, val, classes, eval, report);
+  ProbeHeads heads{{probed.task_head.weight, probed.task_head.bias},
+                   {probed.vit_head.weight, probed.vit_head.bias},
+                   step};
+  if (transformer)
+    heads = fit_transformer_heads(name, train, val, n_state, classes, head_options, report);
   report.fit_seconds += seconds_since(t0);
 
   if (!run.random_init && wants("random_init")) {
@@ -180,7 +243,9 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     if (first_state)
       report.rows.push_back(
           scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
-    add_all_states_rows("random_init", train0, val0, classes, eval, report);
+    if (all_states_rows) add_all_states_rows("random_init", train0, val0, classes, eval, report);
+    if (transformer)
+      fit_transformer_heads("random_init", train0, val0, n_state, classes, head_options, report);
     report.fit_seconds += seconds_since(t0);
   }
   if (wants("pixels")) {
@@ -202,16 +267,10 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   report.report_path = (dir / (run.random_init ? "probe_random_init.json" : "probe.json")).string();
   if (!run.random_init) {  // the policy stage reads the head beside its checkpoint
     report.head_path = (dir / kProbeHeadFile).string();
-    const model::Metadata meta{{"format", "saccade.linear_probe"},
-                               {"checkpoint_step", std::to_string(report.checkpoint_step)},
-                               {"c", fmt::format("{}", probed.task_head.c)},
-                               {"input", "first state token"}};
-    report.head_safetensors =
-        model::serialize_safetensors({{"weight", model::to_raw_tensor(probed.task_head.weight)},
-                                      {"bias", model::to_raw_tensor(probed.task_head.bias)},
-                                      {"vit_weight", model::to_raw_tensor(probed.vit_head.weight)},
-                                      {"vit_bias", model::to_raw_tensor(probed.vit_head.bias)}},
-                                     meta);
+    heads.checkpoint_step = report.checkpoint_step;
+    std::map<std::string, std::string> extra;
+    if (!transformer) extra["c"] = fmt::format("{}", probed.task_head.c);
+    report.head_safetensors = serialize_probe_heads(heads, extra);
     write_file_bytes(report.head_path, report.head_safetensors);
   }
   report.json = report_json(report, config);

@@ -3,7 +3,8 @@
 // first probe.train_images training and probe.val_images validation images,
 // and scores them with k-NN and a linear probe (workers/probe/classifiers.h)
 // beside the baselines of probe.baselines, measured in the same run. Writes
-// the task head (the linear probe on the glimpse states) for the policy stage.
+// the task head (probe.head: the linear probe on the glimpse states, or the
+// transformer head on every state token) for the policy and eval stages.
 // Torch-free header.
 #pragma once
 
@@ -17,9 +18,9 @@
 
 namespace saccade::workers {
 
-// The heads the probe writes in job.work_dir for the policy and eval stages:
-// tensors weight/bias (the task head on the glimpse states) and
-// vit_weight/vit_bias (ViT mode's head), metadata checkpoint_step.
+// The heads the probe writes in job.work_dir for the policy and eval stages
+// (probe.head's kind; workers/probe/task_head.h): the task head on the
+// glimpse states and ViT mode's head, metadata checkpoint_step.
 inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
 
 struct ProbeRunOptions {
@@ -39,6 +40,11 @@ struct ProbeScores {
   double vit_knn = 0, vit_linear = 0;
   std::vector<double> step_knn, step_linear;  // after glimpse k (empty for pixels)
   double vit_c = 0, task_c = 0;               // the linear probes' C, chosen on held-apart images
+  // Rows "NAME/transformer_head" (probe.head = "transformer"): the transformer
+  // heads' top-1 in the linear columns, no k-NN (NaN), and what was kept.
+  bool transformer_head = false;
+  double vit_lr = 0, task_lr = 0;
+  int64_t vit_steps = 0, task_steps = 0;
 };
 
 struct ProbeReport {
