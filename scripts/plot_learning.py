@@ -73,6 +73,8 @@ def plot_glimpses(probe_path, out):
     colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green"}
     for ax, kind in zip(axes, ("knn", "linear")):
         for row in report["rows"]:
+            if row[f"vit_{kind}"] is None:  # a transformer head's row has no k-NN
+                continue
             color = colors.get(row["name"], None)
             steps = row[f"step_{kind}"]
             vit = 100 * row[f"vit_{kind}"]
@@ -103,10 +105,11 @@ def print_probe(probe_path):
     glimpses = max((len(row["step_knn"]) for row in r["rows"]), default=0)
     print(f"probe of checkpoint {r['checkpoint_step']}: {r['train_images']} train / "
           f"{r['val_images']} val images, top-1 % (k-NN / linear)")
-    print(f"{'':<26}{'ViT mode':>14}" + "".join(f"{f'glimpse {g + 1}':>14}" for g in range(glimpses)))
+    print(f"{'':<30}{'ViT mode':>14}" + "".join(f"{f'glimpse {g + 1}':>14}" for g in range(glimpses)))
     for row in r["rows"]:
         cells = [(row["vit_knn"], row["vit_linear"])] + list(zip(row["step_knn"], row["step_linear"]))
-        print(f"{row['name']:<26}" + "".join(f"{100 * k:>7.1f}{100 * l:>7.1f}" for k, l in cells))
+        print(f"{row['name']:<30}" + "".join(
+            f"{'-' if k is None else f'{100 * k:.1f}':>7}{100 * l:>7.1f}" for k, l in cells))
 
 
 def print_policy(policy_path):
