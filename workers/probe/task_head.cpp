@@ -21,8 +21,8 @@ std::string meta_or_throw(const model::Metadata& meta, const char* key, const st
   return it->second;
 }
 
-TaskHead linear_head(const model::RawTensorMap& tensors, const std::string& prefix,
-                     bool required, const std::string& origin) {
+TaskHead linear_head(const model::RawTensorMap& tensors, const std::string& prefix, bool required,
+                     const std::string& origin) {
   const auto weight = tensors.find(prefix + "weight"), bias = tensors.find(prefix + "bias");
   if (weight == tensors.end() || bias == tensors.end()) {
     if (!required) return {};
@@ -118,9 +118,9 @@ ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin
   ProbeHeads heads;
   const std::string format = meta.count("format") ? meta["format"] : "";
   if (format != kLinearFormat && format != kTransformerFormat)
-    throw std::runtime_error(fmt::format(
-        "{}: expected metadata format \"{}\" or \"{}\", found \"{}\"", origin, kLinearFormat,
-        kTransformerFormat, format));
+    throw std::runtime_error(
+        fmt::format("{}: expected metadata format \"{}\" or \"{}\", found \"{}\"", origin,
+                    kLinearFormat, kTransformerFormat, format));
   try {
     heads.checkpoint_step = std::stoll(meta_or_throw(meta, "checkpoint_step", origin));
   } catch (const std::logic_error&) {
@@ -141,11 +141,13 @@ ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin
     o.mlp_ratio = std::stod(meta_or_throw(meta, "mlp_ratio", origin));
     o.validate();
   } catch (const std::logic_error& e) {
-    throw std::runtime_error(fmt::format("{}: bad transformer head options ({})", origin, e.what()));
+    throw std::runtime_error(
+        fmt::format("{}: bad transformer head options ({})", origin, e.what()));
   }
   const bool has_vit = tensors.count("vit.linear.weight") > 0;
   auto task = std::make_shared<model::TaskHeadImpl>(o);
-  std::shared_ptr<model::TaskHeadImpl> vit = has_vit ? std::make_shared<model::TaskHeadImpl>(o) : nullptr;
+  std::shared_ptr<model::TaskHeadImpl> vit =
+      has_vit ? std::make_shared<model::TaskHeadImpl>(o) : nullptr;
   model::NamedModules modules{{"task", task.get()}};
   if (vit) modules.emplace_back("vit", vit.get());
   try {

@@ -25,8 +25,8 @@ struct TaskHead {
   explicit TaskHead(std::shared_ptr<model::TaskHeadImpl> transformer)
       : transformer(std::move(transformer)) {}
 
-  at::Tensor weight;  // [classes, D]: logits = state[:, 0] W^T + b
-  at::Tensor bias;    // [classes]
+  at::Tensor weight;                                 // [classes, D]: logits = state[:, 0] W^T + b
+  at::Tensor bias;                                   // [classes]
   std::shared_ptr<model::TaskHeadImpl> transformer;  // shared, frozen, in eval mode
 
   bool defined() const { return transformer != nullptr || weight.defined(); }

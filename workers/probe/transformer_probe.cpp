@@ -119,9 +119,9 @@ TransformerClassifier fit_transformer_probe(const at::Tensor& x, const at::Tenso
       const torch::Tensor idx = shuffled.narrow(0, next, b);
       next += b;
       // Cosine decay from lr to 0 over the trial.
-      const double now = lr * 0.5 *
-                         (1 + std::cos(M_PI * static_cast<double>(step - 1) /
-                                       static_cast<double>(o.steps)));
+      const double now =
+          lr * 0.5 *
+          (1 + std::cos(M_PI * static_cast<double>(step - 1) / static_cast<double>(o.steps)));
       for (auto& group : adamw.param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(now);
       adamw.zero_grad();

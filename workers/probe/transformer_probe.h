@@ -31,7 +31,7 @@ struct TransformerProbeOptions {
 };
 
 struct TransformerClassifier {
-  TaskHead head;  // transformer kind, eval mode, on the CPU
+  TaskHead head;      // transformer kind, eval mode, on the CPU
   double lr = 0;      // kept
   int64_t steps = 0;  // kept: the head after this many steps
   struct Trial {
