@@ -52,7 +52,8 @@ def plot_glimpses(r, out):
     ax.set_xticks(range(1, r["glimpses"] + 1))
     ax.set_xlabel("glimpse")
     ax.set_ylabel("validation top-1 (%)")
-    ax.set_title(f"checkpoint {r['checkpoint_step']}, {r['images']} validation images")
+    head = f", {r['task_head']} task head" if r.get("task_head") else ""
+    ax.set_title(f"checkpoint {r['checkpoint_step']}, {r['images']} validation images{head}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
