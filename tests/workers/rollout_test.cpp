@@ -32,9 +32,11 @@ using saccade::testing::small_views;
 
 constexpr const char* kJob = "rollout-test";
 
+// The paper's transformer head (the probe's probe.head = "transformer"): what the
+// actors reward with must be what one process rewards with, every state token included.
 TaskHead seeded_head() {
   torch::manual_seed(2);
-  return TaskHead{torch::randn({2, 16}), torch::randn({2})};
+  return TaskHead(saccade::testing::small_transformer_head(16, 2, 2));
 }
 
 RolloutBatch batch_of(std::vector<int64_t> indices, uint64_t version, uint64_t seed) {
@@ -204,11 +206,11 @@ TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
   std::filesystem::remove_all(db);
   const auto want = trained_local->named_parameters();
   double moved = 0;
-  // Equal up to float noise, which Adam scales up to ~1e-5 where a gradient is
+  // Equal up to float noise, which Adam scales up to ~1e-4 where a gradient is
   // exactly zero in theory (the key bias); a policy trained on other rollouts
   // differs by ~lr = 1e-2.
   for (const auto& p : trained_remote->named_parameters()) {
-    EXPECT_TRUE(torch::allclose(p.value(), want[p.key()], 1e-3, 1e-4))
+    EXPECT_TRUE(torch::allclose(p.value(), want[p.key()], 1e-3, 3e-4))
         << p.key() << " differs by " << (p.value() - want[p.key()]).abs().max().item<double>();
     moved += (p.value() - small_policy()->named_parameters()[p.key()]).abs().sum().item<double>();
   }
