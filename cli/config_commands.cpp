@@ -31,11 +31,12 @@ void add_config_commands(CLI::App& app, GlobalOptions&) {
       try {
         const JobConfig c = load_config(file);
         fmt::print(
-            "{}: ok: job \"{}\", {} node(s), {} learner(s), {} data actor(s), {} rollout actor(s); "
-            "model depth {} width {} heads {}\n",
+            "{}: ok: job \"{}\", {} node(s), {} learner(s), {} data actor(s), {} rollout actor(s), "
+            "{} eval actor(s); model depth {} width {} heads {}\n",
             file, c.job.name, c.cluster.nodes.size(), count(c.cluster.nodes, &NodeSpec::learners),
             count(c.cluster.nodes, &NodeSpec::data_actors),
-            count(c.cluster.nodes, &NodeSpec::rollout_actors), c.model.depth, c.model.width,
+            count(c.cluster.nodes, &NodeSpec::rollout_actors),
+            count(c.cluster.nodes, &NodeSpec::eval_actors), c.model.depth, c.model.width,
             c.model.heads);
       } catch (const ConfigError& e) {
         fmt::print(stderr, "{}\n", e.what());

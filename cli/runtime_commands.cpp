@@ -210,6 +210,7 @@ void add_runtime_commands(CLI::App& app, GlobalOptions& global) {
   runtime::register_actor_body(wire::Role::DATA, [] { return workers::make_data_actor(); });
   runtime::register_actor_body(wire::Role::LEARNER, [] { return torch_body(wire::Role::LEARNER); });
   runtime::register_actor_body(wire::Role::ROLLOUT, [] { return torch_body(wire::Role::ROLLOUT); });
+  runtime::register_actor_body(wire::Role::EVAL, [] { return torch_body(wire::Role::EVAL); });
   add_coordinator(app, global);
   add_agent(app, global);
   runtime::add_actor_command(app, [](int code) {

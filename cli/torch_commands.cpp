@@ -203,7 +203,7 @@ class StageLearner : public saccade::runtime::ActorBody {
     else if (stage == "policy")
       body_ = saccade::workers::make_policy_learner();
     else if (stage == "eval")
-      body_ = saccade::workers::make_eval_actor();
+      body_ = saccade::workers::make_eval_leader();
     else
       body_ = saccade::workers::make_learner_actor();
     return body_->run(ctx);
@@ -222,5 +222,7 @@ extern "C" saccade::runtime::ActorBody* saccade_torch_make_body(int role) {
   if (role == static_cast<int>(saccade::wire::Role::LEARNER)) return new StageLearner();
   if (role == static_cast<int>(saccade::wire::Role::ROLLOUT))
     return saccade::workers::make_rollout_actor().release();
+  if (role == static_cast<int>(saccade::wire::Role::EVAL))
+    return saccade::workers::make_eval_actor().release();
   return nullptr;
 }

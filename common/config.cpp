@@ -332,7 +332,7 @@ void check_consistency(const JobConfig& c, Problems& p) {
         fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.data.dataset));
   }
   std::set<std::string> names;
-  int64_t learners = 0, rollouts = 0, data_actors = 0;
+  int64_t learners = 0, rollouts = 0, evals = 0, data_actors = 0;
   for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
     const NodeSpec& n = c.cluster.nodes[i];
     const std::string at = fmt::format("cluster.nodes[{}]", i);
@@ -340,15 +340,9 @@ void check_consistency(const JobConfig& c, Problems& p) {
     if (n.host.empty()) p.add(at + ".host", "expected a non-empty host");
     if (!names.insert(n.name).second)
       p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
-    // Refused rather than started: without a body the agent would restart them until
-    // the job fails. The eval stage runs in learner 0's slot.
-    if (n.eval_actors > 0)
-      p.add(at + ".eval_actors",
-            fmt::format("expected 0: the eval stage runs in learner 0's slot (actors that split "
-                        "its images are not built), got {}",
-                        n.eval_actors));
     learners += n.learners;
     rollouts += n.rollout_actors;
+    evals += n.eval_actors;
     data_actors += n.data_actors;
   }
   const auto& stages = c.job.stages;
@@ -405,14 +399,15 @@ void check_consistency(const JobConfig& c, Problems& p) {
     auto [it, fresh] = ports.emplace(port, key);
     if (!fresh) p.add(key, fmt::format("port {} is already used by {}", port, it->second));
   }
-  // Data actor d binds data_port_base + d, rollout actor r rollout_port_base + r.
+  // Data actor d binds data_port_base + d, rollout actor r and eval actor r
+  // rollout_port_base + r (their stages never run at once).
   const int64_t data_end = c.cluster.data_port_base + data_actors;
-  const int64_t rollout_end = c.cluster.rollout_port_base + rollouts;
-  if (data_actors > 0 && rollouts > 0 && c.cluster.data_port_base < rollout_end &&
+  const int64_t rollout_end = c.cluster.rollout_port_base + std::max(rollouts, evals);
+  if (data_actors > 0 && std::max(rollouts, evals) > 0 && c.cluster.data_port_base < rollout_end &&
       c.cluster.rollout_port_base < data_end) {
     p.add(
         "cluster.rollout_port_base",
-        fmt::format("rollout ports [{}, {}) overlap data ports [{}, {})",
+        fmt::format("rollout and eval actor ports [{}, {}) overlap data ports [{}, {})",
                     c.cluster.rollout_port_base, rollout_end, c.cluster.data_port_base, data_end));
   }
   for (auto [key, port] :
@@ -421,14 +416,15 @@ void check_consistency(const JobConfig& c, Problems& p) {
         {"cluster.store_port", c.cluster.store_port}}) {
     if (port != 0 && ((port >= c.cluster.data_port_base && port < data_end) ||
                       (port >= c.cluster.rollout_port_base && port < rollout_end)))
-      p.add(key, fmt::format("port {} lies among the data or rollout actors' ports", port));
+      p.add(key, fmt::format("port {} lies among the data, rollout or eval actors' ports", port));
   }
   if (c.cluster.ports_per_job > 0) {
     int64_t lo = c.cluster.coordinator_port, hi = c.cluster.coordinator_port;
     for (int64_t port :
          {c.cluster.metrics_port, c.cluster.store_port, data_actors > 0 ? data_end - 1 : 0,
-          data_actors > 0 ? c.cluster.data_port_base : 0, rollouts > 0 ? rollout_end - 1 : 0,
-          rollouts > 0 ? c.cluster.rollout_port_base : 0}) {
+          data_actors > 0 ? c.cluster.data_port_base : 0,
+          rollouts + evals > 0 ? rollout_end - 1 : 0,
+          rollouts + evals > 0 ? c.cluster.rollout_port_base : 0}) {
       if (port <= 0) continue;
       lo = std::min(lo, port);
       hi = std::max(hi, port);

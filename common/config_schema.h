@@ -32,11 +32,10 @@ void describe(V& v, JobSection& c) {
             "The job's stages, in this order (a subsequence). `saccade run` and the coordinator "
             "run them one after the other in one work_dir, each when the one before it has "
             "committed its outputs (pretrain: data actors + learners; probe: learner 0; policy: "
-            "learner 0 as the policy learner + rollout actors; eval: learner 0). A relaunched job "
-            "resumes at the "
-            "stage it was in. The probe, policy and eval stages also run as one-process commands "
-            "(`saccade probe`, `saccade policy`, `saccade eval`); probe, policy and eval run in "
-            "learner 0's slot.");
+            "learner 0 as the policy learner + rollout actors; eval: learner 0 as the eval leader "
+            "+ eval actors, if any). A relaunched job resumes at the stage it was in. The probe, "
+            "policy and eval stages also run as one-process commands (`saccade probe`, `saccade "
+            "policy`, `saccade eval`).");
 }
 
 template <class V>
@@ -49,8 +48,9 @@ void describe(V& v, NodeSpec& c) {
   v.integer("learners", c.learners, 1, 0, 1024, "Learner actors (one per GPU on GPU nodes).");
   v.integer("rollout_actors", c.rollout_actors, 0, 0, 1024, "GRPO rollout actors.");
   v.integer("eval_actors", c.eval_actors, 0, 0, 1024,
-            "Evaluation actors: must be 0 (refused otherwise); the eval stage runs in learner 0's "
-            "slot.");
+            "Eval actors: the eval stage splits its glimpse traces across them (eval actor r "
+            "binds rollout_port_base + r); 0 on every node = the eval leader (learner 0's slot) "
+            "runs them.");
   v.integer("gpus", c.gpus, 0, 0, 64, "GPUs used on this node; 0 = CPU only.");
   v.integer("threads", c.threads, 0, 0, 4096,
             "Compute threads per actor; 0 = cores / the actors of the running stage on the node.");
@@ -68,7 +68,8 @@ void describe(V& v, ClusterConfig& c) {
   v.integer("data_port_base", c.data_port_base, 7200, 1, 65535,
             "First TCP port of data actors' batch sockets.");
   v.integer("rollout_port_base", c.rollout_port_base, 7300, 1, 65535,
-            "First TCP port of rollout actors' sockets (rollout actor r: base + r).");
+            "First TCP port of rollout and eval actors' sockets (rollout actor r, eval actor r: "
+            "base + r; their stages never run at once).");
   v.text("ipc_dir", c.ipc_dir, "/tmp/saccade",
          "Folder of ipc:// endpoints between actors of one node.");
   v.integer("heartbeat_interval_ms", c.heartbeat_interval_ms, 1000, 10, 600000,

@@ -24,7 +24,7 @@ std::string data_ipc_endpoint(const JobConfig& config, int32_t rank) {
 std::vector<Assignment> place_actors(const JobConfig& config, const std::string& stage) {
   int64_t total_learners = 0;
   for (const NodeSpec& n : config.cluster.nodes) total_learners += n.learners;
-  const bool pretrain = stage == "pretrain", policy = stage == "policy";
+  const bool pretrain = stage == "pretrain", policy = stage == "policy", eval = stage == "eval";
   std::vector<Assignment> out;
   std::map<wire::Role, int32_t> next_rank;
   for (const NodeSpec& node : config.cluster.nodes) {
@@ -35,7 +35,8 @@ std::vector<Assignment> place_actors(const JobConfig& config, const std::string&
     const std::pair<wire::Role, int64_t> counts[] = {
         {wire::Role::DATA, pretrain ? node.data_actors : 0},
         {wire::Role::LEARNER, learners},
-        {wire::Role::ROLLOUT, policy ? node.rollout_actors : 0}};
+        {wire::Role::ROLLOUT, policy ? node.rollout_actors : 0},
+        {wire::Role::EVAL, eval ? node.eval_actors : 0}};
     for (auto [role, count] : counts) {
       for (int64_t local = 0; local < count; ++local) {
         Assignment a;
@@ -51,7 +52,8 @@ std::vector<Assignment> place_actors(const JobConfig& config, const std::string&
           a.endpoint =
               fmt::format("tcp://{}:{}", node.host, config.cluster.data_port_base + a.rank);
           a.local_endpoint = data_ipc_endpoint(config, a.rank);
-        } else if (role == wire::Role::ROLLOUT) {
+        } else if (role == wire::Role::ROLLOUT || role == wire::Role::EVAL) {
+          // The policy and eval stages never run at once: their actors share the range.
           a.endpoint =
               fmt::format("tcp://{}:{}", node.host, config.cluster.rollout_port_base + a.rank);
         }
@@ -62,7 +64,8 @@ std::vector<Assignment> place_actors(const JobConfig& config, const std::string&
   for (Assignment& learner : out) {
     if (learner.role != wire::Role::LEARNER) continue;
     for (const Assignment& peer : out) {
-      if (policy && peer.role == wire::Role::ROLLOUT) learner.peers.push_back(peer.endpoint);
+      if ((policy && peer.role == wire::Role::ROLLOUT) || (eval && peer.role == wire::Role::EVAL))
+        learner.peers.push_back(peer.endpoint);
       if (pretrain && peer.role == wire::Role::DATA && peer.rank % total_learners == learner.rank) {
         const bool same_node = peer.node == learner.node && !peer.local_endpoint.empty();
         learner.peers.push_back(same_node ? peer.local_endpoint : peer.endpoint);

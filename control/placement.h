@@ -29,10 +29,12 @@ struct Assignment {
 //  - pretrain: data actors and learners. Data actor d feeds learner
 //    d % learners: over ipc:// when both are on one node (cluster.ipc_dir),
 //    else over tcp://.
-//  - probe, eval: learner 0 alone (the probe or the evaluation runs in its slot).
+//  - probe: learner 0 alone (the probe runs in its slot).
 //  - policy: learner 0 (the policy learner) and every rollout actor; rollout
 //    actor r binds tcp://<host>:<rollout_port_base + r> and learner 0 connects
 //    to all of them.
+//  - eval: learner 0 (the eval leader) and every eval actor, placed and
+//    connected as the policy stage's rollout actors (the same port range).
 std::vector<Assignment> place_actors(const JobConfig& config, const std::string& stage);
 
 // The ipc:// endpoint of data actor `rank` under cluster.ipc_dir, unique per job

@@ -315,13 +315,15 @@ enum GazeSource {
   scan @3;                           # the fixed scan path (centre, then a 3 x 3 grid)
 }
 
-# Policy learner -> rollout actor: run groupSize traces of `steps` glimpses of
+# Policy learner -> rollout actor (and eval leader -> eval actor: the same
+# protocol on the validation split): run groupSize traces of `steps` glimpses of
 # each image with the policy of `policyVersion` (sent before as Weights). The
 # actor answers one RolloutGroup per image, or Ack{ok = false, seq} when it
 # cannot (e.g. it has not got that version: the learner sends it again).
 struct RolloutRequest {
   policyVersion @0 :UInt64;
-  imageIds @1 :List(UInt64);         # dataset indices (training split)
+  imageIds @1 :List(UInt64);         # dataset indices (rollout actors: training split;
+                                     # eval actors: validation split)
   groupSize @2 :UInt32;
   steps @3 :UInt32;
   requestId @4 :UInt64;
@@ -329,6 +331,8 @@ struct RolloutRequest {
   std @6 :Float64;                   # the mixture's std (source = sample)
   source @7 :GazeSource;
   stateBlind @8 :Bool;               # the policy reads the glimpse index, not the state
+  scale @9 :Float64 = 1.0;           # the images resized by this factor (eval's sweep)
+  bilinearUpscale @10 :Bool;         # upsample bilinearly (else replicate pixels)
 }
 
 # The traces of one image (workers/policy/rollout_codec.h names the tensors).

@@ -68,7 +68,7 @@ class SimulatedRollouts : public workers::RolloutSource {
  public:
   SimulatedRollouts(double trace_ms, int64_t n_state, int64_t width)
       : trace_ms_(trace_ms), n_state_(n_state), width_(width) {}
-  Traces run(model::GazePolicyImpl&, const workers::RolloutBatch& batch) override {
+  Traces run(model::GazePolicyImpl*, const workers::RolloutBatch& batch) override {
     const int64_t n = static_cast<int64_t>(batch.indices.size()) * batch.trace.group;
     const int64_t t = batch.trace.steps;
     std::this_thread::sleep_for(
@@ -187,9 +187,9 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
         b.trace.std = 0.1;
         return b;
       };
-      client.run(*policy, batch_at(0));  // connections and first weights
+      client.run(policy.get(), batch_at(0));  // connections and first weights
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t u = 1; u <= o.batches; ++u) client.run(*policy, batch_at(u));
+      for (int64_t u = 1; u <= o.batches; ++u) client.run(policy.get(), batch_at(u));
       Row row;
       row.actors = n;
       row.seconds_per_batch = seconds_since(t0) / static_cast<double>(o.batches);

@@ -175,16 +175,17 @@ TEST(Config, CrossKeyChecks) {
                    "job.toml"));
   EXPECT_EQ(refusal("[cluster]\nrollout_port_base = 7199\n[[cluster.nodes]]\nname = \"a\"\n"
                     "data_actors = 2\nrollout_actors = 2\n"),
-            "job.toml:2:21: cluster.rollout_port_base: rollout ports [7199, 7201) overlap data "
-            "ports [7200, 7202)");
+            "job.toml:2:21: cluster.rollout_port_base: rollout and eval actor ports [7199, 7201) "
+            "overlap data ports [7200, 7202)");
   EXPECT_EQ(refusal("[cluster]\nmetrics_port = 7301\n[[cluster.nodes]]\nname = \"a\"\n"
                     "rollout_actors = 2\n"),
-            "job.toml:2:16: cluster.metrics_port: port 7301 lies among the data or rollout actors' "
-            "ports");
-  // The eval stage runs in learner 0's slot: eval actors would be restarted until the job fails.
-  EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\neval_actors = 1\n"),
-            "job.toml:3:15: cluster.nodes[0].eval_actors: expected 0: the eval stage runs in "
-            "learner 0's slot (actors that split its images are not built), got 1");
+            "job.toml:2:16: cluster.metrics_port: port 7301 lies among the data, rollout or eval "
+            "actors' ports");
+  // Eval actors bind rollout_port_base + r too: the range is the larger of the two counts.
+  EXPECT_EQ(refusal("[cluster]\nmetrics_port = 7302\n[[cluster.nodes]]\nname = \"a\"\n"
+                    "rollout_actors = 1\neval_actors = 3\n"),
+            "job.toml:2:16: cluster.metrics_port: port 7302 lies among the data, rollout or eval "
+            "actors' ports");
   EXPECT_EQ(refusal("[views]\nlocal_scale_min = 0.5\n"),
             "job.toml:2:19: views.local_scale_min: must not exceed views.local_scale_max (0.32), "
             "got 0.5");

@@ -78,14 +78,16 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
             (std::vector<std::string>{"tcp://ha:9100", "tcp://hb:9101", "tcp://hb:9102"}));
 }
 
-// Each stage places only its own actors: the probe and the policy learner run
-// in learner 0's slot, rollout actors only in the policy stage.
+// Each stage places only its own actors: the probe, the policy learner and the
+// eval leader run in learner 0's slot, rollout actors only in the policy stage,
+// eval actors only in the eval stage (on the rollout actors' ports).
 TEST(Placement, EachStagePlacesItsOwnActors) {
   const JobConfig config = parse_config(
       "[job]\nstages = [\"pretrain\", \"probe\", \"policy\", \"eval\"]\n"
       "[cluster]\nrollout_port_base = 9100\n"
       "[[cluster.nodes]]\nname = \"a\"\ndata_actors = 2\nlearners = 2\nrollout_actors = 1\n"
-      "[[cluster.nodes]]\nname = \"b\"\ndata_actors = 1\nlearners = 1\nrollout_actors = 2\n",
+      "[[cluster.nodes]]\nname = \"b\"\nhost = \"10.0.0.2\"\ndata_actors = 1\nlearners = 1\n"
+      "rollout_actors = 2\neval_actors = 2\n",
       "t");
   auto roles = [&](const std::string& stage) {
     std::vector<std::string> out;
@@ -98,7 +100,11 @@ TEST(Placement, EachStagePlacesItsOwnActors) {
   EXPECT_EQ(roles("pretrain"), (std::vector<std::string>{"data0@a", "data1@a", "learner0@a",
                                                          "learner1@a", "data2@b", "learner2@b"}));
   EXPECT_EQ(roles("probe"), (std::vector<std::string>{"learner0@a"}));
-  EXPECT_EQ(roles("eval"), (std::vector<std::string>{"learner0@a"}));
+  EXPECT_EQ(roles("eval"), (std::vector<std::string>{"learner0@a", "eval0@b", "eval1@b"}));
+  const std::vector<Assignment> eval = place_actors(config, "eval");
+  EXPECT_EQ(eval[0].peers,
+            (std::vector<std::string>{"tcp://10.0.0.2:9100", "tcp://10.0.0.2:9101"}));
+  EXPECT_EQ(eval[2].endpoint, "tcp://10.0.0.2:9101");
   EXPECT_EQ(roles("policy"),
             (std::vector<std::string>{"learner0@a", "rollout0@a", "rollout1@b", "rollout2@b"}));
   for (const Assignment& a : place_actors(config, "policy")) {

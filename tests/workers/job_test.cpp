@@ -324,8 +324,9 @@ fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& w
 }
 
 // The whole pipeline as one job of the real bodies: pretraining (data actor +
-// learner), the probe in learner 0's slot, then GRPO on a policy learner and
-// a rollout actor, each stage reading the one before over the wire.
+// learner), the probe in learner 0's slot, GRPO on a policy learner and a
+// rollout actor, then the evaluation led from learner 0's slot with its
+// glimpse traces on an eval actor, each stage reading the one before over the wire.
 TEST_F(Job, EveryStageRunsAsOneJob) {
   TestJob job = tiny_job({}, 4, 8);
   job.extra.insert(job.extra.find("loader_threads"),
@@ -338,7 +339,7 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
       "[policy]\nepochs = 1\nbatch_size = 16\n"
       "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n"
       "[eval]\nglimpses = 3\nimages = 24\nscales = [1.0, 2.0]\nsweep_images = 8\n";
-  job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1"};
+  job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1\neval_actors = 1"};
   job.stages = {"pretrain", "probe", "policy", "eval"};
   job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(1));
   const fs::path config = write_config(job);
@@ -348,8 +349,9 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
   for (const char* what :
        {"stage pretrain finished", "stage 2/4 probe begins", "stage probe finished",
         "stage 3/4 policy begins", "stage policy finished", "stage 4/4 eval begins",
-        "probe done: head for checkpoint 4 committed",
-        "eval done: report for checkpoint 4 committed (24 images, 8 in the sweep)"})
+        "probe done: head for checkpoint 4 committed", "eval: glimpse traces on 1 eval actor(s)",
+        "eval done: report for checkpoint 4 committed (24 images, 8 in the sweep)",
+        "eval actor stops: "})
     EXPECT_NE(log.find(what), std::string::npos) << what << "\n" << log;
   // The probe's head went to the policy stage from the probe stage's store.
   auto probe = storage::CheckpointStore::open((work_dir() / "probe-checkpoints.db").string());
@@ -472,6 +474,70 @@ TEST_F(Job, KilledPolicyLearnerResumesFromItsCheckpoint) {
   ASSERT_NE(at, std::string::npos) << log;
   EXPECT_GE(std::stoll(log.substr(at + mark.size())), 8);
   EXPECT_TRUE(fs::exists(work_dir() / "policy.json"));
+}
+
+// kill -9 of an eval actor mid-evaluation: the coordinator restarts it, the
+// eval leader sends its part again, and the report is the one `saccade eval`
+// measures in one process.
+TEST_F(Job, KilledEvalActorIsRestartedAndTheReportIsUnchanged) {
+  TestJob job = tiny_job({node("n0", 1, 1)}, 4, 8);
+  job.extra +=
+      "[eval]\nglimpses = 4\nimages = 64\nbatch_size = 1\nscales = [1.0, 3.0]\n"
+      "sweep_images = 64\n";
+  const fs::path policy_config =
+      prepare_policy_job(job, dir_.path(), work_dir(), "epochs = 1\nbatch_size = 16\n");
+  ASSERT_FALSE(HasFailure());
+  const std::string saccade = build_path("saccade");
+  const ProcessResult trained = run_process({saccade, "policy", policy_config.string()}, 300s);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const ProcessResult measured = run_process({saccade, "eval", policy_config.string()}, 300s);
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  std::ifstream one_process_file(work_dir() / "eval.json");
+  const auto one_process = nlohmann::json::parse(one_process_file);
+  fs::remove(work_dir() / "eval.json");
+
+  // The same evaluation as a job: an eval actor on each node, silence noticed within 3 s.
+  std::ifstream policy_toml(policy_config);
+  std::string toml((std::istreambuf_iterator<char>(policy_toml)), std::istreambuf_iterator<char>());
+  toml.replace(toml.find("stages = [\"policy\"]"), 19, "stages = [\"eval\"]");
+  const std::string eval_actor = "eval_actors = 1\n";
+  for (size_t at = toml.find("rollout_actors = 1"); at != std::string::npos;
+       at = toml.find("rollout_actors = 1", at + eval_actor.size() + 1))
+    toml.insert(at, eval_actor);
+  toml.insert(toml.find("[policy]\n") + 9, "rollout_timeout_ms = 3000\n");
+  const fs::path config = dir_.path() / "eval.toml";
+  std::ofstream(config) << toml;
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto s = wait_status(
+      config,
+      [](const Json& j) {
+        const Json* leader = actor(j, "learner", 0);
+        return j.at("stage").get<std::string>() == "eval" && leader && actor(j, "eval", 0) &&
+               (*leader).at("step").get<double>() >= 20;  // 20 of 896 batches evaluated
+      },
+      300s);
+  ASSERT_TRUE(s) << "the evaluation did not get going\n" << a0.log();
+  const auto pid = static_cast<pid_t>((*actor(*s, "eval", 0)).at("pid").get<double>());
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  auto done = wait_status(config, finished, 300s);
+  ASSERT_TRUE(done) << "the eval job did not finish after the kill\n" << a0.log();
+  EXPECT_EQ((*actor(*done, "eval", 0)).at("restarts").get<double>(), 1);
+  EXPECT_EQ(coord.wait(30s), 0);
+  EXPECT_EQ(a0.wait(20s), 0);
+  EXPECT_EQ(a1.wait(20s), 0);
+  EXPECT_NE(a0.log().find("eval: glimpse traces on 2 eval actor(s)"), std::string::npos)
+      << a0.log();
+  auto eval = storage::CheckpointStore::open((work_dir() / "eval-checkpoints.db").string());
+  ASSERT_TRUE(eval->info(4));
+  const auto as_job = nlohmann::json::parse(eval->read(4, "eval.json"));
+  // Every trace draws from its image's seed: the actors, killed or not, measure the same.
+  EXPECT_EQ(as_job["curves"], one_process["curves"]);
+  ASSERT_EQ(as_job["sweep"].size(), one_process["sweep"].size());
+  for (size_t i = 0; i < as_job["sweep"].size(); ++i)
+    EXPECT_EQ(as_job["sweep"][i]["accuracy"], one_process["sweep"][i]["accuracy"]) << i;
 }
 
 // SIGTERM in the policy stage drains the policy learner with a final

@@ -8,6 +8,7 @@
 #include "tests/workers/small_models.h"
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
+#include "workers/policy/rollout_source.h"
 #include "workers/probe/probe.h"
 
 namespace saccade::workers {
@@ -243,10 +244,11 @@ TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
   GazeEvalOptions eval;
   eval.steps = 1;
   eval.batch_size = 20;  // 64 images in 4 batches
+  LocalRollouts rollouts(*bb, head, flat, small_views());
   const GazeEvaluation by_chance =
-      evaluate_gazes(*bb, head, nullptr, GazeSource::kRandom, flat, small_views(), eval);
+      evaluate_gazes(rollouts, nullptr, GazeSource::kRandom, flat.size(), eval);
   const GazeEvaluation learned =
-      evaluate_gazes(*bb, head, pi.get(), GazeSource::kPolicyMode, flat, small_views(), eval);
+      evaluate_gazes(rollouts, pi.get(), GazeSource::kPolicyMode, flat.size(), eval);
   // Random gazes cover the image; the mode from the shared zero state is one point.
   EXPECT_GT(by_chance.gaze_spread[0], 0.2);
   EXPECT_LT(learned.gaze_spread[0], 1e-6);

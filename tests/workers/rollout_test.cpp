@@ -99,13 +99,35 @@ RolloutClientOptions client_options(std::vector<std::string> endpoints) {
   return o;
 }
 
+// Two rollout actors over loopback and, beside them, one process's rollouts of
+// the same images, backbone and head: what the actors return must be what it returns.
+struct TwoActorsBesideOneProcess {
+  explicit TwoActorsBesideOneProcess(int64_t images)
+      : dataset(std::make_shared<OneClassDataset>(images, /*noise=*/true)),
+        a(dataset),
+        b(dataset),
+        client(client_options({a.server().endpoint(), b.server().endpoint()})),
+        bb(small_backbone()),
+        head(seeded_head()),
+        local(*bb, head, *dataset, small_views()),
+        pi(small_policy()) {}
+
+  std::shared_ptr<OneClassDataset> dataset;
+  ServerThread a, b;
+  RolloutClient client;
+  model::FovealBackbone bb;
+  TaskHead head;
+  LocalRollouts local;  // borrows bb and *dataset
+  model::GazePolicy pi;
+};
+
 TEST(RolloutCodec, GroupsRoundTripAndBadOnesAreRefusedByName) {
   OneClassDataset dataset(4, /*noise=*/true);
   model::FovealBackbone bb = small_backbone();
   const TaskHead head = seeded_head();
   model::GazePolicy pi = small_policy();
   LocalRollouts local(*bb, head, dataset, small_views());
-  const Traces tr = local.run(*pi, batch_of({2, 0, 3}, 0, 1));
+  const Traces tr = local.run(pi.get(), batch_of({2, 0, 3}, 0, 1));
   const RolloutShape shape{3, 3, 2, 16};
   EXPECT_EQ(rollout_group_bytes(shape), 3u * 3 * 2 * 16 * 4 + 2 * 4 + 3 * 3 * (2 + 1 + 1) * 4 + 9);
 
@@ -148,26 +170,22 @@ TEST(RolloutCodec, GroupsRoundTripAndBadOnesAreRefusedByName) {
 }
 
 TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
-  auto dataset = std::make_shared<OneClassDataset>(7, /*noise=*/true);
-  ServerThread a(dataset), b(dataset);
-  RolloutClient client(client_options({a.server().endpoint(), b.server().endpoint()}));
-  model::FovealBackbone bb = small_backbone();
-  const TaskHead head = seeded_head();
-  LocalRollouts local(*bb, head, *dataset, small_views());
-  model::GazePolicy pi = small_policy();
+  TwoActorsBesideOneProcess rollouts(7);
+  auto& [dataset, a, b, client, bb, head, local, pi] = rollouts;
 
   // Five images over two actors (2 + 3), then new weights under a new version.
   const RolloutBatch first = batch_of({4, 1, 6, 0, 2}, 0, 1);
-  expect_same_traces(client.run(*pi, first), local.run(*pi, first));
+  expect_same_traces(client.run(pi.get(), first), local.run(pi.get(), first));
   {
     torch::NoGradGuard no_grad;
     for (auto& p : pi->parameters()) p.add_(0.3 * torch::randn_like(p));
   }
   const RolloutBatch second = batch_of({3, 5, 1}, 1, 2);
-  const Traces remote = client.run(*pi, second);
-  expect_same_traces(remote, local.run(*pi, second));
+  const Traces remote = client.run(pi.get(), second);
+  expect_same_traces(remote, local.run(pi.get(), second));
   // One image alone on one actor draws what it drew in the batch.
-  expect_same_traces(client.run(*pi, batch_of({5}, 1, 2)), local.run(*pi, batch_of({5}, 1, 2)));
+  expect_same_traces(client.run(pi.get(), batch_of({5}, 1, 2)),
+                     local.run(pi.get(), batch_of({5}, 1, 2)));
   EXPECT_EQ(a.server().requests_served() + b.server().requests_served(), 5u);
   EXPECT_EQ(client.resent(), 0u);
   EXPECT_EQ(client.dropped(), 0u);
@@ -217,6 +235,45 @@ TEST(Rollouts, ActorsRunWhatOneProcessRunsAndTrainTheSamePolicy) {
   EXPECT_GT(moved, 1e-3);  // training did change the policy
 }
 
+// The eval stage's protocol: evaluate_gazes on eval actors (rollout servers of
+// the validation split) measures what it measures in one process, in every
+// gaze mode and at every scale of the resolution sweep.
+TEST(Rollouts, EvaluationOnActorsMeasuresWhatOneProcessMeasuresAtEveryScale) {
+  TwoActorsBesideOneProcess rollouts(9);
+  auto& [dataset, a, b, client, bb, head, local, pi] = rollouts;
+  GazeEvalOptions o;
+  o.steps = 3;
+  o.batch_size = 4;  // 9 images in 3 batches, each split over both actors
+  o.seed = 11;
+  o.policy_version = 1;
+  for (const double scale : {1.0, 2.5}) {
+    o.scale = scale;
+    o.bilinear_upscale = scale != 1;
+    for (const GazeSource source :
+         {GazeSource::kRandom, GazeSource::kScan, GazeSource::kPolicyMode}) {
+      const GazeEvaluation remote = evaluate_gazes(client, pi.get(), source, dataset->size(), o);
+      const GazeEvaluation here = evaluate_gazes(local, pi.get(), source, dataset->size(), o);
+      EXPECT_EQ(remote.accuracy, here.accuracy) << "x" << scale;
+      ASSERT_EQ(remote.gaze_spread.size(), 3u);
+      for (size_t t = 0; t < 3; ++t)
+        EXPECT_NEAR(remote.gaze_spread[t], here.gaze_spread[t], 1e-6) << "x" << scale;
+    }
+  }
+  // 6 evaluations of batches of 4, 4 and 1 images: parts of 2 + 2 + 1 images each.
+  EXPECT_EQ(a.server().requests_served() + b.server().requests_served(), 6u * 5);
+  // The scale reaches the actors: a batch at x2.5 is the local x2.5 batch, not the x1 one.
+  RolloutBatch resized = batch_of({1, 7}, 1, 3);
+  resized.scale = 2.5;
+  resized.bilinear_upscale = true;
+  const Traces remote = client.run(pi.get(), resized);
+  expect_same_traces(remote, local.run(pi.get(), resized));
+  EXPECT_FALSE(torch::equal(remote.states, local.run(pi.get(), batch_of({1, 7}, 1, 3)).states));
+  resized.scale = 100;
+  EXPECT_THROW(local.run(pi.get(), resized), std::invalid_argument);
+  EXPECT_THROW(local.run(nullptr, batch_of({1}, 1, 3)), std::invalid_argument);  // needs a policy
+  EXPECT_EQ(client.dropped(), 0u);
+}
+
 TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   auto dataset = std::make_shared<OneClassDataset>(5, /*noise=*/true);
   ServerThread live(dataset);
@@ -238,11 +295,11 @@ TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   LocalRollouts local(*bb, head, *dataset, small_views());
   model::GazePolicy pi = small_policy();
   const RolloutBatch batch = batch_of({0, 1, 2, 3}, 4, 3);
-  expect_same_traces(client.run(*pi, batch), local.run(*pi, batch));
+  expect_same_traces(client.run(pi.get(), batch), local.run(pi.get(), batch));
   EXPECT_EQ(client.resent(), 1u);  // the silent actor's half, once
   EXPECT_EQ(live.server().requests_served(), 2u);
 
-  // Garbage, a request for weights the actor never got, an image out of range.
+  // Garbage, a request for weights the actor never got, an image or a scale out of range.
   zmq::context_t ctx;
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::rcvtimeo, 5000);
@@ -250,9 +307,10 @@ TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   const uint64_t dropped = live.server().dropped();
   raw.send(zmq::str_buffer("not a capnp message"), zmq::send_flags::none);
   control::EnvelopeWriter writer({kJob, wire::Role::LEARNER, 0, "n0"});
-  auto request = [&](uint64_t version, uint64_t image) {
+  auto request = [&](uint64_t version, uint64_t image, double scale = 1) {
     return writer.make(0, [&](wire::Envelope::Builder out) {
       auto r = out.getBody().initRolloutRequest();
+      r.setScale(scale);
       r.setPolicyVersion(version);
       r.setRequestId(1);
       r.setGroupSize(2);
@@ -262,17 +320,20 @@ TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
       r.initSeeds(1).set(0, 1);
     });
   };
-  raw.send(request(0, 99), zmq::send_flags::none);  // image 99 of 5
-  raw.send(request(99, 0), zmq::send_flags::none);  // version 99: never sent
+  raw.send(request(0, 99), zmq::send_flags::none);        // image 99 of 5
+  raw.send(request(0, 0, 0.0), zmq::send_flags::none);    // images resized to nothing
+  raw.send(request(0, 0, 100.0), zmq::send_flags::none);  // beyond kMaxRolloutScale
+  raw.send(request(99, 0), zmq::send_flags::none);        // version 99: never sent
   wire::Received r = wire::recv_message(raw, {kJob, 64 << 20});
   ASSERT_EQ(r.status, wire::RecvStatus::kOk) << r.why;
   ASSERT_EQ(r.message->kind(), wire::Envelope::Body::ACK);
   const auto ack = r.message->envelope().getBody().getAck();
   EXPECT_FALSE(ack.getOk());
   EXPECT_NE(std::string(ack.getError()).find("version 99"), std::string::npos);
-  EXPECT_EQ(live.server().dropped(), dropped + 2);
+  EXPECT_EQ(live.server().dropped(), dropped + 4);
   // The actor still serves.
-  expect_same_traces(client.run(*pi, batch_of({4}, 4, 3)), local.run(*pi, batch_of({4}, 4, 3)));
+  expect_same_traces(client.run(pi.get(), batch_of({4}, 4, 3)),
+                     local.run(pi.get(), batch_of({4}, 4, 3)));
 }
 
 TEST(PolicyTraining, AResumedRunTrainsExactlyWhatTheWholeRunTrains) {

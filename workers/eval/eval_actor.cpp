@@ -11,12 +11,14 @@
 #include "workers/eval/eval_job.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
+#include "workers/policy/rollout_client.h"
+#include "workers/pretrain/job_options.h"
 #include "workers/probe/probe_actor.h"
 
 namespace saccade::workers {
 namespace {
 
-class EvalActor : public runtime::ActorBody {
+class EvalLeader : public runtime::ActorBody {
  public:
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
@@ -26,6 +28,15 @@ class EvalActor : public runtime::ActorBody {
       if (*committed >= 0) return 0;
       const EvalInputs inputs = fetch_inputs(ctx);
       EvalRunOptions options;
+      // The gaze modes' traces go to the eval actors (the assignment's peers), if any.
+      std::unique_ptr<RolloutClient> eval_actors;
+      if (!ctx.assignment().peers.empty()) {
+        eval_actors = std::make_unique<RolloutClient>(eval_actor_options(ctx));
+        options.rollouts = eval_actors.get();
+      }
+      spdlog::info("eval: glimpse traces on {}",
+                   eval_actors ? fmt::format("{} eval actor(s)", ctx.assignment().peers.size())
+                               : std::string("this actor (no eval actors)"));
       int64_t units = 0;  // batches evaluated: the status's step
       options.on_progress = [&] {
         // A drain ends the evaluation at the next batch (caught below): nothing to save.
@@ -42,6 +53,9 @@ class EvalActor : public runtime::ActorBody {
       }
       spdlog::info("eval done: report for checkpoint {} committed ({} images, {} in the sweep)",
                    report.checkpoint_step, report.images, report.sweep_images);
+      if (eval_actors)
+        spdlog::info("eval: {} parts re-sent, {} frames dropped", eval_actors->resent(),
+                     eval_actors->dropped());
       return 0;
     } catch (const EvalInputError& e) {
       spdlog::error("eval cannot run with these inputs: {}", e.what());
@@ -57,6 +71,21 @@ class EvalActor : public runtime::ActorBody {
   }
 
  private:
+  static RolloutClientOptions eval_actor_options(runtime::ActorContext& ctx) {
+    const JobConfig& config = ctx.config();
+    const model::BackboneOptions backbone = backbone_options(config);
+    RolloutClientOptions o;
+    o.endpoints = ctx.assignment().peers;
+    o.n_state = backbone.n_state;
+    o.width = backbone.width;
+    o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
+    o.security = control::load_security(config.security, /*as_server=*/false);
+    o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank, ctx.assignment().node};
+    o.expect = control::expect_for(config);
+    o.stopping = [&ctx] { return ctx.stopping(); };
+    return o;
+  }
+
   // The inputs from the coordinator, never from this node's file system: the
   // probe's heads, the teacher of the checkpoint they name, the policy.
   static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {
@@ -78,8 +107,8 @@ class EvalActor : public runtime::ActorBody {
 
 }  // namespace
 
-std::unique_ptr<runtime::ActorBody> make_eval_actor() {
-  return std::make_unique<EvalActor>();
+std::unique_ptr<runtime::ActorBody> make_eval_leader() {
+  return std::make_unique<EvalLeader>();
 }
 
 }  // namespace saccade::workers

@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "workers/data/data_options.h"
 #include "workers/policy/policy_stage.h"
+#include "workers/policy/rollout_source.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/probe.h"
@@ -64,9 +65,11 @@ double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions v
                        f.labels);
 }
 
-GazeEvaluation gaze_accuracy(Models& m, const JobConfig& config, const std::string& mode,
-                             const data::Dataset& dataset, const data::ViewOptions& views,
-                             int64_t n, const std::function<void()>& on_progress) {
+// Top-1 per glimpse of one gaze mode on the first n validation images resized
+// by `scale`, the traces run by `rollouts` (eval actors, or this process).
+GazeEvaluation gaze_accuracy(Models& m, RolloutSource& rollouts, const JobConfig& config,
+                             const std::string& mode, int64_t dataset_size, double scale, int64_t n,
+                             const std::function<void()>& on_progress) {
   GazeEvalOptions o;
   o.steps = config.eval.glimpses;
   o.max_images = n;
@@ -74,10 +77,13 @@ GazeEvaluation gaze_accuracy(Models& m, const JobConfig& config, const std::stri
   o.threads = static_cast<int>(config.data.loader_threads);
   o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
   o.state_blind = !config.policy.sees_state;
+  o.policy_version = 1;  // one policy per evaluation
+  o.scale = scale;
+  o.bilinear_upscale = config.eval.upscale == "bilinear";
   o.on_progress = on_progress;
   const GazeSource source = source_of(mode);
-  return evaluate_gazes(*m.stage.backbone, m.stage.head,
-                        needs_policy(source) ? m.policy.get() : nullptr, source, dataset, views, o);
+  return evaluate_gazes(rollouts, needs_policy(source) ? m.policy.get() : nullptr, source,
+                        dataset_size, o);
 }
 
 std::string report_json(const EvalReport& r, const JobConfig& config) {
@@ -187,6 +193,10 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   report.images = images > 0 ? std::min(images, val->size()) : val->size();
   const int64_t vit_grid = config.views.vit_grid;
   const int threads = static_cast<int>(config.data.loader_threads);
+  // Glimpse traces run on the eval actors when there are some; the ViT modes
+  // (one step per image) run here.
+  LocalRollouts local(*m.stage.backbone, m.stage.head, *val, views);
+  RolloutSource& rollouts = run.rollouts ? *run.rollouts : local;
 
   for (const std::string& mode : modes) {
     const auto t0 = Clock::now();
@@ -196,8 +206,8 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
       c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
                                  threads, run.on_progress)};
     } else {
-      const GazeEvaluation g =
-          gaze_accuracy(m, config, mode, *val, views, report.images, run.on_progress);
+      const GazeEvaluation g = gaze_accuracy(m, rollouts, config, mode, val->size(), 1.0,
+                                             report.images, run.on_progress);
       c.accuracy = g.accuracy;
       c.gaze_spread = g.gaze_spread;
     }
@@ -237,9 +247,9 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
         p.tokens = grid * grid;
         p.gflops = 1e-9 * static_cast<double>(model::step_flops(bo, p.tokens).forward());
       } else {
-        p.accuracy =
-            gaze_accuracy(m, config, mode, resized, views, report.sweep_images, run.on_progress)
-                .accuracy.back();
+        p.accuracy = gaze_accuracy(m, rollouts, config, mode, val->size(), scale,
+                                   report.sweep_images, run.on_progress)
+                         .accuracy.back();
         p.tokens = report.glimpses * glimpse_tokens;
         int64_t flops = model::step_flops(bo, glimpse_tokens).forward();
         flops += (report.glimpses - 1) *

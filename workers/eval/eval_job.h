@@ -17,6 +17,8 @@
 
 namespace saccade::workers {
 
+class RolloutSource;
+
 // The report `saccade eval` writes in job.work_dir, and the eval stage's checkpoint blob.
 inline constexpr const char* kEvalReportFile = "eval.json";
 
@@ -39,9 +41,12 @@ struct EvalInputs {
 struct EvalRunOptions {
   int64_t max_images = 0;        // overrides eval.images when > 0
   int64_t max_sweep_images = 0;  // overrides eval.sweep_images when > 0
-  // After every batch (may be empty): the eval actor reports progress with it
+  // After every batch (may be empty): the eval leader reports progress with it
   // and throws from it to stop at a drain.
   std::function<void()> on_progress;
+  // Where the glimpse traces of the gaze modes run (borrowed): the eval
+  // actors (a RolloutClient); null = in this process.
+  RolloutSource* rollouts = nullptr;
 };
 
 // Validation top-1 of one mode after glimpse 1..eval.glimpses (vit: one value,

@@ -123,18 +123,23 @@ class PolicyLearner : public runtime::ActorBody {
   }
 };
 
+// A rollout actor (policy stage: the training split) or an eval actor (eval
+// stage: the validation split): the same server of glimpse traces.
 class RolloutActor : public runtime::ActorBody {
  public:
+  explicit RolloutActor(bool validation) : validation_(validation) {}
+
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
+    const char* what = validation_ ? "eval actor" : "rollout actor";
     try {
       set_threads(ctx);
       PolicyStage stage = fetch_policy_stage(config, ctx);
-      const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
+      const auto dataset = data::make_dataset(dataset_spec(config, validation_));
       RolloutServerOptions o;
       o.endpoint = ctx.assignment().endpoint;
       o.security = control::load_security(config.security, /*as_server=*/true);
-      o.sender = {config.job.name, wire::Role::ROLLOUT, ctx.assignment().rank,
+      o.sender = {config.job.name, ctx.assignment().role, ctx.assignment().rank,
                   ctx.assignment().node};
       o.expect = control::expect_for(config);
       o.threads = static_cast<int>(config.data.loader_threads);
@@ -145,14 +150,17 @@ class RolloutActor : public runtime::ActorBody {
         rate.tick(static_cast<int64_t>(server.requests_served()), server.traces_served());
         return ctx.stopping();
       });
-      spdlog::info("rollout actor stops: {} requests, {} traces served, {} frames dropped",
+      spdlog::info("{} stops: {} requests, {} traces served, {} frames dropped", what,
                    server.requests_served(), server.traces_served(), server.dropped());
       return 0;
     } catch (const std::exception& e) {
-      spdlog::error("rollout actor failed: {}", e.what());
+      spdlog::error("{} failed: {}", what, e.what());
       return 1;
     }
   }
+
+ private:
+  const bool validation_;  // which split the request's image ids name
 };
 
 }  // namespace
@@ -189,7 +197,11 @@ std::unique_ptr<runtime::ActorBody> make_policy_learner() {
 }
 
 std::unique_ptr<runtime::ActorBody> make_rollout_actor() {
-  return std::make_unique<RolloutActor>();
+  return std::make_unique<RolloutActor>(/*validation=*/false);
+}
+
+std::unique_ptr<runtime::ActorBody> make_eval_actor() {
+  return std::make_unique<RolloutActor>(/*validation=*/true);
 }
 
 }  // namespace saccade::workers

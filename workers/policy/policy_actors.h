@@ -18,5 +18,8 @@ namespace saccade::workers {
 // Exit codes besides 0 (done or drained): 1 on any error, logged.
 std::unique_ptr<runtime::ActorBody> make_policy_learner();
 std::unique_ptr<runtime::ActorBody> make_rollout_actor();
+// The eval stage's eval actor: a rollout actor of the validation split, which
+// runs the glimpse traces the eval leader (workers/eval/eval_actor.h) sends it.
+std::unique_ptr<runtime::ActorBody> make_eval_actor();
 
 }  // namespace saccade::workers

@@ -188,13 +188,14 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   eval.state_blind = train.state_blind;
   report.sees_state = !train.state_blind;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
-  model::FovealBackboneImpl& backbone = *stage.backbone;
+  LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
+  const int64_t val_size = val_set->size();
   const GazeEvaluation random =
-      evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kRandom, *val_set, views, eval);
+      evaluate_gazes(val_rollouts, nullptr, GazeSource::kRandom, val_size, eval);
   const GazeEvaluation scan =
-      evaluate_gazes(backbone, stage.head, nullptr, GazeSource::kScan, *val_set, views, eval);
+      evaluate_gazes(val_rollouts, nullptr, GazeSource::kScan, val_size, eval);
   const GazeEvaluation learned =
-      evaluate_gazes(backbone, stage.head, &policy, GazeSource::kPolicyMode, *val_set, views, eval);
+      evaluate_gazes(val_rollouts, &policy, GazeSource::kPolicyMode, val_size, eval);
   report.random_accuracy = random.accuracy;
   report.policy_accuracy = learned.accuracy;
   report.random_spread = random.gaze_spread;

@@ -130,7 +130,7 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       Traces tr;
       const auto rollout_start = std::chrono::steady_clock::now();
       try {
-        tr = rollouts.run(policy, batch);
+        tr = rollouts.run(&policy, batch);
       } catch (const std::exception&) {
         if (!stopping()) throw;
         checkpoint(update);  // the batch in flight is not trained on
@@ -193,30 +193,30 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
   return epochs;
 }
 
-GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                              model::GazePolicyImpl* policy, GazeSource source,
-                              const data::Dataset& dataset, const data::ViewOptions& views,
-                              const GazeEvalOptions& o) {
+GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* policy,
+                              GazeSource source, int64_t dataset_size, const GazeEvalOptions& o) {
   check(o.steps >= 1 && o.batch_size >= 1 && o.max_images >= 0,
         "evaluate_gazes: steps and batch_size must be >= 1");
-  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset.size()) : dataset.size();
+  const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset_size) : dataset_size;
   check(n >= 1, "evaluate_gazes: the dataset is empty");
   std::vector<double> correct(static_cast<size_t>(o.steps), 0.0);
   std::vector<torch::Tensor> gazes;  // [T, b, 2] per batch
   for (int64_t first = 0; first < n; first += o.batch_size) {
     const int64_t b = std::min(o.batch_size, n - first);
-    std::vector<int64_t> indices(static_cast<size_t>(b));
-    std::iota(indices.begin(), indices.end(), first);
-    std::vector<int64_t> labels;
-    const auto images = load_glimpse_cutters(dataset, views, indices, o.threads, &labels);
-    TraceOptions trace;
+    RolloutBatch batch;
+    batch.policy_version = o.policy_version;
+    batch.indices.resize(static_cast<size_t>(b));
+    std::iota(batch.indices.begin(), batch.indices.end(), first);
+    batch.scale = o.scale;
+    batch.bilinear_upscale = o.bilinear_upscale;
+    TraceOptions& trace = batch.trace;
     trace.steps = o.steps;
     trace.source = source;
     trace.state_blind = o.state_blind && needs_policy(source);
-    for (int64_t index : indices)
+    for (int64_t index : batch.indices)
       trace.image_seeds.push_back(data::mix_seed(o.seed, static_cast<uint64_t>(index)));
     trace.threads = o.threads;
-    const Traces tr = run_traces(backbone, head, policy, images, labels, trace);
+    const Traces tr = rollouts.run(needs_policy(source) ? policy : nullptr, batch);
     const std::vector<double> a = step_accuracy(tr);
     for (size_t t = 0; t < a.size(); ++t) correct[t] += a[t] * static_cast<double>(b);
     gazes.push_back(tr.gazes.to(torch::kFloat64));

@@ -85,7 +85,10 @@ struct GazeEvalOptions {
   int64_t batch_size = 256;
   int threads = 1;
   uint64_t seed = 0;
-  bool state_blind = false;           // the policy is state-blind (TraceOptions::state_blind)
+  bool state_blind = false;     // the policy is state-blind (TraceOptions::state_blind)
+  uint64_t policy_version = 0;  // RolloutBatch::policy_version: names the policy's weights
+  double scale = 1;             // the images resized (RolloutBatch::scale)
+  bool bilinear_upscale = false;
   std::function<void()> on_progress;  // after each batch (may be empty)
 };
 
@@ -97,11 +100,11 @@ struct GazeEvaluation {
   std::vector<double> gaze_spread;
 };
 
-// One trace per image over the dataset's first images, gazes from `source`
-// (policy null unless needs_policy(source)).
-GazeEvaluation evaluate_gazes(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                              model::GazePolicyImpl* policy, GazeSource source,
-                              const data::Dataset& dataset, const data::ViewOptions& views,
+// One trace per image over the first images of a dataset of `dataset_size`
+// images, gazes from `source` (policy null unless needs_policy(source)), run
+// by `rollouts`: in this process (LocalRollouts) or on eval actors (RolloutClient).
+GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* policy,
+                              GazeSource source, int64_t dataset_size,
                               const GazeEvalOptions& options);
 
 }  // namespace saccade::workers

@@ -92,6 +92,8 @@ bool RolloutClient::send(uint64_t id, size_t peer, runtime::PeerLink& link) {
     r.setStd(batch.trace.std);
     r.setSource(to_wire(batch.trace.source));
     r.setStateBlind(batch.trace.state_blind);
+    r.setScale(batch.scale);
+    r.setBilinearUpscale(batch.bilinear_upscale);
     auto ids = r.initImageIds(static_cast<unsigned>(part.count));
     auto seeds = r.initSeeds(static_cast<unsigned>(part.count));
     for (size_t i = 0; i < part.count; ++i) {
@@ -154,14 +156,16 @@ runtime::Answer RolloutClient::accept(size_t peer, const wire::Message& message)
   return {done ? Kind::kDone : Kind::kProgress, g.getRequestId(), "", ""};
 }
 
-Traces RolloutClient::run(model::GazePolicyImpl& policy, const RolloutBatch& batch) {
+Traces RolloutClient::run(model::GazePolicyImpl* policy, const RolloutBatch& batch) {
   const size_t B = batch.indices.size();
   if (B < 1 || batch.trace.image_seeds.size() != B)
     throw std::invalid_argument(
         fmt::format("rollouts: {} images with {} seeds", B, batch.trace.image_seeds.size()));
   std::string weights;
   if (needs_policy(batch.trace.source)) {
-    weights = model::save_modules({{"", &policy}});
+    if (policy == nullptr)
+      throw std::invalid_argument("rollouts: gazes drawn from a policy, but no policy was given");
+    weights = model::save_modules({{"", policy}});
     if (options_.expect.max_frame_bytes > 0 &&
         weights.size() + 4096 > options_.expect.max_frame_bytes)
       throw std::invalid_argument(fmt::format(

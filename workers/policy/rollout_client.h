@@ -41,7 +41,7 @@ class RolloutClient : public RolloutSource, private runtime::RequestProtocol {
   explicit RolloutClient(RolloutClientOptions options);
   ~RolloutClient() override;
 
-  Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
+  Traces run(model::GazePolicyImpl* policy, const RolloutBatch& batch) override;
 
   uint64_t resent() const { return client_->resent(); }    // parts sent again (timeout or refusal)
   uint64_t dropped() const { return client_->dropped(); }  // frames and groups refused

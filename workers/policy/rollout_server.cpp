@@ -127,6 +127,9 @@ void RolloutServer::handle(runtime::Exchange& ex) {
   } else if (source == GazeSource::kPolicySample &&
              !(request.getStd() > 0 && std::isfinite(request.getStd()))) {
     problem = fmt::format("a mixture std of {} (expected > 0)", request.getStd());
+  } else if (!(request.getScale() > 0 && request.getScale() <= kMaxRolloutScale)) {
+    problem = fmt::format("images resized by {} (expected (0, {}])", request.getScale(),
+                          kMaxRolloutScale);
   } else if (s.options.expect.max_frame_bytes > 0 &&
              rollout_group_bytes(shape) + kEnvelopeBytes > s.options.expect.max_frame_bytes) {
     problem =
@@ -162,9 +165,12 @@ void RolloutServer::handle(runtime::Exchange& ex) {
   batch.trace.source = source;
   batch.trace.std = source == GazeSource::kPolicySample ? request.getStd() : 1.0;
   batch.trace.state_blind = request.getStateBlind();
+  batch.scale = request.getScale();
+  batch.bilinear_upscale = request.getBilinearUpscale();
   for (uint64_t seed : seeds) batch.trace.image_seeds.push_back(seed);
   batch.trace.threads = s.options.threads;
-  const Traces traces = (s.options.source ? *s.options.source : s.rollouts).run(*s.policy, batch);
+  const Traces traces =
+      (s.options.source ? *s.options.source : s.rollouts).run(s.policy.get(), batch);
   ++requests_;  // counted before the answers leave, so a peer that has them sees the count
   traces_ += static_cast<uint64_t>(batch.indices.size()) * group;
   for (size_t b = 0; b < batch.indices.size(); ++b) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "dataloader/dataset.h"
@@ -18,20 +20,27 @@ class RolloutStore;
 
 namespace saccade::workers {
 
-// One rollout batch as the trainer asks for it.
+// One rollout batch as the trainer (or the evaluation) asks for it.
 struct RolloutBatch {
   uint64_t policy_version = 0;   // which weights draw the gazes (the trainer's update count)
   std::vector<int64_t> indices;  // dataset indices of the images
   TraceOptions trace;            // steps, group, source, std, threads; image_seeds per index
+  // The images resized by `scale` (eval's resolution sweep; data::ResizedDataset),
+  // upsampled bilinearly or by replicating pixels.
+  double scale = 1;
+  bool bilinear_upscale = false;
 };
+
+// The largest RolloutBatch::scale a source accepts (eval.scales' bound).
+inline constexpr double kMaxRolloutScale = 64;
 
 class RolloutSource {
  public:
   virtual ~RolloutSource() = default;
   // The traces of `batch`, image-major, drawn with `policy` as it is now (its
-  // version is batch.policy_version). Throws on failure (bad input, no
-  // rollout actor answering while stopping).
-  virtual Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) = 0;
+  // version is batch.policy_version; null unless needs_policy(batch.trace.source)).
+  // Throws on failure (bad input, no rollout actor answering while stopping).
+  virtual Traces run(model::GazePolicyImpl* policy, const RolloutBatch& batch) = 0;
 };
 
 // Rollouts in this process against the frozen backbone and head.
@@ -41,13 +50,20 @@ class LocalRollouts : public RolloutSource {
   // head (shares its tensors) and the view options.
   LocalRollouts(model::FovealBackboneImpl& backbone, TaskHead head, const data::Dataset& dataset,
                 data::ViewOptions views);
-  Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
+  ~LocalRollouts() override;
+  // Throws std::invalid_argument for an image outside the dataset or a scale
+  // outside (0, kMaxRolloutScale].
+  Traces run(model::GazePolicyImpl* policy, const RolloutBatch& batch) override;
 
  private:
+  const data::Dataset& images_at(double scale, bool bilinear);  // the dataset, resized
+
   model::FovealBackboneImpl& backbone_;
   const TaskHead head_;
   const data::Dataset& dataset_;
   const data::ViewOptions views_;
+  // The resized views of dataset_ asked for so far, by (scale, bilinear): owned.
+  std::map<std::pair<double, bool>, std::unique_ptr<data::Dataset>> resized_;
 };
 
 // Passes every batch through to `inner` and keeps its groups in `store`
@@ -57,7 +73,7 @@ class RecordedRollouts : public RolloutSource {
  public:
   // Borrows both; they must outlive this.
   RecordedRollouts(RolloutSource& inner, storage::RolloutStore& store);
-  Traces run(model::GazePolicyImpl& policy, const RolloutBatch& batch) override;
+  Traces run(model::GazePolicyImpl* policy, const RolloutBatch& batch) override;
 
  private:
   RolloutSource& inner_;
