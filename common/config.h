@@ -184,6 +184,7 @@ struct PolicyConfig {
   int64_t group_size{};  // G traces per image
   int64_t steps{};       // T glimpses per trace
   double gamma{};
+  std::string reward;  // probability | increase | final_correct (rl::RewardKind)
   double clip_eps{};
   double kl_beta{};
   double lr{};

@@ -332,6 +332,11 @@ void describe(V& v, PolicyConfig& c) {
   v.integer("group_size", c.group_size, 8, 2, 4096, "GRPO group: traces per image.");
   v.integer("steps", c.steps, 8, 1, 1024, "Glimpses per trace.");
   v.number("gamma", c.gamma, 0.9, 0.0, 1.0, "Return discount.");
+  v.choice("reward", c.reward, "probability", {"probability", "increase", "final_correct"},
+           "What a trace is rewarded for after each glimpse: probability (the task head's "
+           "probability of the true class, every glimpse; the paper's), increase (its rise over "
+           "the glimpse before), final_correct (1 when the last glimpse's answer is right, 0 "
+           "before). docs/policy.md has the ablation.");
   v.number("clip_eps", c.clip_eps, 0.2, 0.0, 10.0, "PPO-style ratio clip.");
   v.number("kl_beta", c.kl_beta, 0.0, 0.0, 100.0, "KL penalty to the reference policy.");
   v.number("lr", c.lr, 1e-4, 0.0, 10.0, "Policy learning rate (AdamW).");

@@ -7,6 +7,29 @@
 
 namespace saccade::rl {
 
+at::Tensor step_rewards(const at::Tensor& probability, const at::Tensor& correct, RewardKind kind) {
+  if (!probability.defined() || !correct.defined() || probability.dim() < 1 ||
+      probability.size(0) < 1 || probability.sizes() != correct.sizes())
+    throw std::invalid_argument(
+        "step_rewards: expected probability and correct of one shape [T, ...] with T >= 1");
+  const at::Tensor p = probability.to(torch::kFloat32);
+  switch (kind) {
+    case RewardKind::kProbability:
+      return p;
+    case RewardKind::kIncrease: {
+      at::Tensor before = torch::zeros_like(p);
+      before.slice(0, 1).copy_(p.slice(0, 0, p.size(0) - 1));
+      return p - before;
+    }
+    case RewardKind::kFinalCorrect: {
+      at::Tensor r = torch::zeros_like(p);
+      r[p.size(0) - 1].copy_(correct[p.size(0) - 1].to(torch::kFloat32));
+      return r;
+    }
+  }
+  throw std::invalid_argument("step_rewards: unknown reward kind");
+}
+
 at::Tensor discounted_returns(const at::Tensor& rewards, double gamma) {
   if (!(gamma >= 0.0 && gamma <= 1.0))
     throw std::invalid_argument(fmt::format("discounted_returns: gamma {} outside [0, 1]", gamma));

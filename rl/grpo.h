@@ -10,6 +10,19 @@
 
 namespace saccade::rl {
 
+// What a trace is rewarded for after each glimpse (policy.reward), from the
+// task head's probability p_t of the true class and its correctness c_t:
+enum class RewardKind {
+  kProbability,   // R_t = p_t: every glimpse counts (the paper's)
+  kIncrease,      // R_t = p_t - p_{t-1} (p_{-1} = 0): what this glimpse added
+  kFinalCorrect,  // R_{T-1} = c_{T-1}, 0 before: only the answer at the end
+};
+
+// probability [T, ...] in [0, 1], correct [T, ...] (bool or 0/1) -> rewards
+// [T, ...] of `kind` (float). Throws std::invalid_argument on mismatched shapes
+// or a tensor without a step dimension.
+at::Tensor step_rewards(const at::Tensor& probability, const at::Tensor& correct, RewardKind kind);
+
 // rewards [T, ...] -> returns [T, ...]: G_t = sum_{t' >= t} gamma^(t' - t) R_t'.
 // Throws std::invalid_argument on gamma outside [0, 1] or a tensor without a step dimension.
 at::Tensor discounted_returns(const at::Tensor& rewards, double gamma);

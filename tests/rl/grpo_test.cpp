@@ -10,6 +10,22 @@
 namespace saccade::rl {
 namespace {
 
+// Two traces of three glimpses: p = (0.2, 0.5, 0.4) and (0.6, 0.6, 0.9).
+TEST(StepRewards, EachKindRewardsWhatItSays) {
+  const torch::Tensor p = torch::tensor({0.2, 0.6, 0.5, 0.6, 0.4, 0.9}).reshape({3, 2});
+  const torch::Tensor c = torch::tensor({false, true, true, true, false, true}).reshape({3, 2});
+  EXPECT_TRUE(torch::allclose(step_rewards(p, c, RewardKind::kProbability), p.to(torch::kFloat32)));
+  const torch::Tensor increase = step_rewards(p, c, RewardKind::kIncrease);
+  EXPECT_TRUE(torch::allclose(
+      increase, torch::tensor({0.2f, 0.6f, 0.3f, 0.0f, -0.1f, 0.3f}).reshape({3, 2})));
+  // Undiscounted, the increases add up to the last glimpse's probability.
+  EXPECT_TRUE(torch::allclose(discounted_returns(increase, 1.0)[0], p[2].to(torch::kFloat32)));
+  EXPECT_TRUE(torch::equal(step_rewards(p, c, RewardKind::kFinalCorrect),
+                           torch::tensor({0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f}).reshape({3, 2})));
+  EXPECT_THROW(step_rewards(p, c.slice(0, 0, 2), RewardKind::kIncrease), std::invalid_argument);
+  EXPECT_THROW(step_rewards(torch::Tensor(), c, RewardKind::kProbability), std::invalid_argument);
+}
+
 TEST(DiscountedReturns, SumDiscountedFutureRewards) {
   const torch::Tensor rewards = torch::tensor({1.0, 2.0, 4.0}).reshape({3, 1});
   const torch::Tensor r = discounted_returns(rewards, 0.5);

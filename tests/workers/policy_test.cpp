@@ -254,6 +254,14 @@ TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
   EXPECT_LT(learned.gaze_spread[0], 1e-6);
   EXPECT_LT(by_chance.accuracy[0], 0.8);
   EXPECT_GT(learned.accuracy[0], 0.95);
+  // Rewarded only for a right answer after the last glimpse (0 or 1, no
+  // probability to climb), GRPO finds the same place.
+  o.reward = rl::RewardKind::kFinalCorrect;
+  model::GazePolicy by_answer = policy();
+  train_policy(*bb, head, *by_answer, flat, small_views(), o);
+  EXPECT_GT(evaluate_gazes(rollouts, by_answer.get(), GazeSource::kPolicyMode, flat.size(), eval)
+                .accuracy[0],
+            0.95);
   EXPECT_THROW(train_policy(*bb, head, *pi, flat, small_views(),
                             [] {
                               PolicyTrainOptions bad;

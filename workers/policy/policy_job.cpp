@@ -40,6 +40,7 @@ std::string report_json(const PolicyReport& r) {
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
                                     {"sees_state", r.sees_state},
+                                    {"reward", r.reward},
                                     {"epochs", epochs},
                                     {"random_accuracy", r.random_accuracy},
                                     {"policy_accuracy", r.policy_accuracy},
@@ -53,6 +54,14 @@ std::string percents(const std::vector<double>& a) {
   std::string out;
   for (double v : a) out += fmt::format("{}{:.1f}", out.empty() ? "" : " ", 100 * v);
   return out;
+}
+
+rl::RewardKind reward_kind(const std::string& name) {
+  if (name == "increase") return rl::RewardKind::kIncrease;
+  if (name == "final_correct") return rl::RewardKind::kFinalCorrect;
+  if (name == "probability") return rl::RewardKind::kProbability;
+  throw std::invalid_argument(fmt::format(
+      "policy.reward: expected probability, increase or final_correct, got \"{}\"", name));
 }
 
 }  // namespace
@@ -128,6 +137,7 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
   train.steps = config.policy.steps;
   train.updates = config.policy.updates;
   train.gamma = config.policy.gamma;
+  train.reward = reward_kind(config.policy.reward);
   train.clip_eps = config.policy.clip_eps;
   train.kl_beta = config.policy.kl_beta;
   train.lr = config.policy.lr;
@@ -187,6 +197,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
   eval.state_blind = train.state_blind;
   report.sees_state = !train.state_blind;
+  report.reward = config.policy.reward;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
   LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
   const int64_t val_size = val_set->size();

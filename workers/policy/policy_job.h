@@ -44,6 +44,7 @@ struct PolicyReport {
   int64_t train_images = 0;
   int64_t val_images = 0;
   bool sees_state = true;  // false: a state-blind policy (policy.sees_state), a fixed path
+  std::string reward;      // what GRPO rewarded (policy.reward)
   std::vector<PolicyEpochReport> epochs;
   std::vector<double> random_accuracy;  // validation top-1 after glimpse t, uniform gazes
   std::vector<double> policy_accuracy;  // ... gazes at the policy's heaviest component

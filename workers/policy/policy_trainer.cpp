@@ -141,7 +141,10 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
 
       const int64_t T = o.steps, N = b * o.group;
       const torch::Tensor advantages =
-          rl::group_advantages(rl::discounted_returns(tr.rewards.view({T, b, o.group}), o.gamma))
+          rl::group_advantages(
+              rl::discounted_returns(
+                  rl::step_rewards(tr.rewards, tr.correct, o.reward).view({T, b, o.group}),
+                  o.gamma))
               .view({T, N})
               .to(device);
       const torch::Tensor states =

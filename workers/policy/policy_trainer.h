@@ -9,6 +9,7 @@
 
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
+#include "rl/grpo.h"
 #include "workers/policy/gaze_traces.h"
 
 namespace saccade::workers {
@@ -20,6 +21,7 @@ struct PolicyTrainOptions {
   int64_t steps = 8;        // T glimpses per trace
   int64_t updates = 4;      // gradient steps per rollout batch (GRPO's mu)
   double gamma = 0.9;
+  rl::RewardKind reward = rl::RewardKind::kProbability;  // from the head's p(true class)
   double clip_eps = 0.2;
   double kl_beta = 0.0;  // > 0: penalty toward the policy as it was before training
   double lr = 1e-4;      // AdamW
@@ -34,7 +36,7 @@ struct PolicyTrainOptions {
 struct PolicyEpoch {
   int64_t epoch = 0;
   int64_t images = 0;
-  double mean_reward = 0;     // P(true class), over every step of every trace
+  double mean_reward = 0;     // P(true class), over every step of every trace (whatever the reward)
   double final_accuracy = 0;  // top-1 after the last glimpse of the sampled traces
   double loss = 0, clip_fraction = 0, kl = 0;
   double std = 0;  // at the epoch's last batch
