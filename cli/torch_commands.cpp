@@ -171,6 +171,8 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     for (double d : r.random_spread) fmt::print(" {:.3f}", d);
     fmt::print("\n  policy:");
     for (double d : r.policy_spread) fmt::print(" {:.3f}", d);
+    fmt::print("\npolicy's mixture-weight entropy per image by glimpse (nats):\n  policy:");
+    for (double h : r.policy_entropy) fmt::print(" {:.3f}", h);
     fmt::print("\npolicy: {}\nreport: {}\n", r.policy_path, r.report_path);
     return 0;
   });

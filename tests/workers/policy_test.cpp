@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "model/backbone.h"
 #include "model/policy.h"
 #include "tests/workers/small_models.h"
@@ -254,6 +256,20 @@ TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
   EXPECT_LT(learned.gaze_spread[0], 1e-6);
   EXPECT_LT(by_chance.accuracy[0], 0.8);
   EXPECT_GT(learned.accuracy[0], 0.95);
+  // Every image's first gaze comes from the same (initial) state, so the mean
+  // entropy of the mixture's weights is that state's: H = the mixture's entropy
+  // bound less the Gaussian part, log(2 pi e std^2).
+  EXPECT_TRUE(by_chance.mixture_entropy.empty()) << "no policy, no mixture";
+  ASSERT_EQ(learned.mixture_entropy.size(), 1u);
+  {
+    torch::NoGradGuard no_grad;
+    const double std = 0.1;
+    const double bound = pi->distribution(bb->initial_state(1), torch::ones({1, 2}), std)
+                             .entropy_upper_bound()[0]
+                             .item<double>();
+    EXPECT_NEAR(learned.mixture_entropy[0], bound - (std::log(2 * M_PI) + 1 + 2 * std::log(std)),
+                1e-4);
+  }
   // Rewarded only for a right answer after the last glimpse (0 or 1, no
   // probability to climb), GRPO finds the same place.
   o.reward = rl::RewardKind::kFinalCorrect;

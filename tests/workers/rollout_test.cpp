@@ -257,6 +257,9 @@ TEST(Rollouts, EvaluationOnActorsMeasuresWhatOneProcessMeasuresAtEveryScale) {
       ASSERT_EQ(remote.gaze_spread.size(), 3u);
       for (size_t t = 0; t < 3; ++t)
         EXPECT_NEAR(remote.gaze_spread[t], here.gaze_spread[t], 1e-6) << "x" << scale;
+      ASSERT_EQ(remote.mixture_entropy.size(), source == GazeSource::kPolicyMode ? 3u : 0u);
+      for (size_t t = 0; t < remote.mixture_entropy.size(); ++t)
+        EXPECT_NEAR(remote.mixture_entropy[t], here.mixture_entropy[t], 1e-5) << "x" << scale;
     }
   }
   // 6 evaluations of batches of 4, 4 and 1 images: parts of 2 + 2 + 1 images each.

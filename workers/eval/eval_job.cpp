@@ -89,7 +89,10 @@ GazeEvaluation gaze_accuracy(Models& m, RolloutSource& rollouts, const JobConfig
 std::string report_json(const EvalReport& r, const JobConfig& config) {
   nlohmann::ordered_json curves = nlohmann::ordered_json::array();
   for (const EvalCurve& c : r.curves)
-    curves.push_back({{"mode", c.mode}, {"accuracy", c.accuracy}, {"gaze_spread", c.gaze_spread}});
+    curves.push_back({{"mode", c.mode},
+                      {"accuracy", c.accuracy},
+                      {"gaze_spread", c.gaze_spread},
+                      {"mixture_entropy", c.mixture_entropy}});
   nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
   for (const SweepPoint& p : r.sweep)
     sweep.push_back({{"mode", p.mode},
@@ -135,6 +138,12 @@ std::string format_eval_table(const EvalReport& r) {
     if (c.gaze_spread.empty()) continue;
     out += fmt::format("{:<12}", c.mode);
     for (double d : c.gaze_spread) out += fmt::format("{:>7.3f}", d);
+    out += "\n";
+  }
+  for (const EvalCurve& c : r.curves) {
+    if (c.mixture_entropy.empty()) continue;
+    out += fmt::format("mixture-weight entropy per image (nats)\n{:<12}", c.mode);
+    for (double h : c.mixture_entropy) out += fmt::format("{:>7.3f}", h);
     out += "\n";
   }
   if (r.sweep.empty()) return out;
@@ -210,6 +219,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
                                              report.images, run.on_progress);
       c.accuracy = g.accuracy;
       c.gaze_spread = g.gaze_spread;
+      c.mixture_entropy = g.mixture_entropy;
     }
     spdlog::info("eval: {} on {} images in {:.1f} s, top-1 after the last step {:.2f}%", mode,
                  report.images, seconds_since(t0), 100 * c.accuracy.back());

@@ -56,6 +56,7 @@ struct EvalCurve {
   std::string mode;
   std::vector<double> accuracy;
   std::vector<double> gaze_spread;
+  std::vector<double> mixture_entropy;  // mode policy: GazeEvaluation::mixture_entropy
 };
 
 // One mode at one resolution of the sweep.

@@ -46,7 +46,8 @@ std::string report_json(const PolicyReport& r) {
                                     {"policy_accuracy", r.policy_accuracy},
                                     {"random_gaze_spread", r.random_spread},
                                     {"scan_accuracy", r.scan_accuracy},
-                                    {"policy_gaze_spread", r.policy_spread}};
+                                    {"policy_gaze_spread", r.policy_spread},
+                                    {"policy_mixture_entropy", r.policy_entropy}};
   return j.dump(1) + "\n";
 }
 
@@ -212,6 +213,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   report.random_spread = random.gaze_spread;
   report.scan_accuracy = scan.accuracy;
   report.policy_spread = learned.gaze_spread;
+  report.policy_entropy = learned.mixture_entropy;
   spdlog::info(
       "policy: validation top-1 by glimpse, random [{}], fixed scan [{}], policy [{}]; gaze "
       "spread (short sides) random [{}], policy [{}]",

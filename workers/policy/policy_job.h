@@ -51,6 +51,7 @@ struct PolicyReport {
   std::vector<double> random_spread;    // RMS spread of the images' gazes per step
   std::vector<double> scan_accuracy;    // the same for the fixed scan path (GazeSource::kScan)
   std::vector<double> policy_spread;    // (GazeEvaluation::gaze_spread)
+  std::vector<double> policy_entropy;   // (GazeEvaluation::mixture_entropy), nats
   std::string policy_path;              // job.work_dir/policy.safetensors
   std::string report_path;              // job.work_dir/policy.json
   bool stopped = false;                 // a drain ended the training: nothing measured or written

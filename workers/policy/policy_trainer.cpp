@@ -203,6 +203,7 @@ GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* po
   const int64_t n = o.max_images > 0 ? std::min(o.max_images, dataset_size) : dataset_size;
   check(n >= 1, "evaluate_gazes: the dataset is empty");
   std::vector<double> correct(static_cast<size_t>(o.steps), 0.0);
+  std::vector<double> entropy(static_cast<size_t>(o.steps), 0.0);
   std::vector<torch::Tensor> gazes;  // [T, b, 2] per batch
   for (int64_t first = 0; first < n; first += o.batch_size) {
     const int64_t b = std::min(o.batch_size, n - first);
@@ -223,10 +224,24 @@ GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* po
     const std::vector<double> a = step_accuracy(tr);
     for (size_t t = 0; t < a.size(); ++t) correct[t] += a[t] * static_cast<double>(b);
     gazes.push_back(tr.gazes.to(torch::kFloat64));
+    if (needs_policy(source)) {
+      // The mixture the policy drew from, again from the states it read (the
+      // traces may have run on eval actors; the policy is here).
+      torch::NoGradGuard no_grad;
+      const torch::Device device = policy->parameters().front().device();
+      for (int64_t t = 0; t < o.steps; ++t) {
+        const torch::Tensor logits =
+            policy->forward(tr.states[t].to(device), tr.extent.to(device)).logits;
+        const torch::Tensor h = -(torch::softmax(logits, 1) * torch::log_softmax(logits, 1)).sum(1);
+        entropy[static_cast<size_t>(t)] += h.sum().item<double>();
+      }
+    }
     if (o.on_progress) o.on_progress();
   }
   GazeEvaluation out;
   for (double c : correct) out.accuracy.push_back(c / static_cast<double>(n));
+  if (needs_policy(source))
+    for (double h : entropy) out.mixture_entropy.push_back(h / static_cast<double>(n));
   const torch::Tensor all = torch::cat(gazes, 1);  // [T, n, 2]
   const torch::Tensor spread = (all - all.mean(1, /*keepdim=*/true)).square().sum(2).mean(1).sqrt();
   for (int64_t t = 0; t < spread.size(0); ++t) out.gaze_spread.push_back(spread[t].item<double>());

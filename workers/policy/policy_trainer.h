@@ -100,6 +100,10 @@ struct GazeEvaluation {
   // their mean: 0 when every image is looked at in the same place, i.e. when the
   // gazes do not depend on what was seen.
   std::vector<double> gaze_spread;
+  // [steps], policy sources only (else empty): the mean over images of the
+  // entropy of the policy's mixture weights, H(softmax(logits)) in nats (0 =
+  // one component decides, ln n_mix = all equal), from the state it read.
+  std::vector<double> mixture_entropy;
 };
 
 // One trace per image over the first images of a dataset of `dataset_size`
