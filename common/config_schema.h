@@ -366,6 +366,12 @@ void describe(V& v, PolicyConfig& c) {
             "false: the policy reads only the glimpse index (a one-hot code in place of the "
             "state tokens), so GRPO learns one path for every image: the best fixed scan path, "
             "the baseline a policy that searches must beat (docs/policy.md).");
+  v.integer("curve_every_batches", c.curve_every_batches, 100, 0, int64_t{1} << 40,
+            "Every N rollout batches (and after the last) GRPO measures the policy on the first "
+            "policy.curve_images validation images: the training curve of policy.json "
+            "(val_curve) and policy_training.png; 0 = none.");
+  v.integer("curve_images", c.curve_images, 500, 1, int64_t{1} << 40,
+            "Validation images of each point of the training curve.");
   v.integer("val_images", c.val_images, 0, 0, int64_t{1} << 40,
             "The policy is evaluated on the first N validation images; 0 = all (`saccade policy "
             "--max-val-images` overrides).");

@@ -6,8 +6,8 @@ Reads WORK_DIR/metrics.jsonl (the pretraining's k-NN checks, target entropy),
 WORK_DIR/probe.json (the probe stage or `saccade probe`), WORK_DIR/policy.json
 (the policy stage or `saccade policy`) and WORK_DIR/eval.json (the eval stage or
 `saccade eval`, via scripts/plot_eval.py); prints their tables and writes
-OUT_DIR/learning_knn.png, OUT_DIR/probe_glimpses.png, eval_glimpses.png and
-eval_resolution.png (OUT_DIR defaults to WORK_DIR). Needs matplotlib (Debian: python3-matplotlib, installed by
+OUT_DIR/learning_knn.png, OUT_DIR/probe_glimpses.png, policy_training.png (GRPO's
+validation curve), eval_glimpses.png and eval_resolution.png (OUT_DIR defaults to WORK_DIR). Needs matplotlib (Debian: python3-matplotlib, installed by
 scripts/install-deps.sh).
 """
 import json
@@ -99,6 +99,34 @@ def plot_glimpses(probe_path, out):
     return True
 
 
+def plot_policy(policy_path, out):
+    """GRPO's training curve: the policy's validation top-1 per glimpse and the reward."""
+    with open(policy_path) as f:
+        r = json.load(f)
+    curve = r.get("val_curve") or []
+    if not curve:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    batches = [p["batches"] for p in curve]
+    glimpses = len(curve[0]["accuracy"])
+    cmap = plt.get_cmap("viridis")
+    for g in range(glimpses):
+        ax.plot(batches, [100 * p["accuracy"][g] for p in curve], "o-", ms=3,
+                color=cmap(g / max(1, glimpses - 1)), label=f"after glimpse {g + 1}")
+    ax.set_xlabel("rollout batches trained")
+    ax.set_ylabel("validation top-1 of the policy's mode (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax2 = ax.twinx()
+    ax2.plot(batches, [p["reward"] for p in curve], color="tab:red", alpha=0.6, lw=1)
+    ax2.set_ylabel(f"training reward ({r.get('reward', 'probability')})", color="tab:red")
+    ax.set_title(f"GRPO on checkpoint {r['checkpoint_step']} ({r.get('task_head', 'linear')} head,"
+                 f" {'policy' if r.get('sees_state', True) else 'fixed path'})")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    return True
+
+
 def print_probe(probe_path):
     with open(probe_path) as f:
         r = json.load(f)
@@ -136,6 +164,9 @@ def main(work_dir, out_dir):
     probe = os.path.join(work_dir, "probe.json")
     if os.path.exists(probe) and plot_glimpses(probe, os.path.join(out_dir, "probe_glimpses.png")):
         wrote.append("probe_glimpses.png")
+    policy = os.path.join(work_dir, "policy.json")
+    if os.path.exists(policy) and plot_policy(policy, os.path.join(out_dir, "policy_training.png")):
+        wrote.append("policy_training.png")
     wrote += plot_eval.main(work_dir, out_dir)
     if not wrote:
         print(f"{work_dir}: nothing to plot (no metrics.jsonl k-NN checks, no probe.json)",

@@ -17,8 +17,14 @@ cat > "$dir/probe.json" <<'JSON'
  {"name": "pretrained", "vit_knn": 0.7, "vit_linear": 0.72, "vit_c": 1, "task_c": 1, "step_knn": [0.4, 0.5], "step_linear": [0.41, 0.52]},
  {"name": "pixels", "vit_knn": 0.8, "vit_linear": 0.85, "vit_c": 1, "task_c": 0, "step_knn": [], "step_linear": []}]}
 JSON
+cat > "$dir/policy.json" <<'JSON'
+{"checkpoint_step": 250, "task_head": "transformer", "train_images": 100, "val_images": 50,
+ "sees_state": true, "reward": "probability", "random_accuracy": [0.3, 0.35],
+ "val_curve": [{"batches": 2, "reward": 0.2, "accuracy": [0.3, 0.33], "gaze_spread": [0, 0.1]},
+               {"batches": 4, "reward": 0.25, "accuracy": [0.35, 0.4], "gaze_spread": [0, 0.2]}]}
+JSON
 "$PY" "$script" "$dir" "$dir/out"
-for png in learning_knn.png probe_glimpses.png; do
+for png in learning_knn.png probe_glimpses.png policy_training.png; do
   [ "$(head -c 4 "$dir/out/$png" | od -An -c | tr -d ' ')" = "211PNG" ] || {
     echo "$png is not a PNG" >&2
     exit 1

@@ -353,7 +353,7 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
          "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
          "[probe]\nbatch_size = 16\ncs = [0.1, 1.0]\nglimpses = 3\n"
          "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
-         "batch_size = 8\nupdates = 2\n"
+         "batch_size = 8\nupdates = 2\ncurve_every_batches = 4\n"
          "[eval]\nglimpses = 3\nscales = [1.0, 2.0]\n"
          "[logging]\nprogress = false\n";
   const std::string saccade = testing::build_path("saccade");
@@ -445,6 +445,17 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const auto policy_report = nlohmann::json::parse(policy_file);
   EXPECT_EQ(policy_report["policy_accuracy"].size(), 3u) << policy_report;
   EXPECT_EQ(policy_report["checkpoint_step"], 4) << policy_report;
+  // The training curve: after 4 of the 6 rollout batches (2 epochs of 3), and after the last.
+  const auto& curve = policy_report["val_curve"];
+  ASSERT_EQ(curve.size(), 2u) << policy_report;
+  EXPECT_EQ(curve[0]["batches"], 4);
+  EXPECT_EQ(curve[1]["batches"], 6);
+  for (const auto& point : curve) {
+    ASSERT_EQ(point["accuracy"].size(), 3u) << point;
+    EXPECT_GT(point["reward"].get<double>(), 0.0) << point;
+    EXPECT_LE(point["reward"].get<double>(), 1.0) << point;
+  }
+  EXPECT_EQ(policy_report["policy_mixture_entropy"].size(), 3u) << policy_report;
   // The evaluation of all three: every mode per glimpse, and the sweep.
   const auto evaluated = testing::run_process(eval);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;

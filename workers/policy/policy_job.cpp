@@ -35,6 +35,12 @@ std::string report_json(const PolicyReport& r) {
                       {"seconds", e.seconds},
                       {"rollout_seconds", e.rollout_seconds},
                       {"update_seconds", e.update_seconds}});
+  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  for (const PolicyCurvePoint& c : r.val_curve)
+    curve.push_back({{"batches", c.batches},
+                     {"reward", c.reward},
+                     {"accuracy", c.accuracy},
+                     {"gaze_spread", c.gaze_spread}});
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
                                     {"task_head", r.task_head},
                                     {"train_images", r.train_images},
@@ -42,6 +48,7 @@ std::string report_json(const PolicyReport& r) {
                                     {"sees_state", r.sees_state},
                                     {"reward", r.reward},
                                     {"epochs", epochs},
+                                    {"val_curve", curve},
                                     {"random_accuracy", r.random_accuracy},
                                     {"policy_accuracy", r.policy_accuracy},
                                     {"random_gaze_spread", r.random_spread},
@@ -171,6 +178,41 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
                report.train_images, stage.checkpoint_step, train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
+  LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
+  GazeEvalOptions eval;  // the final evaluation's; the curve's points use the first images
+  eval.steps = config.policy.steps;
+  eval.batch_size = config.eval.batch_size;
+  eval.threads = train.threads;
+  eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
+  eval.state_blind = train.state_blind;
+
+  // The training curve: the policy's mode on the first curve_images validation
+  // images every curve_every_batches rollout batches and after the last.
+  PolicyProgress tracked = progress;
+  const int64_t total_batches =
+      train.epochs * ((report.train_images + train.batch_size - 1) / train.batch_size);
+  double reward_sum = 0;
+  int64_t reward_batches = 0;
+  tracked.on_batch = [&](int64_t done, double reward) {
+    if (progress.on_batch) progress.on_batch(done, reward);
+    reward_sum += reward;
+    ++reward_batches;
+    const int64_t every = config.policy.curve_every_batches;
+    if (every <= 0 || (done % every != 0 && done != total_batches)) return;
+    GazeEvalOptions point = eval;
+    point.max_images = config.policy.curve_images;
+    const GazeEvaluation g =
+        evaluate_gazes(val_rollouts, &policy, GazeSource::kPolicyMode, val_set->size(), point);
+    report.val_curve.push_back(
+        {done, reward_sum / static_cast<double>(reward_batches), g.accuracy, g.gaze_spread});
+    spdlog::info(
+        "policy after {} of {} rollout batches: reward {:.4f}, validation top-1 by "
+        "glimpse [{}] ({} images)",
+        done, total_batches, report.val_curve.back().reward, percents(g.accuracy),
+        std::min(point.max_images, val_set->size()));
+    reward_sum = 0;
+    reward_batches = 0;
+  };
   train_policy(
       rollouts, policy, train_set->size(), train,
       [&](const PolicyEpoch& e) {
@@ -184,23 +226,16 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
             e.std, e.seconds, e.rollout_seconds, e.update_seconds);
         if (on_epoch) on_epoch(e);
       },
-      progress);
+      tracked);
   if (progress.stopping && progress.stopping()) {
     report.stopped = true;
     return report;
   }
 
-  GazeEvalOptions eval;
-  eval.steps = config.policy.steps;
   eval.max_images = max_val;
-  eval.batch_size = config.eval.batch_size;
-  eval.threads = train.threads;
-  eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
-  eval.state_blind = train.state_blind;
   report.sees_state = !train.state_blind;
   report.reward = config.policy.reward;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
-  LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
   const int64_t val_size = val_set->size();
   const GazeEvaluation random =
       evaluate_gazes(val_rollouts, nullptr, GazeSource::kRandom, val_size, eval);

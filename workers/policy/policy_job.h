@@ -38,6 +38,15 @@ struct PolicyEpochReport {
   double rollout_seconds = 0, update_seconds = 0;  // PolicyEpoch's
 };
 
+// A point of the training curve: the policy's mode on policy.curve_images
+// validation images after `batches` rollout batches.
+struct PolicyCurvePoint {
+  int64_t batches = 0;
+  double reward = 0;                // mean training reward of the batches since the point before
+  std::vector<double> accuracy;     // top-1 after each glimpse
+  std::vector<double> gaze_spread;  // GazeEvaluation's
+};
+
 struct PolicyReport {
   int64_t checkpoint_step = -1;  // the probe head's
   std::string task_head;         // its kind, the reward's: linear | transformer
@@ -46,15 +55,16 @@ struct PolicyReport {
   bool sees_state = true;  // false: a state-blind policy (policy.sees_state), a fixed path
   std::string reward;      // what GRPO rewarded (policy.reward)
   std::vector<PolicyEpochReport> epochs;
-  std::vector<double> random_accuracy;  // validation top-1 after glimpse t, uniform gazes
-  std::vector<double> policy_accuracy;  // ... gazes at the policy's heaviest component
-  std::vector<double> random_spread;    // RMS spread of the images' gazes per step
-  std::vector<double> scan_accuracy;    // the same for the fixed scan path (GazeSource::kScan)
-  std::vector<double> policy_spread;    // (GazeEvaluation::gaze_spread)
-  std::vector<double> policy_entropy;   // (GazeEvaluation::mixture_entropy), nats
-  std::string policy_path;              // job.work_dir/policy.safetensors
-  std::string report_path;              // job.work_dir/policy.json
-  bool stopped = false;                 // a drain ended the training: nothing measured or written
+  std::vector<PolicyCurvePoint> val_curve;  // since this process started (a resumed run: after)
+  std::vector<double> random_accuracy;      // validation top-1 after glimpse t, uniform gazes
+  std::vector<double> policy_accuracy;      // ... gazes at the policy's heaviest component
+  std::vector<double> random_spread;        // RMS spread of the images' gazes per step
+  std::vector<double> scan_accuracy;        // the same for the fixed scan path (GazeSource::kScan)
+  std::vector<double> policy_spread;        // (GazeEvaluation::gaze_spread)
+  std::vector<double> policy_entropy;       // (GazeEvaluation::mixture_entropy), nats
+  std::string policy_path;                  // job.work_dir/policy.safetensors
+  std::string report_path;                  // job.work_dir/policy.json
+  bool stopped = false;  // a drain ended the training: nothing measured or written
 };
 
 // Throws std::runtime_error when the probe head or its checkpoint is missing.

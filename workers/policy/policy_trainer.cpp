@@ -180,6 +180,7 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       log.kl += loss.kl.item<double>() * w;
       log.std = trace.std;
       const int64_t done = update + 1;
+      if (progress.on_batch) progress.on_batch(done, tr.rewards.mean().item<double>());
       if (progress.checkpoint_every > 0 && (done % progress.checkpoint_every == 0 || done == total))
         checkpoint(done);
     }

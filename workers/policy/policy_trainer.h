@@ -69,6 +69,9 @@ struct PolicyProgress {
   // batch, after the last one, and when stopping() ends the run early.
   std::function<void(int64_t, const std::string&)> on_checkpoint;
   std::function<bool()> stopping;  // asked before each batch; may be empty
+  // After every rollout batch trained on: (batches trained so far, the batch's
+  // mean reward, P(true class) over its steps and traces). May be empty.
+  std::function<void(int64_t, double)> on_batch;
 };
 
 // The same with rollouts from `rollouts` (in this process or on rollout
