@@ -139,7 +139,13 @@ GazePolicyImpl::Output GazePolicyImpl::forward(const torch::Tensor& state,
   }
   const int64_t b = state.size(0);
   check_extent(extent, b);
-  auto x = torch::cat({in_proj_(state.detach()) + state_pos_, queries_.expand({b, -1, -1})}, 1);
+  const torch::Tensor tokens = in_proj_(state.detach());
+  // Every query also starts from the mean state token: through attention alone
+  // the gaze would depend on the state only via projections initialised near
+  // zero, and GRPO's few updates then learn one path for every image
+  // (tests/workers/search_test.cpp).
+  auto x = torch::cat(
+      {tokens + state_pos_, queries_.expand({b, -1, -1}) + tokens.mean(1, /*keepdim=*/true)}, 1);
   for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
   x = norm_(x);
   auto q = x.narrow(1, o.n_state, o.n_mix + 1);
