@@ -9,6 +9,7 @@
 #   final_correct  policy.reward = "final_correct"
 #   fixed_path     policy.sees_state = false: the learned fixed path
 # Usage: bash scripts/policy_ablations.sh [VARIANT...]   (default: all four)
+# SACCADE=path/to/saccade picks another build (default build/saccade).
 # Prints each variant's validation top-1 per glimpse (policy, random, scan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ for v in "${variants[@]}"; do
     -e "/^\[policy\]/a input_dir = \"$input\"\n$key" "$base" >"$config"
   echo "== $v ($config; log runs/ablations/$v.log)"
   start=$(date +%s)
-  build/saccade policy "$config" >"runs/ablations/$v.log" 2>&1
+  "${SACCADE:-build/saccade}" policy "$config" >"runs/ablations/$v.log" 2>&1
   # The command's table (stdout lines; the log's other lines are spdlog's, stamped).
   grep -v '^\[' "runs/ablations/$v.log"
   echo "  $(($(date +%s) - start)) s"
