@@ -25,6 +25,6 @@ bash scripts/build.sh
 # Debian's python3 has matplotlib (install-deps.sh); a pyenv python3 on PATH may not.
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-# The tables, runs/tiny/learning_knn.png, probe_glimpses.png, eval_glimpses.png and
-# eval_resolution.png.
+# The tables, runs/tiny/learning_knn.png, probe_glimpses.png, policy_training.png (GRPO's
+# validation curve), eval_glimpses.png and eval_resolution.png.
 "$PY" scripts/plot_learning.py runs/tiny
