@@ -9,6 +9,7 @@
 
 #include "control/placement.h"
 #include "workers/eval/eval_job.h"
+#include "workers/policy/policy_actors.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
@@ -31,7 +32,8 @@ class EvalLeader : public runtime::ActorBody {
       // The gaze modes' traces go to the eval actors (the assignment's peers), if any.
       std::unique_ptr<RolloutClient> eval_actors;
       if (!ctx.assignment().peers.empty()) {
-        eval_actors = std::make_unique<RolloutClient>(eval_actor_options(ctx));
+        eval_actors = std::make_unique<RolloutClient>(
+            rollout_client_options(ctx, backbone_options(ctx.config())));
         options.rollouts = eval_actors.get();
       }
       spdlog::info("eval: glimpse traces on {}",
@@ -71,21 +73,6 @@ class EvalLeader : public runtime::ActorBody {
   }
 
  private:
-  static RolloutClientOptions eval_actor_options(runtime::ActorContext& ctx) {
-    const JobConfig& config = ctx.config();
-    const model::BackboneOptions backbone = backbone_options(config);
-    RolloutClientOptions o;
-    o.endpoints = ctx.assignment().peers;
-    o.n_state = backbone.n_state;
-    o.width = backbone.width;
-    o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
-    o.security = control::load_security(config.security, /*as_server=*/false);
-    o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank, ctx.assignment().node};
-    o.expect = control::expect_for(config);
-    o.stopping = [&ctx] { return ctx.stopping(); };
-    return o;
-  }
-
   // The inputs from the coordinator, never from this node's file system: the
   // probe's heads, the teacher of the checkpoint they name, the policy.
   static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {

@@ -79,16 +79,7 @@ class PolicyLearner : public runtime::ActorBody {
             timeout);
         if (!ok) spdlog::warn("policy learner: checkpoint {} was not committed", done);
       };
-      RolloutClientOptions o;
-      o.endpoints = ctx.assignment().peers;
-      o.n_state = stage.backbone->options().n_state;
-      o.width = stage.backbone->options().width;
-      o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
-      o.security = control::load_security(config.security, /*as_server=*/false);
-      o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank,
-                  ctx.assignment().node};
-      o.expect = control::expect_for(config);
-      o.stopping = [&] { return ctx.stopping(); };
+      const RolloutClientOptions o = rollout_client_options(ctx, stage.backbone->options());
       RolloutClient client(o);
       const std::string db = (std::filesystem::path(config.job.work_dir) / "rollouts.db").string();
       auto store = storage::RolloutStore::open(db, config.policy.keep_rollout_batches);
@@ -190,6 +181,21 @@ ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx) {
   in.backbone_safetensors =
       teacher_backbone_from(ctx.config(), fetch_input_blob(ctx, teacher, "teacher"));
   return in;
+}
+
+RolloutClientOptions rollout_client_options(runtime::ActorContext& ctx,
+                                            const model::BackboneOptions& backbone) {
+  const JobConfig& config = ctx.config();
+  RolloutClientOptions o;
+  o.endpoints = ctx.assignment().peers;
+  o.n_state = backbone.n_state;
+  o.width = backbone.width;
+  o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
+  o.security = control::load_security(config.security, /*as_server=*/false);
+  o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank, ctx.assignment().node};
+  o.expect = control::expect_for(config);
+  o.stopping = [&ctx] { return ctx.stopping(); };
+  return o;
 }
 
 std::unique_ptr<runtime::ActorBody> make_policy_learner() {

@@ -11,6 +11,8 @@
 
 #include <memory>
 
+#include "model/options.h"
+#include "workers/policy/rollout_client.h"
 #include "workers/runtime/actor_runtime.h"
 
 namespace saccade::workers {
@@ -18,6 +20,11 @@ namespace saccade::workers {
 // Exit codes besides 0 (done or drained): 1 on any error, logged.
 std::unique_ptr<runtime::ActorBody> make_policy_learner();
 std::unique_ptr<runtime::ActorBody> make_rollout_actor();
+// The client of a learner slot (the policy learner, the eval leader) to the
+// actors of its assignment's peers, for a backbone of `backbone`'s state; its
+// stopping() is ctx's.
+RolloutClientOptions rollout_client_options(runtime::ActorContext& ctx,
+                                            const model::BackboneOptions& backbone);
 // The eval stage's eval actor: a rollout actor of the validation split, which
 // runs the glimpse traces the eval leader (workers/eval/eval_actor.h) sends it.
 std::unique_ptr<runtime::ActorBody> make_eval_actor();
