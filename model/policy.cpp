@@ -87,11 +87,14 @@ torch::Tensor GaussianMixture::log_prob(const torch::Tensor& x) const {
   return torch::logsumexp(torch::log_softmax(logits_, -1) + log_normal, -1);
 }
 
-torch::Tensor GaussianMixture::entropy_upper_bound() const {
+torch::Tensor GaussianMixture::weight_entropy() const {
   auto log_pi = torch::log_softmax(logits_, -1);
-  auto categorical = -(log_pi.exp() * log_pi).sum(-1);
+  return -(log_pi.exp() * log_pi).sum(-1);
+}
+
+torch::Tensor GaussianMixture::entropy_upper_bound() const {
   // Entropy of a 2-D isotropic Gaussian: log(2 pi e std^2).
-  return categorical + (kLog2Pi + 1.0 + 2.0 * std::log(std_));
+  return weight_entropy() + (kLog2Pi + 1.0 + 2.0 * std::log(std_));
 }
 
 torch::Tensor GaussianMixture::entropy_monte_carlo(

@@ -39,6 +39,8 @@ class GaussianMixture {
   // std is fixed). entropy_monte_carlo(n) = -mean log p(x_s) over n samples
   // per batch row: an unbiased estimate for logging, not for gradients.
   torch::Tensor entropy_upper_bound() const;
+  // H(softmax(logits)) [B]: the entropy of the weights alone (0 = one component decides).
+  torch::Tensor weight_entropy() const;
   torch::Tensor entropy_monte_carlo(int64_t n_samples,
                                     c10::optional<torch::Generator> generator = c10::nullopt) const;
 

@@ -230,12 +230,17 @@ GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* po
       // traces may have run on eval actors; the policy is here).
       torch::NoGradGuard no_grad;
       const torch::Device device = policy->parameters().front().device();
-      for (int64_t t = 0; t < o.steps; ++t) {
-        const torch::Tensor logits =
-            policy->forward(tr.states[t].to(device), tr.extent.to(device)).logits;
-        const torch::Tensor h = -(torch::softmax(logits, 1) * torch::log_softmax(logits, 1)).sum(1);
-        entropy[static_cast<size_t>(t)] += h.sum().item<double>();
-      }
+      const int64_t T = o.steps, N = tr.extent.size(0);
+      const torch::Tensor h =
+          policy
+              ->distribution(
+                  tr.states.view({T * N, tr.states.size(2), tr.states.size(3)}).to(device),
+                  tr.extent.repeat({T, 1}).to(device), 1.0)
+              .weight_entropy()
+              .view({T, N})
+              .sum(1)
+              .to(torch::kCPU, torch::kFloat64);
+      for (int64_t t = 0; t < T; ++t) entropy[static_cast<size_t>(t)] += h[t].item<double>();
     }
     if (o.on_progress) o.on_progress();
   }
