@@ -165,6 +165,10 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     for (double a : r.random_accuracy) fmt::print(" {:.2f}%", 100 * a);
     fmt::print("\n  fixed scan (centre, then a 3 x 3 grid):");
     for (double a : r.scan_accuracy) fmt::print(" {:.2f}%", 100 * a);
+    if (!r.fixed_path_accuracy.empty()) {
+      fmt::print("\n  learned fixed path (state-blind GRPO, same budget):");
+      for (double a : r.fixed_path_accuracy) fmt::print(" {:.2f}%", 100 * a);
+    }
     fmt::print("\n  policy:");
     for (double a : r.policy_accuracy) fmt::print(" {:.2f}%", 100 * a);
     fmt::print("\ngaze spread across images by glimpse (RMS, short sides):\n  random:");

@@ -283,12 +283,14 @@ void check_consistency(const JobConfig& c, Problems& p) {
                       "policy, got {}",
                       c.model.width, c.eval.glimpses));
   }
-  if (!c.policy.sees_state && c.policy.steps > c.model.width) {
+  if ((!c.policy.sees_state || c.policy.fixed_path_baseline) && c.policy.steps > c.model.width) {
     // The glimpse index is a one-hot code in the state's width (workers/policy/gaze_traces.h).
     p.add("policy.steps",
-          fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
-                      "model.width ({}) values: expected at most that many steps, got {}",
-                      c.model.width, c.policy.steps));
+          fmt::format(
+              "a state-blind policy ({}) codes the glimpse in model.width ({}) values: "
+              "expected at most that many steps, got {}",
+              c.policy.sees_state ? "policy.fixed_path_baseline" : "policy.sees_state = false",
+              c.model.width, c.policy.steps));
   }
   auto ordered = [&](const char* lo_key, double lo, const char* hi_key, double hi) {
     if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));

@@ -200,6 +200,7 @@ struct PolicyConfig {
   int64_t train_images{};              // the first N training images GRPO runs on; 0 = all
   int64_t val_images{};                // the first N validation images evaluated; 0 = all
   bool sees_state{};                   // false: the policy reads the glimpse index only
+  bool fixed_path_baseline{};          // also train a state-blind policy, reported beside
   int64_t curve_every_batches{};       // validation points during GRPO; 0 = none
   int64_t curve_images{};              // the first N validation images of each point
 };

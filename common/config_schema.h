@@ -267,7 +267,9 @@ void describe(V& v, SslConfig& c) {
             "Steps between checkpoints.");
   v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
            "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
-  v.integer("threads", c.threads, 0, 0, 4096, "Torch intra-op threads; 0 = all cores.");
+  v.integer("threads", c.threads, 0, 0, 4096,
+            "Torch intra-op threads of the one-process commands (pretrain, probe, policy, "
+            "eval); 0 = all cores. A job's actors take cluster.nodes[].threads instead.");
   v.choice("objective", c.objective, "dino", {"dino", "supervised"},
            "dino: sequential-to-global self-distillation. supervised: the labelled baseline with "
            "the same backbone, views, loss weights and optimiser, the teacher's targets replaced "
@@ -366,6 +368,11 @@ void describe(V& v, PolicyConfig& c) {
             "false: the policy reads only the glimpse index (a one-hot code in place of the "
             "state tokens), so GRPO learns one path for every image: the best fixed scan path, "
             "the baseline a policy that searches must beat (docs/policy.md).");
+  v.boolean("fixed_path_baseline", c.fixed_path_baseline, true,
+            "After the policy, GRPO also trains the best fixed scan path (a state-blind policy, "
+            "as sees_state = false) with the same budget, seeds and rollouts, and the stage "
+            "reports it beside the policy (policy.json fixed_path_*): the baseline a policy "
+            "that searches must beat, in the same report. Doubles the stage's GRPO time.");
   v.integer("curve_every_batches", c.curve_every_batches, 100, 0, int64_t{1} << 40,
             "Every N rollout batches (and after the last) GRPO measures the policy on the first "
             "policy.curve_images validation images: the training curve of policy.json "

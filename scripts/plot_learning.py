@@ -113,6 +113,10 @@ def plot_policy(policy_path, out):
     for g in range(glimpses):
         ax.plot(batches, [100 * p["accuracy"][g] for p in curve], "o-", ms=3,
                 color=cmap(g / max(1, glimpses - 1)), label=f"after glimpse {g + 1}")
+    fixed = r.get("fixed_path_accuracy") or []
+    for g, a in enumerate(fixed[:glimpses]):  # the learned fixed path's end, same budget
+        ax.plot([batches[-1]], [100 * a], "x", ms=8, color=cmap(g / max(1, glimpses - 1)),
+                label="learned fixed path, end" if g == 0 else None)
     ax.set_xlabel("rollout batches trained")
     ax.set_ylabel("validation top-1 of the policy's mode (%)")
     ax.grid(alpha=0.3)
@@ -145,10 +149,11 @@ def print_policy(policy_path):
         r = json.load(f)
     print(f"gaze policy on checkpoint {r['checkpoint_step']}: GRPO on {r['train_images']} images, "
           f"validation top-1 % after each glimpse ({r['val_images']} images)")
-    for name in ("random", "scan", "policy"):
+    for name, label in (("random", "random"), ("scan", "scan"), ("fixed_path", "fixed path"),
+                        ("policy", "policy")):
         acc = r.get(f"{name}_accuracy")
         if acc:
-            print(f"  {name:<8}" + "".join(f"{100 * a:>7.1f}" for a in acc))
+            print(f"  {label:<11}" + "".join(f"{100 * a:>7.1f}" for a in acc))
 
 
 def main(work_dir, out_dir):

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
 # The policy stage's ablations (docs/policy.md, "Rewards and the fixed path"): GRPO
-# against the frozen backbone and transformer head of
-# configs/ablations/tiny-transformer-head.toml (run that job first), one
-# one-process `saccade policy` per variant, each in runs/ablations/<variant>
+# against the frozen backbone and task head of a finished job (BASE, default
+# configs/ablations/tiny-transformer-head.toml: run that job first), one
+# one-process `saccade policy` per variant, each in runs/ablations/<job>-<variant>
 # with the same budget, seeds and validation images:
 #   probability    policy.reward = "probability" (the default, the paper's)
 #   increase       policy.reward = "increase"
 #   final_correct  policy.reward = "final_correct"
-#   fixed_path     policy.sees_state = false: the learned fixed path
-# Usage: bash scripts/policy_ablations.sh [VARIANT...]   (default: all four)
+#   fixed_path     policy.sees_state = false: the learned fixed path alone
+#   KEY=VALUE[,KEY=VALUE...]  other [policy] keys, e.g. group_size=8, std_start=0.3,
+#                  kl_beta=0.1, fixed_path_baseline=false (every variant's report has its
+#                  own learned fixed path unless this turns it off)
+# Usage: [BASE=CONFIG] bash scripts/policy_ablations.sh [VARIANT...]
+#   (default variants: probability increase final_correct fixed_path)
 # SACCADE=path/to/saccade picks another build (default build/saccade).
 # Prints each variant's validation top-1 per glimpse (policy, random, scan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=configs/ablations/tiny-transformer-head.toml
-input=runs/tiny-transformer-head
+base=${BASE:-configs/ablations/tiny-transformer-head.toml}
+[[ -f "$base" ]] || {
+  echo "policy_ablations: BASE=$base: no such config" >&2
+  exit 2
+}
+job=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$base" | head -1)
+input=$(sed -n 's/^work_dir = "\(.*\)"$/\1/p' "$base" | head -1)
+[[ -n "$job" && -n "$input" ]] || {
+  echo "policy_ablations: $base: expected job.name and job.work_dir lines" >&2
+  exit 2
+}
 [[ -f "$input/probe_head.safetensors" ]] || {
   echo "policy_ablations: $input/probe_head.safetensors is missing: run" \
     "build/saccade run $base first" >&2
@@ -25,23 +38,34 @@ variants=("$@")
 mkdir -p runs/ablations
 for v in "${variants[@]}"; do
   case "$v" in
-    probability | increase | final_correct) key="reward = \"$v\"" ;;
-    fixed_path) key="sees_state = false" ;;
+    probability | increase | final_correct) pairs="reward=\"$v\"" ;;
+    fixed_path) pairs="sees_state=false" ;;
+    [a-z]*=*)
+      # [policy] keys: the config check refuses an unknown key or a bad value by name.
+      pairs=$v
+      v=$(echo "$v" | tr '=.,' '-p_')
+      ;;
     *)
       echo "policy_ablations: unknown variant \"$v\" (probability, increase, final_correct," \
-        "fixed_path)" >&2
+        "fixed_path or a [policy] KEY=VALUE)" >&2
       exit 2
       ;;
   esac
-  config=runs/ablations/$v.toml
-  sed -e "0,/^name = /s|^name = .*|name = \"policy-$v\"|" \
-    -e "s|^work_dir = .*|work_dir = \"runs/ablations/$v\"|" \
+  dir=runs/ablations/$job-$v
+  config=$dir.toml
+  # Lines "key = value" for sed's append (\n between them), and the keys as one
+  # alternation: the base's own lines for them give way to the variant's.
+  lines=$(echo "$pairs" | sed -e 's/=/ = /g' -e 's/,/\\n/g')
+  keys=$(echo "$pairs" | tr ',' '\n' | sed 's/=.*//' | paste -sd'|' | sed 's/|/\\|/g')
+  sed -e "0,/^name = /s|^name = .*|name = \"$job-$v\"|" \
+    -e "s|^work_dir = .*|work_dir = \"$dir\"|" \
     -e "s|^stages = .*|stages = [\"policy\"]|" \
-    -e "/^\[policy\]/a input_dir = \"$input\"\n$key" "$base" >"$config"
-  echo "== $v ($config; log runs/ablations/$v.log)"
+    -e "/^\[policy\]/,/^\[/{/^\($keys\) = /d}" \
+    -e "/^\[policy\]/a input_dir = \"$input\"\n$lines" "$base" >"$config"
+  echo "== $v ($config; log $dir.log)"
   start=$(date +%s)
-  "${SACCADE:-build/saccade}" policy "$config" >"runs/ablations/$v.log" 2>&1
+  "${SACCADE:-build/saccade}" policy "$config" >"$dir.log" 2>&1
   # The command's table (stdout lines; the log's other lines are spdlog's, stamped).
-  grep -v '^\[' "runs/ablations/$v.log"
+  grep -v '^\[' "$dir.log" || true
   echo "  $(($(date +%s) - start)) s"
 done

@@ -152,6 +152,13 @@ TEST(Config, CrossKeyChecks) {
   EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsees_state = false\nsteps = 65\n"),
             "job.toml:6:9: policy.steps: a state-blind policy (policy.sees_state = false) codes "
             "the glimpse in model.width (64) values: expected at most that many steps, got 65");
+  // The fixed-path baseline is state-blind too, so it bounds the steps whatever sees_state says.
+  EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsteps = 65\n"),
+            "job.toml:5:9: policy.steps: a state-blind policy (policy.fixed_path_baseline) codes "
+            "the glimpse in model.width (64) values: expected at most that many steps, got 65");
+  EXPECT_NO_THROW(parse_config(
+      "[model]\nwidth = 64\nheads = 4\n[policy]\nsteps = 65\nfixed_path_baseline = false\n",
+      "job.toml"));
   EXPECT_EQ(refusal("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 2\n"),
             "job.toml:1:1: cluster.nodes: stage pretrain needs at least one data actor per "
             "learner, got 1 data actor(s) for 2 learner(s)");

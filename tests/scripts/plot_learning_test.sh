@@ -20,10 +20,16 @@ JSON
 cat > "$dir/policy.json" <<'JSON'
 {"checkpoint_step": 250, "task_head": "transformer", "train_images": 100, "val_images": 50,
  "sees_state": true, "reward": "probability", "random_accuracy": [0.3, 0.35],
+ "policy_accuracy": [0.36, 0.41], "fixed_path_accuracy": [0.34, 0.38],
  "val_curve": [{"batches": 2, "reward": 0.2, "accuracy": [0.3, 0.33], "gaze_spread": [0, 0.1]},
                {"batches": 4, "reward": 0.25, "accuracy": [0.35, 0.4], "gaze_spread": [0, 0.2]}]}
 JSON
-"$PY" "$script" "$dir" "$dir/out"
+"$PY" "$script" "$dir" "$dir/out" > "$dir/out.txt"
+grep -q "fixed path    34.0   38.0" "$dir/out.txt" || {
+  cat "$dir/out.txt" >&2
+  echo "the policy table lacks the learned fixed path" >&2
+  exit 1
+}
 for png in learning_knn.png probe_glimpses.png policy_training.png; do
   [ "$(head -c 4 "$dir/out/$png" | od -An -c | tr -d ' ')" = "211PNG" ] || {
     echo "$png is not a PNG" >&2

@@ -399,7 +399,8 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
   auto done = wait_status(config, finished, 300s);
   ASSERT_TRUE(done) << "the policy job did not finish";
   EXPECT_EQ((*done).at("stage").get<std::string>(), "policy");
-  EXPECT_EQ((*actor(*done, "learner", 0)).at("step").get<double>(), 1);  // epochs
+  // 1 epoch of the policy, then 1 of the learned fixed path (policy.fixed_path_baseline).
+  EXPECT_EQ((*actor(*done, "learner", 0)).at("step").get<double>(), 2);
   for (int rank : {0, 1}) {
     const Json& r = *actor(*done, "rollout", rank);
     EXPECT_EQ(r.at("node").get<std::string>(), rank == 0 ? "n0" : "n1");
@@ -418,8 +419,8 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
       ++n;
     EXPECT_EQ(n, 3u) << what << "\n" << coord_log;
   }
-  // Both actors served, 8 parts in all: 4 batches in 2 parts, each part to the
-  // least loaded connected actor (the status may predate their last report: read their logs).
+  // Both actors served, 16 parts in all: 4 batches of each policy in 2 parts, each part to
+  // the least loaded connected actor (the status may predate their last report: read their logs).
   int total = 0;
   for (Child* a : {&a0, &a1}) {
     const std::string log = a->log();
@@ -430,18 +431,23 @@ TEST_F(Job, PolicyStageTrainsOnRolloutActorsOfTwoNodes) {
     EXPECT_GT(served, 0) << log;
     total += served;
   }
-  EXPECT_EQ(total, 8);
+  EXPECT_EQ(total, 16);
 
   std::ifstream report_file(work_dir() / "policy.json");
   const auto report = nlohmann::json::parse(report_file);
   EXPECT_EQ(report["checkpoint_step"], 4) << report;
   EXPECT_EQ(report["train_images"], 64) << report;
   EXPECT_EQ(report["scan_accuracy"].size(), 2u) << report;  // the fixed scan path, per glimpse
+  ASSERT_EQ(report["fixed_path_accuracy"].size(), 2u) << report;
+  for (const auto& spread : report["fixed_path_gaze_spread"])
+    EXPECT_LT(spread.get<double>(), 1e-5) << report;
   EXPECT_TRUE(fs::exists(work_dir() / "policy.safetensors"));
-  // 64 images in batches of 16: versions 0..3, the newest 3 kept, 16 images each.
+  // 64 images in batches of 16: the policy's versions 0..3, then the fixed path's
+  // 2^40 + 0..3 on the same actors; the newest 3 kept, 16 images each.
+  constexpr uint64_t kFixed = uint64_t{1} << 40;
   auto rollouts = storage::RolloutStore::open((work_dir() / "rollouts.db").string(), 0);
-  EXPECT_EQ(rollouts->versions(), (std::vector<uint64_t>{1, 2, 3}));
-  EXPECT_EQ(rollouts->read(3).size(), 16u);
+  EXPECT_EQ(rollouts->versions(), (std::vector<uint64_t>{kFixed + 1, kFixed + 2, kFixed + 3}));
+  EXPECT_EQ(rollouts->read(kFixed + 3).size(), 16u);
 }
 
 // kill -9 of the policy learner: the coordinator restarts it, it resumes GRPO

@@ -287,5 +287,41 @@ TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
                std::invalid_argument);
 }
 
+// Passes batches to `inner` and keeps the weights' versions they name.
+class VersionRecorder : public RolloutSource {
+ public:
+  explicit VersionRecorder(RolloutSource& inner) : inner_(inner) {}
+  Traces run(model::GazePolicyImpl* policy, const RolloutBatch& batch) override {
+    versions.push_back(batch.policy_version);
+    return inner_.run(policy, batch);
+  }
+  std::vector<uint64_t> versions;
+
+ private:
+  RolloutSource& inner_;
+};
+
+// Rollout actors keep the weights of the last version they were sent and are
+// sent new ones only when a batch names another version: a second policy
+// trained through them (the fixed-path baseline) must name its own.
+TEST(PolicyTraining, RolloutBatchesNameTheirWeightsFromTheVersionBase) {
+  model::FovealBackbone bb = small_backbone();
+  OneClassDataset flat(8, /*noise=*/false);
+  LocalRollouts local(*bb, TaskHead{torch::zeros({2, 16}), torch::zeros({2})}, flat, small_views());
+  PolicyTrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 4;
+  o.group = 2;
+  o.steps = 1;
+  o.updates = 1;
+  for (const uint64_t base : {uint64_t{0}, uint64_t{1} << 40}) {
+    o.version_base = base;
+    VersionRecorder recorder(local);
+    model::GazePolicy pi = policy();
+    train_policy(recorder, *pi, flat.size(), o);
+    EXPECT_EQ(recorder.versions, (std::vector<uint64_t>{base, base + 1, base + 2, base + 3}));
+  }
+}
+
 }  // namespace
 }  // namespace saccade::workers

@@ -456,6 +456,13 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
     EXPECT_LE(point["reward"].get<double>(), 1.0) << point;
   }
   EXPECT_EQ(policy_report["policy_mixture_entropy"].size(), 3u) << policy_report;
+  // The learned fixed path (policy.fixed_path_baseline, on by default) in the same report:
+  // its own GRPO epochs, and one path for every image.
+  EXPECT_NE(trained.out.find("learned fixed path"), std::string::npos) << trained.out;
+  EXPECT_EQ(policy_report["fixed_path_epochs"].size(), 2u) << policy_report;
+  ASSERT_EQ(policy_report["fixed_path_accuracy"].size(), 3u) << policy_report;
+  for (const auto& spread : policy_report["fixed_path_gaze_spread"])
+    EXPECT_LT(spread.get<double>(), 1e-5) << policy_report;
   // The evaluation of all three: every mode per glimpse, and the sweep.
   const auto evaluated = testing::run_process(eval);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;

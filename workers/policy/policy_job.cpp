@@ -23,18 +23,36 @@
 namespace saccade::workers {
 namespace {
 
+nlohmann::ordered_json epochs_json(const std::vector<PolicyEpochReport>& epochs) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const PolicyEpochReport& e : epochs)
+    out.push_back({{"mean_reward", e.mean_reward},
+                   {"final_accuracy", e.final_accuracy},
+                   {"loss", e.loss},
+                   {"clip_fraction", e.clip_fraction},
+                   {"kl", e.kl},
+                   {"std", e.std},
+                   {"seconds", e.seconds},
+                   {"rollout_seconds", e.rollout_seconds},
+                   {"update_seconds", e.update_seconds}});
+  return out;
+}
+
+void log_epoch(const char* who, const PolicyEpoch& e, int64_t steps) {
+  spdlog::info(
+      "{} epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped {:.3f}, kl "
+      "{:.4f}, std {:.3f}, {:.1f} s (rollouts {:.1f} s, updates {:.1f} s; policy version lag 0)",
+      who, e.epoch + 1, e.mean_reward, steps, 100 * e.final_accuracy, e.clip_fraction, e.kl, e.std,
+      e.seconds, e.rollout_seconds, e.update_seconds);
+}
+
+PolicyEpochReport epoch_report(const PolicyEpoch& e) {
+  return {e.mean_reward, e.final_accuracy,  e.loss,          e.clip_fraction, e.kl, e.std,
+          e.seconds,     e.rollout_seconds, e.update_seconds};
+}
+
 std::string report_json(const PolicyReport& r) {
-  nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
-  for (const PolicyEpochReport& e : r.epochs)
-    epochs.push_back({{"mean_reward", e.mean_reward},
-                      {"final_accuracy", e.final_accuracy},
-                      {"loss", e.loss},
-                      {"clip_fraction", e.clip_fraction},
-                      {"kl", e.kl},
-                      {"std", e.std},
-                      {"seconds", e.seconds},
-                      {"rollout_seconds", e.rollout_seconds},
-                      {"update_seconds", e.update_seconds}});
+  const nlohmann::ordered_json epochs = epochs_json(r.epochs);
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
   for (const PolicyCurvePoint& c : r.val_curve)
     curve.push_back({{"batches", c.batches},
@@ -54,7 +72,10 @@ std::string report_json(const PolicyReport& r) {
                                     {"random_gaze_spread", r.random_spread},
                                     {"scan_accuracy", r.scan_accuracy},
                                     {"policy_gaze_spread", r.policy_spread},
-                                    {"policy_mixture_entropy", r.policy_entropy}};
+                                    {"policy_mixture_entropy", r.policy_entropy},
+                                    {"fixed_path_epochs", epochs_json(r.fixed_path_epochs)},
+                                    {"fixed_path_accuracy", r.fixed_path_accuracy},
+                                    {"fixed_path_gaze_spread", r.fixed_path_spread}};
   return j.dump(1) + "\n";
 }
 
@@ -216,14 +237,8 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   train_policy(
       rollouts, policy, train_set->size(), train,
       [&](const PolicyEpoch& e) {
-        report.epochs.push_back({e.mean_reward, e.final_accuracy, e.loss, e.clip_fraction, e.kl,
-                                 e.std, e.seconds, e.rollout_seconds, e.update_seconds});
-        spdlog::info(
-            "policy epoch {}: reward {:.4f}, sampled top-1 after {} glimpses {:.2f}%, clipped "
-            "{:.3f}, kl {:.4f}, std {:.3f}, {:.1f} s (rollouts {:.1f} s, updates {:.1f} s; "
-            "policy version lag 0)",
-            e.epoch + 1, e.mean_reward, train.steps, 100 * e.final_accuracy, e.clip_fraction, e.kl,
-            e.std, e.seconds, e.rollout_seconds, e.update_seconds);
+        report.epochs.push_back(epoch_report(e));
+        log_epoch("policy", e, train.steps);
         if (on_epoch) on_epoch(e);
       },
       tracked);
@@ -255,6 +270,42 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
       percents(report.random_accuracy), percents(report.scan_accuracy),
       percents(report.policy_accuracy), fmt::join(report.random_spread, ", "),
       fmt::join(report.policy_spread, ", "));
+
+  if (config.policy.fixed_path_baseline && !train.state_blind) {
+    // The best fixed scan path: the same GRPO, budget, seeds and rollouts with a
+    // policy that reads only the glimpse index. Not checkpointed: a resumed
+    // learner trains it again, to the same weights, after the policy's last checkpoint.
+    PolicyTrainOptions blind = train;
+    blind.state_blind = true;
+    blind.version_base = uint64_t{1} << 40;  // above any version of the policy's
+    model::GazePolicy fixed = initial_policy(config, stage);
+    fixed->to(stage.backbone->parameters().front().device());
+    PolicyProgress fixed_progress;
+    fixed_progress.stopping = progress.stopping;
+    spdlog::info("policy: the fixed-path baseline, a state-blind policy with the same budget");
+    train_policy(
+        rollouts, *fixed, train_set->size(), blind,
+        [&](const PolicyEpoch& e) {
+          report.fixed_path_epochs.push_back(epoch_report(e));
+          log_epoch("fixed path", e, blind.steps);
+          PolicyEpoch after = e;  // progress keeps counting past the policy's epochs
+          after.epoch += train.epochs;
+          if (on_epoch) on_epoch(after);
+        },
+        fixed_progress);
+    if (progress.stopping && progress.stopping()) {
+      report.stopped = true;
+      return report;
+    }
+    GazeEvalOptions fixed_eval = eval;
+    fixed_eval.state_blind = true;
+    const GazeEvaluation g =
+        evaluate_gazes(val_rollouts, fixed.get(), GazeSource::kPolicyMode, val_size, fixed_eval);
+    report.fixed_path_accuracy = g.accuracy;
+    report.fixed_path_spread = g.gaze_spread;
+    spdlog::info("policy: validation top-1 by glimpse, learned fixed path [{}], policy [{}]",
+                 percents(report.fixed_path_accuracy), percents(report.policy_accuracy));
+  }
 
   report.policy_path = (dir / kPolicyFile).string();
   report.report_path = (dir / "policy.json").string();

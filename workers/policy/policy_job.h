@@ -62,6 +62,11 @@ struct PolicyReport {
   std::vector<double> scan_accuracy;        // the same for the fixed scan path (GazeSource::kScan)
   std::vector<double> policy_spread;        // (GazeEvaluation::gaze_spread)
   std::vector<double> policy_entropy;       // (GazeEvaluation::mixture_entropy), nats
+  // policy.fixed_path_baseline: a state-blind policy trained after the policy with
+  // the same budget, seeds and rollouts (empty when off or the policy is state-blind).
+  std::vector<PolicyEpochReport> fixed_path_epochs;
+  std::vector<double> fixed_path_accuracy;  // its mode's top-1 after each glimpse
+  std::vector<double> fixed_path_spread;    // 0 up to rounding: one path for every image
   std::string policy_path;                  // job.work_dir/policy.safetensors
   std::string report_path;                  // job.work_dir/policy.json
   bool stopped = false;  // a drain ended the training: nothing measured or written

@@ -115,7 +115,7 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
       }
       const int64_t b = std::min(o.batch_size, n - first);
       RolloutBatch batch;
-      batch.policy_version = static_cast<uint64_t>(update);
+      batch.policy_version = o.version_base + static_cast<uint64_t>(update);
       batch.indices.assign(indices.begin() + first, indices.begin() + first + b);
       TraceOptions& trace = batch.trace;
       trace.steps = o.steps;

@@ -30,6 +30,10 @@ struct PolicyTrainOptions {
   int threads = 1;
   uint64_t seed = 0;
   bool state_blind = false;  // TraceOptions::state_blind: learn one fixed path
+  // Rollout batch u draws with weights named version_base + u: a second policy
+  // trained through the same rollout actors (the fixed-path baseline) names its
+  // weights apart from the first's, which the actors may still hold.
+  uint64_t version_base = 0;
 };
 
 // What one epoch of training saw (means over its rollout batches).
