@@ -43,7 +43,7 @@ for v in "${variants[@]}"; do
     [a-z]*=*)
       # [policy] keys: the config check refuses an unknown key or a bad value by name.
       pairs=$v
-      v=$(echo "$v" | tr '=.,' '-p_')
+      v=$(echo "$v" | tr -d '"' | tr '=.,' '-p_')
       ;;
     *)
       echo "policy_ablations: unknown variant \"$v\" (probability, increase, final_correct," \

@@ -66,8 +66,10 @@ model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& sta
 PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
 
 // Trains `policy` with `rollouts` on the training split (resumed and
-// checkpointed as `progress` says), evaluates it against random gazes on the
-// validation split, writes work_dir/policy.safetensors and policy.json, and
+// checkpointed as `progress` says), evaluates it against random gazes and the
+// scan path on the validation split, trains and evaluates the learned fixed path
+// after it (policy.fixed_path_baseline; same rollouts, not checkpointed), writes
+// work_dir/policy.safetensors and policy.json, and
 // returns what it measured. When progress.stopping() ended the training it
 // returns at once, evaluating and writing nothing (`stopped` set).
 PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
