@@ -173,6 +173,10 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     for (double a : r.policy_accuracy) fmt::print(" {:.2f}%", 100 * a);
     fmt::print("\ngaze spread across images by glimpse (RMS, short sides):\n  random:");
     for (double d : r.random_spread) fmt::print(" {:.3f}", d);
+    if (!r.fixed_path_spread.empty()) {
+      fmt::print("\n  learned fixed path:");
+      for (double d : r.fixed_path_spread) fmt::print(" {:.3f}", d);
+    }
     fmt::print("\n  policy:");
     for (double d : r.policy_spread) fmt::print(" {:.3f}", d);
     fmt::print("\npolicy's mixture-weight entropy per image by glimpse (nats):\n  policy:");

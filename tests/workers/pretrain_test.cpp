@@ -458,7 +458,11 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   EXPECT_EQ(policy_report["policy_mixture_entropy"].size(), 3u) << policy_report;
   // The learned fixed path (policy.fixed_path_baseline, on by default) in the same report:
   // its own GRPO epochs, and one path for every image.
-  EXPECT_NE(trained.out.find("learned fixed path"), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find("learned fixed path (state-blind GRPO, same budget):"),
+            std::string::npos)
+      << trained.out;
+  EXPECT_NE(trained.out.find("learned fixed path: 0.000 0.000 0.000"), std::string::npos)
+      << trained.out;
   EXPECT_EQ(policy_report["fixed_path_epochs"].size(), 2u) << policy_report;
   ASSERT_EQ(policy_report["fixed_path_accuracy"].size(), 3u) << policy_report;
   for (const auto& spread : policy_report["fixed_path_gaze_spread"])
