@@ -286,11 +286,23 @@ std::string status_prometheus(const JobStatus& s) {
   return out;
 }
 
+namespace {
+
+// The process's client context, never terminated (the process's exit frees it):
+// zmq_ctx_term can block for good after the server refused a CURVE handshake
+// (libzmq issues 2586, 2733): the likely reason `saccade status` with a stranger's
+// client key once ran 10 s past its --timeout-ms in a loaded CI run.
+zmq::context_t& client_context() {
+  static auto* context = new zmq::context_t();  // leaked on purpose, see above
+  return *context;
+}
+
+}  // namespace
+
 std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
                                       const Security& security, std::chrono::milliseconds timeout,
                                       std::string& why, std::string* running_job) {
-  zmq::context_t context;
-  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  zmq::socket_t socket(client_context(), zmq::socket_type::dealer);
   std::random_device random;
   configure_client(socket, security, fmt::format("c:{}:{:x}", ::getpid(), random()));
   socket.set(zmq::sockopt::immediate, 0);  // queue the request until the connection is up

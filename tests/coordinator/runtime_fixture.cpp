@@ -91,6 +91,11 @@ std::optional<Json> RuntimeFixture::status(const fs::path& config, int* exit_cod
       {saccade_binary(), "status", "--config", config.string(), "--json", "--timeout-ms", "1000"},
       10s);
   if (exit_code) *exit_code = r.exit_code;
+  if (r.timed_out || r.signal != 0)  // neither an answer nor a refusal: say what happened
+    ADD_FAILURE() << "saccade status --config " << config.string()
+                  << (r.timed_out ? " ran past 10 s" : "") << " and ended by signal " << r.signal
+                  << "; its stderr:\n"
+                  << r.err;
   if (r.exit_code != 0) return std::nullopt;
   return Json::parse(r.out);
 }

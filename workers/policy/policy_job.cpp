@@ -179,6 +179,95 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
   return train;
 }
 
+namespace {
+
+// The best fixed scan path: the same GRPO, budget, seeds and rollouts as the
+// policy's (`train`) with a policy that reads only the glimpse index, trained and
+// measured into report.fixed_path_*. Not checkpointed: a resumed learner trains it
+// again, to the same weights, after the policy's last checkpoint. Returns false
+// when a drain stopped it.
+bool train_fixed_path_baseline(const JobConfig& config, const PolicyStage& stage,
+                               RolloutSource& rollouts, int64_t train_size,
+                               const PolicyTrainOptions& train, LocalRollouts& val_rollouts,
+                               int64_t val_size, const GazeEvalOptions& eval,
+                               const std::function<void(const PolicyEpoch&)>& on_epoch,
+                               const PolicyProgress& progress, PolicyReport& report) {
+  PolicyTrainOptions blind = train;
+  blind.state_blind = true;
+  blind.version_base = uint64_t{1} << 40;  // above any version of the policy's
+  model::GazePolicy fixed = initial_policy(config, stage);
+  fixed->to(stage.backbone->parameters().front().device());
+  PolicyProgress fixed_progress;
+  fixed_progress.stopping = progress.stopping;
+  spdlog::info("policy: the fixed-path baseline, a state-blind policy with the same budget");
+  train_policy(
+      rollouts, *fixed, train_size, blind,
+      [&](const PolicyEpoch& e) {
+        report.fixed_path_epochs.push_back(epoch_report(e));
+        log_epoch("fixed path", e, blind.steps);
+        PolicyEpoch after = e;  // progress keeps counting past the policy's epochs
+        after.epoch += train.epochs;
+        if (on_epoch) on_epoch(after);
+      },
+      fixed_progress);
+  if (progress.stopping && progress.stopping()) return false;
+  GazeEvalOptions fixed_eval = eval;
+  fixed_eval.state_blind = true;
+  const GazeEvaluation g =
+      evaluate_gazes(val_rollouts, fixed.get(), GazeSource::kPolicyMode, val_size, fixed_eval);
+  report.fixed_path_accuracy = g.accuracy;
+  report.fixed_path_spread = g.gaze_spread;
+  spdlog::info("policy: validation top-1 by glimpse, learned fixed path [{}], policy [{}]",
+               percents(report.fixed_path_accuracy), percents(report.policy_accuracy));
+  return true;
+}
+
+// Random gazes, the centre-first scan and the policy's mode on the validation
+// images, into the report's *_accuracy, *_spread and policy_entropy.
+void measure_gaze_sources(LocalRollouts& val_rollouts, model::GazePolicyImpl& policy,
+                          int64_t val_size, const GazeEvalOptions& eval, PolicyReport& report) {
+  const GazeEvaluation random =
+      evaluate_gazes(val_rollouts, nullptr, GazeSource::kRandom, val_size, eval);
+  const GazeEvaluation scan =
+      evaluate_gazes(val_rollouts, nullptr, GazeSource::kScan, val_size, eval);
+  const GazeEvaluation learned =
+      evaluate_gazes(val_rollouts, &policy, GazeSource::kPolicyMode, val_size, eval);
+  report.random_accuracy = random.accuracy;
+  report.policy_accuracy = learned.accuracy;
+  report.random_spread = random.gaze_spread;
+  report.scan_accuracy = scan.accuracy;
+  report.policy_spread = learned.gaze_spread;
+  report.policy_entropy = learned.mixture_entropy;
+  spdlog::info(
+      "policy: validation top-1 by glimpse, random [{}], fixed scan [{}], policy [{}]; gaze "
+      "spread (short sides) random [{}], policy [{}]",
+      percents(report.random_accuracy), percents(report.scan_accuracy),
+      percents(report.policy_accuracy), fmt::join(report.random_spread, ", "),
+      fmt::join(report.policy_spread, ", "));
+}
+
+// Writes the policy's weights (moved to the CPU) and its report into `dir`.
+void write_policy_files(const std::filesystem::path& dir, const PolicyStage& stage,
+                        model::GazePolicyImpl& policy, PolicyReport& report) {
+  report.policy_path = (dir / kPolicyFile).string();
+  report.report_path = (dir / "policy.json").string();
+  policy.to(torch::kCPU);
+  const model::PolicyOptions& po = stage.policy_options;
+  const model::Metadata meta{{"format", "saccade.gaze_policy"},
+                             {"checkpoint_step", std::to_string(stage.checkpoint_step)},
+                             {"in_dim", std::to_string(po.in_dim)},
+                             {"n_state", std::to_string(po.n_state)},
+                             {"width", std::to_string(po.width)},
+                             {"depth", std::to_string(po.depth)},
+                             {"heads", std::to_string(po.heads)},
+                             {"n_mix", std::to_string(po.n_mix)}};
+  std::filesystem::create_directories(dir);  // a policy stage may have a work_dir of its own
+  write_file_bytes(report.policy_path, model::save_modules({{"", &policy}}, meta));
+  write_file_bytes(report.report_path, report_json(report));
+}
+
+}  // namespace
+
 PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
                                        model::GazePolicyImpl& policy, RolloutSource& rollouts,
                                        const PolicyRunOptions& run,
@@ -252,76 +341,16 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   report.reward = config.policy.reward;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();
   const int64_t val_size = val_set->size();
-  const GazeEvaluation random =
-      evaluate_gazes(val_rollouts, nullptr, GazeSource::kRandom, val_size, eval);
-  const GazeEvaluation scan =
-      evaluate_gazes(val_rollouts, nullptr, GazeSource::kScan, val_size, eval);
-  const GazeEvaluation learned =
-      evaluate_gazes(val_rollouts, &policy, GazeSource::kPolicyMode, val_size, eval);
-  report.random_accuracy = random.accuracy;
-  report.policy_accuracy = learned.accuracy;
-  report.random_spread = random.gaze_spread;
-  report.scan_accuracy = scan.accuracy;
-  report.policy_spread = learned.gaze_spread;
-  report.policy_entropy = learned.mixture_entropy;
-  spdlog::info(
-      "policy: validation top-1 by glimpse, random [{}], fixed scan [{}], policy [{}]; gaze "
-      "spread (short sides) random [{}], policy [{}]",
-      percents(report.random_accuracy), percents(report.scan_accuracy),
-      percents(report.policy_accuracy), fmt::join(report.random_spread, ", "),
-      fmt::join(report.policy_spread, ", "));
+  measure_gaze_sources(val_rollouts, policy, val_size, eval, report);
 
-  if (config.policy.fixed_path_baseline && !train.state_blind) {
-    // The best fixed scan path: the same GRPO, budget, seeds and rollouts with a
-    // policy that reads only the glimpse index. Not checkpointed: a resumed
-    // learner trains it again, to the same weights, after the policy's last checkpoint.
-    PolicyTrainOptions blind = train;
-    blind.state_blind = true;
-    blind.version_base = uint64_t{1} << 40;  // above any version of the policy's
-    model::GazePolicy fixed = initial_policy(config, stage);
-    fixed->to(stage.backbone->parameters().front().device());
-    PolicyProgress fixed_progress;
-    fixed_progress.stopping = progress.stopping;
-    spdlog::info("policy: the fixed-path baseline, a state-blind policy with the same budget");
-    train_policy(
-        rollouts, *fixed, train_set->size(), blind,
-        [&](const PolicyEpoch& e) {
-          report.fixed_path_epochs.push_back(epoch_report(e));
-          log_epoch("fixed path", e, blind.steps);
-          PolicyEpoch after = e;  // progress keeps counting past the policy's epochs
-          after.epoch += train.epochs;
-          if (on_epoch) on_epoch(after);
-        },
-        fixed_progress);
-    if (progress.stopping && progress.stopping()) {
-      report.stopped = true;
-      return report;
-    }
-    GazeEvalOptions fixed_eval = eval;
-    fixed_eval.state_blind = true;
-    const GazeEvaluation g =
-        evaluate_gazes(val_rollouts, fixed.get(), GazeSource::kPolicyMode, val_size, fixed_eval);
-    report.fixed_path_accuracy = g.accuracy;
-    report.fixed_path_spread = g.gaze_spread;
-    spdlog::info("policy: validation top-1 by glimpse, learned fixed path [{}], policy [{}]",
-                 percents(report.fixed_path_accuracy), percents(report.policy_accuracy));
+  if (config.policy.fixed_path_baseline && !train.state_blind &&
+      !train_fixed_path_baseline(config, stage, rollouts, train_set->size(), train, val_rollouts,
+                                 val_size, eval, on_epoch, progress, report)) {
+    report.stopped = true;
+    return report;
   }
 
-  report.policy_path = (dir / kPolicyFile).string();
-  report.report_path = (dir / "policy.json").string();
-  policy.to(torch::kCPU);
-  const model::PolicyOptions& po = stage.policy_options;
-  const model::Metadata meta{{"format", "saccade.gaze_policy"},
-                             {"checkpoint_step", std::to_string(stage.checkpoint_step)},
-                             {"in_dim", std::to_string(po.in_dim)},
-                             {"n_state", std::to_string(po.n_state)},
-                             {"width", std::to_string(po.width)},
-                             {"depth", std::to_string(po.depth)},
-                             {"heads", std::to_string(po.heads)},
-                             {"n_mix", std::to_string(po.n_mix)}};
-  std::filesystem::create_directories(dir);  // a policy stage may have a work_dir of its own
-  write_file_bytes(report.policy_path, model::save_modules({{"", &policy}}, meta));
-  write_file_bytes(report.report_path, report_json(report));
+  write_policy_files(dir, stage, policy, report);
   return report;
 }
 
