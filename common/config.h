@@ -148,7 +148,9 @@ struct SslConfig {
   int64_t head_prototypes{};
   int64_t head_hidden{};
   int64_t head_bottleneck{};
+  std::string teacher_centering;  // sinkhorn (DINOv2, the paper) | ema (DINO)
   int64_t sinkhorn_iterations{};
+  double center_momentum{};  // ema centring's
   int64_t checkpoint_every_steps{};
   std::string precision;       // fp32 | bf16
   int64_t threads{};           // torch intra-op threads (0 = all cores)

@@ -261,8 +261,14 @@ void describe(V& v, SslConfig& c) {
   v.integer("head_prototypes", c.head_prototypes, 65536, 2, 1 << 24, "DINO head prototypes K.");
   v.integer("head_hidden", c.head_hidden, 2048, 1, 1 << 20, "DINO head hidden width.");
   v.integer("head_bottleneck", c.head_bottleneck, 256, 1, 1 << 20, "DINO head bottleneck width.");
+  v.choice("teacher_centering", c.teacher_centering, "sinkhorn", {"sinkhorn", "ema"},
+           "How the teacher's targets are centred: sinkhorn = Sinkhorn-Knopp over the batch "
+           "(DINOv2, the paper); ema = DINO's, the teacher's logits minus an EMA of their batch "
+           "mean, then the softmax at teacher temperature.");
   v.integer("sinkhorn_iterations", c.sinkhorn_iterations, 3, 1, 1000,
-            "Sinkhorn-Knopp iterations of teacher centring.");
+            "Sinkhorn-Knopp iterations of teacher centring (teacher_centering = sinkhorn).");
+  v.number("center_momentum", c.center_momentum, 0.9, 0.0, 1.0,
+           "EMA momentum of the centre (teacher_centering = ema; DINO: 0.9).");
   v.integer("checkpoint_every_steps", c.checkpoint_every_steps, 500, 1, kMaxInt,
             "Steps between checkpoints.");
   v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},

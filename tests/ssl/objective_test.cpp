@@ -137,6 +137,54 @@ TEST(Sinkhorn, TwoRanksWithSubtractMaxEqualOneProcess) {
   expect_two_ranks_match_one(true);
 }
 
+// DINO's DINOLoss: softmax((t - center) / temp); update_center: EMA of the batch mean.
+TEST(EmaCentring, SoftmaxOfCentredLogitsAndTheCentresEma) {
+  torch::manual_seed(5);
+  const at::Tensor logits = torch::randn({6, 5});
+  const at::Tensor center = torch::randn({1, 5});
+  const at::Tensor targets = centred_softmax(logits, center, 0.04);
+  const at::Tensor expected = torch::exp((logits - center) / 0.04);
+  EXPECT_TRUE(torch::allclose(targets, expected / expected.sum(1, true), 1e-5, 1e-7));
+  EXPECT_TRUE(torch::allclose(targets.sum(1), torch::ones({6}), 1e-5, 1e-6));
+  // The centre shifts the targets: without it they differ.
+  EXPECT_FALSE(torch::allclose(targets, torch::softmax(logits / 0.04, 1), 1e-3, 1e-4));
+
+  at::Tensor c = center.clone();
+  update_center(c, logits, 0.9);
+  EXPECT_TRUE(torch::allclose(c, 0.9 * center + 0.1 * logits.mean(0, true), 1e-5, 1e-7));
+
+  // Two learners with 2 and 4 rows: the centre follows the mean over all 6 rows,
+  // not the mean of the two learners' means.
+  FakeGroup group;
+  std::array<at::Tensor, 2> centres = {center.clone(), center.clone()};
+  std::vector<std::thread> ranks;
+  const std::array<at::Tensor, 2> shards = {logits.slice(0, 0, 2), logits.slice(0, 2, 6)};
+  for (int rank = 0; rank < 2; ++rank)
+    ranks.emplace_back([&, rank] {
+      update_center(centres[rank], shards[rank], 0.9,
+                    [&, rank](at::Tensor& x) { group.reduce(rank, x, false); });
+    });
+  for (std::thread& r : ranks) r.join();
+  for (const at::Tensor& r : centres) EXPECT_TRUE(torch::allclose(r, c, 1e-5, 1e-7));
+
+  EXPECT_THROW(centred_softmax(logits, torch::zeros({1, 4}), 0.04), std::invalid_argument);
+  EXPECT_THROW(centred_softmax(logits, center, 0.0), std::invalid_argument);
+}
+
+// teacher_targets uses the centre when one is given, Sinkhorn-Knopp otherwise.
+TEST(EmaCentring, TeacherTargetsTakeTheCentreWhenGiven) {
+  torch::manual_seed(6);
+  const at::Tensor g = torch::randn({4, 8}), f = torch::randn({4, 8});
+  ObjectiveOptions o;
+  o.teacher_temp = 0.05;
+  o.center = torch::randn({1, 8});
+  const at::Tensor centred = teacher_targets(g, f, o);
+  EXPECT_TRUE(torch::allclose(centred[1], centred_softmax(f, o.center, 0.05), 1e-6, 1e-7));
+  o.center = at::Tensor();
+  EXPECT_TRUE(torch::allclose(teacher_targets(g, f, o).view({8, 8}),
+                              sinkhorn_knopp(torch::cat({g, f}), 0.05, o.sinkhorn), 1e-6, 1e-7));
+}
+
 TEST(Sinkhorn, BadInputsThrow) {
   EXPECT_THROW(sinkhorn_knopp(torch::zeros({4}), 0.1), std::invalid_argument);
   EXPECT_THROW(sinkhorn_knopp(torch::zeros({4, 3}), 0.0), std::invalid_argument);

@@ -189,10 +189,11 @@ double knn_accuracy(const Features& f, int k = 5) {
   return static_cast<double>(right) / n;
 }
 
-TEST(SslTrainer, ResumeIsBitExact) {
+// Straight 6 steps against 3, save, load into a fresh trainer, 3 more.
+void expect_resume_bit_exact(const TrainerOptions& options) {
   auto ds = shapes(40);
   // Straight: 6 steps.
-  SslTrainer straight(trainer_options(5));
+  SslTrainer straight(options);
   auto l1 = loader(ds, {0, 0});
   for (int i = 0; i < 6; ++i) straight.train_step(*l1->next().batch);
   // Interrupted: 3 steps, save, a fresh trainer loads and takes 3 more from the saved data
@@ -200,7 +201,7 @@ TEST(SslTrainer, ResumeIsBitExact) {
   std::map<std::string, std::string> saved;
   data::DataPosition position;
   {
-    SslTrainer first(trainer_options(5));
+    SslTrainer first(options);
     auto l2 = loader(ds, {0, 0});
     for (int i = 0; i < 3; ++i) {
       data::LoadedBatch b = l2->next();
@@ -209,7 +210,7 @@ TEST(SslTrainer, ResumeIsBitExact) {
     }
     saved = first.save();
   }
-  SslTrainer resumed(trainer_options(5));
+  SslTrainer resumed(options);
   resumed.load(saved);
   EXPECT_EQ(resumed.step(), 3);
   auto l3 = loader(ds, position);
@@ -224,6 +225,33 @@ TEST(SslTrainer, ResumeIsBitExact) {
   resumed.train_step(*extra.batch);
   EXPECT_TRUE(straight.save().at("student") == resumed.save().at("student"))
       << "optimizer state differs";
+}
+
+TEST(SslTrainer, ResumeIsBitExact) {
+  expect_resume_bit_exact(trainer_options(5));
+}
+
+// DINO's centring (ssl.teacher_centering = "ema"): the centre moves, is saved as
+// the "center" blob and restored (the resumed run's targets would differ
+// otherwise), and a checkpoint without it is refused by name.
+TEST(SslTrainer, EmaCentringResumesBitExactlyAndNeedsItsCentre) {
+  TrainerOptions ema = trainer_options(5);
+  ema.ema_centering = true;
+  expect_resume_bit_exact(ema);
+  auto ds = shapes(40);
+  SslTrainer trainer(ema), sinkhorn(trainer_options(5));
+  const std::string zero = trainer.save().at("center");
+  const StepStats step = trainer.train_step(*loader(ds, {0, 0})->next().batch);
+  EXPECT_TRUE(std::isfinite(step.loss));
+  EXPECT_NE(trainer.save().at("center"), zero) << "the centre did not move";
+  EXPECT_EQ(sinkhorn.save().count("center"), 0u);
+  SslTrainer fresh(ema);
+  try {
+    fresh.load(sinkhorn.save());
+    ADD_FAILURE() << "a checkpoint without the centre was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'center'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SslTrainer, Bf16AutocastKeepsTheLossCloseAndTheWeightsFp32) {

@@ -31,6 +31,14 @@ struct DinoNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(DinoNet);
 
+// DINO's centre [1, K] as a buffer, so that checkpoints save and load it as weights.
+struct CenterImpl : torch::nn::Module {
+  explicit CenterImpl(int64_t prototypes)
+      : center(register_buffer("center", torch::zeros({1, prototypes}))) {}
+  torch::Tensor center;
+};
+TORCH_MODULE(Center);
+
 // The supervised baseline's targets [2, B, K]: each image's one-hot label in
 // both target slots, so the sequential-to-global loss becomes the labelled
 // cross-entropy of every student view with the same weights.
@@ -55,6 +63,7 @@ struct SslTrainer::Impl {
   int world_size;
   torch::Device device;
   DinoNet student{nullptr}, teacher{nullptr};
+  Center center{nullptr};  // options.ema_centering only
   ssl::NamedParameters student_params, teacher_params;
   std::unique_ptr<ssl::StudentOptimizer> optimizer;
   // Held while a step updates weights, optimiser state and `step`, and by
@@ -76,6 +85,10 @@ struct SslTrainer::Impl {
     model::load_modules({{"", teacher.get()}}, model::save_modules({{"", student.get()}}));
     student->to(device);
     teacher->to(device);
+    if (options.ema_centering) {
+      center = Center(options.head.n_prototypes);
+      center->to(device);
+    }
     for (auto& p : teacher->parameters()) p.set_requires_grad(false);
     teacher->eval();
     student_params = ssl::named_parameters(*student);
@@ -151,6 +164,8 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.sequential_weight = c.ssl.sequential_weight;
   o.sequential_targets_global = c.ssl.sequential_targets == "global";
   o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
+  o.ema_centering = c.ssl.teacher_centering == "ema";
+  o.center_momentum = c.ssl.center_momentum;
   o.clip_grad = c.ssl.clip_grad;
   o.device = device;
   o.bf16 = c.ssl.precision == "bf16";
@@ -224,6 +239,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   objective.sequential_targets_global = m.options.sequential_targets_global;
   objective.sinkhorn.iterations = m.options.sinkhorn_iterations;
   objective.sinkhorn.all_reduce_sum = m.all_reduce;
+  if (m.center) objective.center = m.center->center;
 
   // 1. Teacher targets: its global view and the final step of its sequential view.
   // 2. Student: global, local views (one batched step), every step of its sequential view.
@@ -285,6 +301,10 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     m.optimizer->apply_schedule(sched);
     m.optimizer->step();
     ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
+    if (m.center && !m.options.supervised)  // after the loss, as DINO's update_center
+      ssl::update_center(m.center->center,
+                         torch::cat({teacher_global.detach(), teacher_final.detach()}, 0),
+                         m.options.center_momentum, m.all_reduce);
     stats.step = m.step++;
   }
   stats.phases.update = lap();
@@ -336,10 +356,13 @@ std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views,
 
 std::map<std::string, std::string> SslTrainer::save() const {
   std::lock_guard lock(impl_->state_mutex);
-  return {{"student", model::save_modules({{"", impl_->student.get()}})},
-          {"teacher", model::save_modules({{"", impl_->teacher.get()}})},
-          {"optimizer", impl_->optimizer->save()},
-          {"trainer", std::to_string(impl_->step.load())}};
+  std::map<std::string, std::string> blobs = {
+      {"student", model::save_modules({{"", impl_->student.get()}})},
+      {"teacher", model::save_modules({{"", impl_->teacher.get()}})},
+      {"optimizer", impl_->optimizer->save()},
+      {"trainer", std::to_string(impl_->step.load())}};
+  if (impl_->center) blobs["center"] = model::save_modules({{"", impl_->center.get()}});
+  return blobs;
 }
 
 void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
@@ -347,10 +370,15 @@ void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
     if (!blobs.count(name))
       throw std::runtime_error(fmt::format("checkpoint: blob '{}' is missing", name));
   }
+  if (impl_->center && !blobs.count("center"))
+    throw std::runtime_error(
+        "checkpoint: blob 'center' is missing: it was not written with ssl.teacher_centering = "
+        "\"ema\", which this trainer has");
   std::lock_guard lock(impl_->state_mutex);
   model::load_modules({{"", impl_->student.get()}}, blobs.at("student"));
   model::load_modules({{"", impl_->teacher.get()}}, blobs.at("teacher"));
   impl_->optimizer->load(blobs.at("optimizer"));
+  if (impl_->center) model::load_modules({{"", impl_->center.get()}}, blobs.at("center"));
   impl_->step = std::stoll(blobs.at("trainer"));
 }
 

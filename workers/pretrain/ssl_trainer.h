@@ -35,6 +35,9 @@ struct TrainerOptions {
   double sequential_weight = 1.0 / 2;      // of the DINO loss; the static term gets the rest
   bool sequential_targets_global = false;  // steps matched to the teacher's global view only
   int64_t sinkhorn_iterations = 0;
+  bool ema_centering =
+      false;  // DINO's centring (ssl.teacher_centering = "ema"), not Sinkhorn-Knopp
+  double center_momentum = 0.9;
   double clip_grad = 0;  // 0 = no clipping
   std::string device;    // "cpu" or "cuda:N"
   bool bf16 = false;     // forward passes under bf16 autocast; weights, loss and update in fp32
@@ -98,8 +101,8 @@ class SslTrainer {
   int64_t step() const;
 
   // Everything a bit-exact resume needs: "student" and "teacher" (safetensors),
-  // "optimizer" (AdamW state), "trainer" (step). load() refuses blobs that do
-  // not fit this trainer's shapes, naming the tensor. save() may run on another
+  // "optimizer" (AdamW state), "trainer" (step), and with EMA centring "center". load() refuses
+  // blobs that do not fit this trainer's shapes, naming the tensor. save() may run on another
   // thread while train_step runs: it then gives the last completed step.
   std::map<std::string, std::string> save() const;
   void load(const std::map<std::string, std::string>& blobs);

@@ -91,6 +91,34 @@ at::Tensor koleo_loss(const at::Tensor& x) {
   return -torch::log(distances + 1e-8).mean();
 }
 
+at::Tensor centred_softmax(const at::Tensor& teacher_logits, const at::Tensor& center,
+                           double teacher_temp) {
+  expect_shape(teacher_logits, "centred_softmax teacher_logits", 2, "[B, K]");
+  expect_positive(teacher_temp, "centred_softmax teacher_temp");
+  if (!center.defined() || center.dim() != 2 || center.size(0) != 1 ||
+      center.size(1) != teacher_logits.size(1))
+    throw std::invalid_argument("centred_softmax center must be [1, " +
+                                std::to_string(teacher_logits.size(1)) + "], got " +
+                                shape_of(center));
+  torch::NoGradGuard no_grad;
+  return torch::softmax((teacher_logits.detach().to(torch::kFloat) - center) / teacher_temp, -1);
+}
+
+void update_center(at::Tensor& center, const at::Tensor& teacher_logits, double momentum,
+                   const AllReduceSum& all_reduce_sum) {
+  expect_shape(teacher_logits, "update_center teacher_logits", 2, "[B, K]");
+  torch::NoGradGuard no_grad;
+  // The rows' sum and their count in one tensor: one all-reduce gives the global mean.
+  at::Tensor sum_and_count =
+      torch::cat({teacher_logits.detach().to(torch::kFloat).sum(0),
+                  torch::full({1}, static_cast<double>(teacher_logits.size(0)),
+                              center.options().dtype(torch::kFloat))});
+  if (all_reduce_sum) all_reduce_sum(sum_and_count);
+  const int64_t k = teacher_logits.size(1);
+  const at::Tensor batch_center = (sum_and_count.narrow(0, 0, k) / sum_and_count[k]).view({1, k});
+  center.mul_(momentum).add_(batch_center, 1.0 - momentum);
+}
+
 at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& teacher_final_step,
                            const ObjectiveOptions& options) {
   expect_shape(teacher_global, "teacher_global", 2, "[B, K]");
@@ -99,8 +127,10 @@ at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& t
                                 shape_of(teacher_global) + ", got " + shape_of(teacher_final_step));
   const int64_t batch = teacher_global.size(0);
   const at::Tensor both = torch::cat({teacher_global.detach(), teacher_final_step.detach()}, 0);
-  return sinkhorn_knopp(both, options.teacher_temp, options.sinkhorn)
-      .view({2, batch, teacher_global.size(1)});
+  const at::Tensor targets = options.center.defined()
+                                 ? centred_softmax(both, options.center, options.teacher_temp)
+                                 : sinkhorn_knopp(both, options.teacher_temp, options.sinkhorn);
+  return targets.view({2, batch, teacher_global.size(1)});
 }
 
 LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutputs& student,

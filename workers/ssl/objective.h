@@ -1,6 +1,7 @@
 // The sequential-to-global DINO objective (paper Sec. "Sequential-to-Global
 // Self-Supervised Pretraining", Algorithm 1): Sinkhorn-Knopp teacher centring
-// and KoLeo exactly as DINOv2 (NOTES.md section 3), and the loss combining them.
+// and KoLeo exactly as DINOv2 (NOTES.md section 3), DINO's EMA centring as the
+// alternative, and the loss combining them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -38,6 +39,17 @@ struct SinkhornOptions {
 at::Tensor sinkhorn_knopp(const at::Tensor& teacher_logits, double teacher_temp,
                           const SinkhornOptions& options = {});
 
+// DINO's centring (DINOLoss): softmax((teacher_logits - center) / temp) over
+// prototypes, fp32, without gradient. teacher_logits [B, K], center [1, K].
+at::Tensor centred_softmax(const at::Tensor& teacher_logits, const at::Tensor& center,
+                           double teacher_temp);
+
+// DINO's update_center: center = momentum * center + (1 - momentum) * the mean
+// of teacher_logits [B, K] over the GLOBAL batch (all_reduce_sum sums the rows'
+// sum and count over learners; empty = one process). In place on center [1, K].
+void update_center(at::Tensor& center, const at::Tensor& teacher_logits, double momentum,
+                   const AllReduceSum& all_reduce_sum = {});
+
 // DINOv2 KoLeoLoss on x [B, D] (B >= 2): L2-normalise rows (eps 1e-8), nearest
 // neighbour of each row by max dot product with the diagonal excluded, then
 // -mean log(pairwise_distance(x_i, x_nn(i)) + 1e-8), where pairwise_distance
@@ -64,6 +76,9 @@ struct ObjectiveOptions {
   // teacher's global-view target alone.
   bool sequential_targets_global = false;
   SinkhornOptions sinkhorn;  // its all-reduce makes the centring global
+  // Defined [1, K]: DINO's centring with this centre (centred_softmax) instead of
+  // Sinkhorn-Knopp; the caller updates it after the step (update_center).
+  at::Tensor center;
 };
 
 // Parts of the loss for logging: detached scalars (call .item() when logging).
@@ -78,9 +93,10 @@ struct LossParts {
   at::Tensor koleo;        // unweighted KoLeo (0 when off)
 };
 
-// Teacher targets [2, B, K]: Sinkhorn-Knopp over the union of the teacher's
-// global-view logits and its sequential view's FINAL-step logits (both
-// [B, K]), at teacher temperature, without gradient.
+// Teacher targets [2, B, K]: Sinkhorn-Knopp (or, with options.center, DINO's
+// centring) over the union of the teacher's global-view logits and its
+// sequential view's FINAL-step logits (both [B, K]), at teacher temperature,
+// without gradient.
 at::Tensor teacher_targets(const at::Tensor& teacher_global, const at::Tensor& teacher_final_step,
                            const ObjectiveOptions& options);
 
