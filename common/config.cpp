@@ -159,13 +159,14 @@ class Reader {
   }
 
   void numbers(const char* name, std::vector<double>& f, std::vector<double> def, double lo,
-               double hi, const char*) {
+               double hi, bool may_be_empty, const char*) {
     f = def;
     const toml::node* n = lookup(name);
     if (!n) return;
-    const std::string expected = fmt::format("a non-empty array of numbers in [{}, {}]", lo, hi);
+    const std::string expected =
+        fmt::format("a{} array of numbers in [{}, {}]", may_be_empty ? "n" : " non-empty", lo, hi);
     const toml::array* a = n->as_array();
-    if (!a || a->empty()) return wrong(*n, name, expected);
+    if (!a || (a->empty() && !may_be_empty)) return wrong(*n, name, expected);
     std::vector<double> out;
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::node& e = *a->get(i);
@@ -276,7 +277,14 @@ void check_consistency(const JobConfig& c, Problems& p) {
   }
   const bool evaluates_policy =
       std::find(c.eval.modes.begin(), c.eval.modes.end(), "policy") != c.eval.modes.end();
-  if (!c.policy.sees_state && evaluates_policy && c.eval.glimpses > c.model.width) {
+  const bool evaluates_blind =
+      std::find(c.eval.modes.begin(), c.eval.modes.end(), "fixed_path") != c.eval.modes.end();
+  if (evaluates_blind && c.eval.glimpses > c.model.width) {
+    p.add("eval.glimpses",
+          fmt::format("the learned fixed path (eval mode fixed_path) codes the glimpse in "
+                      "model.width ({}) values: expected at most that many glimpses, got {}",
+                      c.model.width, c.eval.glimpses));
+  } else if (!c.policy.sees_state && evaluates_policy && c.eval.glimpses > c.model.width) {
     p.add("eval.glimpses",
           fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
                       "model.width ({}) values: expected at most that many glimpses in mode "
@@ -372,6 +380,18 @@ void check_consistency(const JobConfig& c, Problems& p) {
           fmt::format("stage pretrain needs at least one data actor per learner, got {} data "
                       "actor(s) for {} learner(s)",
                       data_actors, learners));
+  }
+  const bool evaluates_fixed_path =
+      std::find(c.eval.modes.begin(), c.eval.modes.end(), "fixed_path") != c.eval.modes.end();
+  if (has_stage("eval") && evaluates_fixed_path &&
+      (!c.policy.fixed_path_baseline || !c.policy.sees_state)) {
+    // Mode fixed_path reads the learned fixed path the policy stage trains beside the policy.
+    p.add("eval.modes",
+          fmt::format("mode \"fixed_path\" needs the learned fixed path, which {}: drop "
+                      "\"fixed_path\" from eval.modes",
+                      c.policy.sees_state ? "policy.fixed_path_baseline = false does not train"
+                                          : "a state-blind policy (policy.sees_state = false) "
+                                            "does not train beside itself"));
   }
   if (has_stage("policy") && rollouts < 1) {
     // GRPO is learner 0 (the policy learner) fed by rollout actors.

@@ -153,9 +153,9 @@ void describe(V& v, DataConfig& c) {
   v.integer("clutter_pieces", c.clutter_pieces, 4, 0, 1024, "Clutter pieces per cluttered image.");
   v.integer("clutter_size", c.clutter_size, 8, 1, 1024, "Side of a clutter piece.");
   v.integer("seed", c.seed, 0, 0, kMaxInt, "Seed of the translated/cluttered generator.");
-  v.numbers("pixel_mean", c.pixel_mean, {0.485, 0.456, 0.406}, 0.0, 1.0,
+  v.numbers("pixel_mean", c.pixel_mean, {0.485, 0.456, 0.406}, 0.0, 1.0, false,
             "Per-channel mean (0..1) subtracted from patches; 1 value or one per channel.");
-  v.numbers("pixel_std", c.pixel_std, {0.229, 0.224, 0.225}, 1e-6, 1.0,
+  v.numbers("pixel_std", c.pixel_std, {0.229, 0.224, 0.225}, 1e-6, 1.0, false,
             "Per-channel std (0..1) dividing patches; 1 value or one per channel.");
   v.integer("loader_threads", c.loader_threads, 2, 1, 1024, "Decode/view threads per data actor.");
   v.integer("queue_depth", c.queue_depth, 8, 1, 4096,
@@ -299,7 +299,7 @@ void describe(V& v, ProbeConfig& c) {
            "Task head the probe writes for the policy (its reward) and eval stages: linear on "
            "the first state token, or the paper's one-layer transformer pooling every state "
            "token (fitted on top of the linear probe's report, which it then also shows).");
-  v.numbers("head_lrs", c.head_lrs, {1e-3}, 1e-9, 10.0,
+  v.numbers("head_lrs", c.head_lrs, {1e-3}, 1e-9, 10.0, false,
             "Peak AdamW learning rates of the transformer head (batch 256, cosine schedule); "
             "the one, and the step, best on the held-apart training images is kept.");
   v.integer("head_steps", c.head_steps, 1000, 1, int64_t{1} << 40,
@@ -312,7 +312,7 @@ void describe(V& v, ProbeConfig& c) {
             "The probe's training images: the first N of the training split; 0 = all.");
   v.integer("val_images", c.val_images, 0, 0, kMaxInt,
             "The reported images: the first N of the validation split; 0 = all.");
-  v.numbers("cs", c.cs, {0.01, 0.1, 1.0, 10.0}, 1e-9, 1e9,
+  v.numbers("cs", c.cs, {0.01, 0.1, 1.0, 10.0}, 1e-9, 1e9, false,
             "Inverse L2 strengths of the linear probe (scikit-learn's C); the one best on "
             "held-apart training images is refit on all of them.");
   v.number("holdout_fraction", c.holdout_fraction, 0.1, 0.01, 0.5,
@@ -392,18 +392,19 @@ void describe(V& v, PolicyConfig& c) {
 
 template <class V>
 void describe(V& v, EvalConfig& c) {
-  v.choices("modes", c.modes, {"vit", "random", "scan", "policy"},
-            {"vit", "random", "scan", "policy"},
+  v.choices("modes", c.modes, {"vit", "random", "scan", "fixed_path", "policy"},
+            {"vit", "random", "scan", "fixed_path", "policy"},
             "Modes `saccade eval` and the eval stage measure: vit (one step over the ViT-mode "
-            "grid), random gazes, scan (the fixed centre-first scan path), policy (the learned "
-            "policy's most likely gaze; needs the policy stage's policy).");
+            "grid), random gazes, scan (the fixed centre-first scan path), fixed_path (the "
+            "learned fixed path of policy.fixed_path_baseline), policy (the learned policy's "
+            "most likely gaze); the last two need the policy stage's weights.");
   v.integer("glimpses", c.glimpses, 8, 1, 1024,
             "Glimpses of the gaze modes: top-1 is reported after each (the paper: after 8).");
   v.integer("batch_size", c.batch_size, 256, 1, 1 << 24,
             "Images per forward pass (the sweep's larger ViT grids get proportionally fewer).");
   v.integer("images", c.images, 0, 0, int64_t{1} << 40,
             "The first N validation images of the per-glimpse evaluation; 0 = all.");
-  v.numbers("scales", c.scales, {1.0, 2.0, 4.0, 8.0}, 0.01, 64.0,
+  v.numbers("scales", c.scales, {1.0, 2.0, 4.0, 8.0}, 0.01, 64.0, /*may_be_empty=*/true,
             "Resolution sweep: the validation images resized by each factor; every mode, plus a "
             "ViT of fixed patch size (vit_fixed_patch: views.vit_grid x scale patches per side), "
             "is measured at each. Empty = no sweep.");

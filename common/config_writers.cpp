@@ -55,7 +55,7 @@ class TomlWriter {
     line(n, quote_text(f), d);
   }
   void numbers(const char* n, std::vector<double>& f, const std::vector<double>&, double, double,
-               const char* d) {
+               bool, const char* d) {
     std::vector<std::string> parts;
     for (double x : f) parts.push_back(float_text(x));
     line(n, fmt::format("[{}]", fmt::join(parts, ", ")), d);
@@ -115,11 +115,13 @@ class DocWriter {
     row(n, "string", quote_text(def), fmt::format("{}", fmt::join(opts, ", ")), d);
   }
   void numbers(const char* n, std::vector<double>&, const std::vector<double>& def, double lo,
-               double hi, const char* d) {
+               double hi, bool may_be_empty, const char* d) {
     std::vector<std::string> parts;
     for (double x : def) parts.push_back(float_text(x));
     row(n, "array of numbers", fmt::format("[{}]", fmt::join(parts, ", ")),
-        fmt::format("each {} .. {}", float_text(lo), float_text(hi)), d);
+        fmt::format("each {} .. {}{}", float_text(lo), float_text(hi),
+                    may_be_empty ? "; may be empty" : ""),
+        d);
   }
   void choices(const char* n, std::vector<std::string>&, const std::vector<std::string>& def,
                const std::vector<std::string>& opts, const char* d) {

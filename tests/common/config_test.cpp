@@ -120,6 +120,14 @@ TEST(Config, BadArrayElementIsNamedByIndex) {
             std::string::npos);
 }
 
+// eval.scales = [] turns the sweep off (its doc says so); a probe needs its Cs.
+TEST(Config, OnlyArraysThatMayBeEmptyAcceptEmpty) {
+  EXPECT_TRUE(parse_config("[eval]\nscales = []\n", "job.toml").eval.scales.empty());
+  EXPECT_EQ(refusal("[probe]\ncs = []\n"),
+            "job.toml:2:6: probe.cs: expected a non-empty array of numbers in [1e-09, "
+            "1000000000], got an array");
+}
+
 TEST(Config, NodeTablesAreValidatedOneByOne) {
   const std::string toml =
       "[[cluster.nodes]]\nname = \"a\"\nlearners = 1\n"
@@ -172,10 +180,28 @@ TEST(Config, CrossKeyChecks) {
       "each once; \"pretrain\" follows \"probe\"");
   EXPECT_NO_THROW(parse_config("[job]\nstages = [\"pretrain\", \"eval\"]\n", "job.toml"));
   EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[policy]\nsees_state = false\n[eval]\n"
-                    "glimpses = 65\n"),
+                    "glimpses = 65\nmodes = [\"policy\"]\n"),
             "job.toml:7:12: eval.glimpses: a state-blind policy (policy.sees_state = false) "
             "codes the glimpse in model.width (64) values: expected at most that many glimpses "
             "in mode policy, got 65");
+  // The learned fixed path (eval mode fixed_path, a default) is state-blind too, and
+  // exists only where the policy stage trains it.
+  EXPECT_EQ(refusal("[model]\nwidth = 64\nheads = 4\n[eval]\nglimpses = 65\n"),
+            "job.toml:5:12: eval.glimpses: the learned fixed path (eval mode fixed_path) codes "
+            "the glimpse in model.width (64) values: expected at most that many glimpses, got 65");
+  const std::string evaluating =
+      "[job]\nstages = [\"policy\", \"eval\"]\n[[cluster.nodes]]\nname = \"a\"\n"
+      "rollout_actors = 1\n[policy]\n";
+  EXPECT_EQ(refusal(evaluating + "fixed_path_baseline = false\n"),
+            "job.toml: eval.modes: mode \"fixed_path\" needs the learned fixed path, which "
+            "policy.fixed_path_baseline = false does not train: drop \"fixed_path\" from "
+            "eval.modes");
+  EXPECT_NE(refusal(evaluating + "sees_state = false\n").find("eval.modes: mode \"fixed_path\""),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_config(
+      evaluating + "fixed_path_baseline = false\n[eval]\nmodes = [\"policy\", \"random\"]\n",
+      "job.toml"));
+  EXPECT_NO_THROW(parse_config(evaluating, "job.toml"));
   EXPECT_NO_THROW(
       parse_config("[job]\nstages = [\"policy\"]\n[[cluster.nodes]]\nname = \"a\"\n"
                    "rollout_actors = 2\n",

@@ -380,10 +380,13 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
   const auto evaluated = nlohmann::json::parse(eval->read(4, "eval.json"));
   std::vector<std::string> modes;
   for (const auto& c : evaluated["curves"]) modes.push_back(c["mode"]);
-  EXPECT_EQ(modes, (std::vector<std::string>{"vit", "random", "scan", "policy"})) << evaluated;
-  EXPECT_EQ(evaluated["curves"][3]["accuracy"].size(), 3u) << evaluated;
+  EXPECT_EQ(modes, (std::vector<std::string>{"vit", "random", "scan", "fixed_path", "policy"}))
+      << evaluated;
+  EXPECT_EQ(evaluated["curves"][4]["accuracy"].size(), 3u) << evaluated;
+  // The learned fixed path came from the policy stage's last checkpoint: one path.
+  for (const auto& d : evaluated["curves"][3]["gaze_spread"]) EXPECT_LT(d.get<double>(), 1e-5);
   EXPECT_EQ(evaluated["task_head"], "transformer") << evaluated;
-  EXPECT_EQ(evaluated["sweep"].size(), 10u) << evaluated;  // 2 scales x (4 modes + fixed patch)
+  EXPECT_EQ(evaluated["sweep"].size(), 12u) << evaluated;  // 2 scales x (5 modes + fixed patch)
   verify_checkpoints(*open_db(work_dir()));  // pretraining's, untouched by the later stages
 }
 
@@ -470,7 +473,8 @@ TEST_F(Job, KilledPolicyLearnerResumesFromItsCheckpoint) {
   auto done = wait_status(config, finished, 300s);
   ASSERT_TRUE(done) << "the policy job did not finish after the kill\n" << a0.log();
   EXPECT_EQ((*actor(*done, "learner", 0)).at("restarts").get<double>(), 1);
-  EXPECT_EQ((*done).at("last_checkpoint_step").get<double>(), 48);  // 6 epochs x 8 batches
+  // 6 epochs x 8 batches of the policy, then as many of the learned fixed path.
+  EXPECT_EQ((*done).at("last_checkpoint_step").get<double>(), 96);
   EXPECT_EQ(coord.wait(30s), 0);
   EXPECT_EQ(a0.wait(20s), 0);
   EXPECT_EQ(a1.wait(20s), 0);
@@ -588,7 +592,10 @@ TEST_F(Job, SigtermInThePolicyStageDrainsAndTheNextLaunchResumesIt) {
       std::string::npos)
       << again.log();
   auto store = storage::CheckpointStore::open((work_dir() / "policy-checkpoints.db").string());
-  EXPECT_EQ(store->latest()->step, 480);  // 60 epochs x 8 batches
+  // 60 epochs x 8 batches of the policy, then the learned fixed path's checkpoint.
+  EXPECT_EQ(store->latest()->step, 960);
+  EXPECT_TRUE(store->info(480)) << "the policy's last checkpoint";
+  EXPECT_FALSE(store->read(960, "policy_fixed_path.safetensors").empty());
   EXPECT_TRUE(fs::exists(work_dir() / "policy.json"));
 }
 

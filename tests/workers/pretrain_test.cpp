@@ -508,9 +508,10 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   EXPECT_EQ(eval_report["upscale"], "nearest") << eval_report;
   std::map<std::string, nlohmann::json> curves;
   for (const auto& c : eval_report["curves"]) curves[c["mode"]] = c;
-  ASSERT_EQ(curves.size(), 4u) << eval_report;
-  for (const char* mode : {"random", "scan", "policy"})
+  ASSERT_EQ(curves.size(), 5u) << eval_report;
+  for (const char* mode : {"random", "scan", "fixed_path", "policy"})
     EXPECT_EQ(curves[mode]["accuracy"].size(), 3u) << mode;
+  for (const auto& d : curves["fixed_path"]["gaze_spread"]) EXPECT_LT(d.get<double>(), 1e-5);
   // ViT mode is the probe's ViT head on the same 24 images: the probe's score
   // (up to a vote flipped by another batch size's rounding).
   ASSERT_EQ(curves["vit"]["accuracy"].size(), 1u);
@@ -523,7 +524,7 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   // fixed patch size 4x as many at twice the side; the ViT-mode grid stays put.
   std::map<std::pair<std::string, double>, nlohmann::json> points;
   for (const auto& p : eval_report["sweep"]) points[{p["mode"], p["scale"]}] = p;
-  ASSERT_EQ(points.size(), 10u) << eval_report;
+  ASSERT_EQ(points.size(), 12u) << eval_report;  // 2 scales x (5 modes + fixed patch)
   auto at = [&](const char* mode, double scale) { return points[{mode, scale}]; };
   EXPECT_EQ(at("random", 1.0)["image_side"], 28);
   EXPECT_EQ(at("random", 2.0)["image_side"], 56);
@@ -535,6 +536,42 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   EXPECT_EQ(at("vit_fixed_patch", 2.0)["tokens"], 36);
   EXPECT_GT(at("vit_fixed_patch", 2.0)["gflops"].get<double>(),
             3 * at("vit_fixed_patch", 1.0)["gflops"].get<double>());
+  // Mode fixed_path evaluates the learned fixed path's own weights (the policy
+  // stage's policy_fixed_path.safetensors): its mixture, which reads only the
+  // glimpse index, is the one the policy stage measured (the accuracies differ:
+  // the two evaluations draw other foveal zooms).
+  {
+    std::ifstream in(dir / "job.toml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at_eval = text.find("[eval]\n");
+    ASSERT_NE(at_eval, std::string::npos);
+    text.insert(at_eval + 7, "modes = [\"fixed_path\"]\nscales = []\n");
+    text.replace(text.find("scales = [1.0, 2.0]\n"), 20, "");
+    std::ofstream(dir / "fixed.toml") << text;
+  }
+  const auto fixed =
+      testing::run_process({saccade, "eval", (dir / "fixed.toml").string(), "--max-images", "16"});
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  std::ifstream fixed_file(dir / "run" / "eval.json");
+  const auto fixed_report = nlohmann::json::parse(fixed_file);
+  ASSERT_EQ(fixed_report["curves"].size(), 1u) << fixed_report;
+  const auto& fixed_entropy = fixed_report["curves"][0]["mixture_entropy"];
+  ASSERT_EQ(fixed_entropy.size(), 3u) << fixed_report;
+  ASSERT_EQ(policy_report["fixed_path_mixture_entropy"].size(), 3u) << policy_report;
+  double policy_vs_fixed = 0;  // the policy's own mixture, to show the check can tell them apart
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_NEAR(fixed_entropy[k].get<double>(),
+                policy_report["fixed_path_mixture_entropy"][k].get<double>(), 1e-6)
+        << fixed_report << policy_report;
+    policy_vs_fixed += std::fabs(fixed_entropy[k].get<double>() -
+                                 policy_report["policy_mixture_entropy"][k].get<double>());
+  }
+  EXPECT_GT(policy_vs_fixed, 1e-4) << "the policy and the fixed path have the same mixture";
+  std::filesystem::remove(dir / "run" / "policy_fixed_path.safetensors");
+  const auto no_fixed = testing::run_process({saccade, "eval", (dir / "fixed.toml").string()});
+  EXPECT_EQ(no_fixed.exit_code, 1);
+  EXPECT_NE(no_fixed.err.find("policy_fixed_path.safetensors does not exist"), std::string::npos)
+      << no_fixed.err;
   // A bad config is refused before anything starts.
   std::ofstream(dir / "bad.toml") << "[ssl]\nbatch = 3\n";
   const auto bad = testing::run_process({saccade, "pretrain", (dir / "bad.toml").string()});

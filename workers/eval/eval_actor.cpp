@@ -86,6 +86,13 @@ class EvalLeader : public runtime::ActorBody {
       in.policy_bytes = fetch_input_blob(ctx, policy, kPolicyFile);
       in.policy_origin = fmt::format("{} from the coordinator", kPolicyFile);
     }
+    if (std::find(modes.begin(), modes.end(), "fixed_path") != modes.end()) {
+      control::CheckpointQuery fixed;
+      fixed.source = wire::CheckpointSource::INPUT_FILE;
+      fixed.blobs = {kFixedPathFile};
+      in.fixed_path_bytes = fetch_input_blob(ctx, fixed, kFixedPathFile);
+      in.fixed_path_origin = fmt::format("{} from the coordinator", kFixedPathFile);
+    }
     spdlog::info("eval: heads, teacher{} from the coordinator",
                  in.policy_bytes.empty() ? "" : " and policy");
     return in;

@@ -37,7 +37,7 @@ bool has(const std::vector<std::string>& list, const char* item) {
 GazeSource source_of(const std::string& mode) {
   if (mode == "random") return GazeSource::kRandom;
   if (mode == "scan") return GazeSource::kScan;
-  if (mode == "policy") return GazeSource::kPolicyMode;
+  if (mode == "policy" || mode == "fixed_path") return GazeSource::kPolicyMode;
   throw std::invalid_argument(fmt::format("eval: no gaze source for mode \"{}\"", mode));
 }
 
@@ -45,7 +45,28 @@ GazeSource source_of(const std::string& mode) {
 struct Models {
   PolicyStage stage;
   model::GazePolicy policy{nullptr};
+  model::GazePolicy fixed_path{nullptr};  // the learned fixed path (mode fixed_path)
 };
+
+// The weights of a gaze policy for `mode`, refused with `origin` and the reason.
+model::GazePolicy load_gaze_policy(const PolicyStage& stage, const std::string& bytes,
+                                   const std::string& origin, const std::string& mode,
+                                   const char* stage_hint) {
+  if (bytes.empty())
+    throw EvalInputError(
+        fmt::format("eval.modes has \"{}\" but its weights were not given: {}, or drop \"{}\" from "
+                    "eval.modes",
+                    mode, stage_hint, mode));
+  model::GazePolicy policy(stage.policy_options);
+  try {
+    model::load_modules({{"", policy.get()}}, bytes);
+  } catch (const std::exception& e) {
+    throw EvalInputError(
+        fmt::format("{}: {} (does [policy] match the policy trained?)", origin, e.what()));
+  }
+  policy->eval();
+  return policy;
+}
 
 // Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images.
 double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions views, int64_t grid,
@@ -76,14 +97,17 @@ GazeEvaluation gaze_accuracy(Models& m, RolloutSource& rollouts, const JobConfig
   o.batch_size = config.eval.batch_size;
   o.threads = static_cast<int>(config.data.loader_threads);
   o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
-  o.state_blind = !config.policy.sees_state;
-  o.policy_version = 1;  // one policy per evaluation
+  o.state_blind = mode == "fixed_path" || !config.policy.sees_state;
+  // Eval actors cache a policy's weights by version: one version per set of weights.
+  o.policy_version = mode == "fixed_path" ? 2 : 1;
   o.scale = scale;
   o.bilinear_upscale = config.eval.upscale == "bilinear";
   o.on_progress = on_progress;
   const GazeSource source = source_of(mode);
-  return evaluate_gazes(rollouts, needs_policy(source) ? m.policy.get() : nullptr, source,
-                        dataset_size, o);
+  model::GazePolicyImpl* policy = !needs_policy(source)  ? nullptr
+                                  : mode == "fixed_path" ? m.fixed_path.get()
+                                                         : m.policy.get();
+  return evaluate_gazes(rollouts, policy, source, dataset_size, o);
 }
 
 std::string report_json(const EvalReport& r, const JobConfig& config) {
@@ -174,20 +198,13 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
         "{} has no ViT-mode head: it was written before the probe saved one; run the probe "
         "again, or drop \"vit\" from eval.modes and set eval.scales = []",
         in.probe.head_origin));
-  if (has(modes, "policy")) {
-    if (in.policy_bytes.empty())
-      throw EvalInputError(
-          "eval.modes has \"policy\" but no policy was given: run the policy stage first, or "
-          "drop \"policy\" from eval.modes");
-    m.policy = model::GazePolicy(m.stage.policy_options);
-    try {
-      model::load_modules({{"", m.policy.get()}}, in.policy_bytes);
-    } catch (const std::exception& e) {
-      throw EvalInputError(fmt::format("{}: {} (does [policy] match the policy trained?)",
-                                       in.policy_origin, e.what()));
-    }
-    m.policy->eval();
-  }
+  if (has(modes, "policy"))
+    m.policy = load_gaze_policy(m.stage, in.policy_bytes, in.policy_origin, "policy",
+                                "run the policy stage first");
+  if (has(modes, "fixed_path"))
+    m.fixed_path =
+        load_gaze_policy(m.stage, in.fixed_path_bytes, in.fixed_path_origin, "fixed_path",
+                         "run the policy stage with policy.fixed_path_baseline = true first");
   for (auto& p : m.stage.backbone->parameters()) p.set_requires_grad(false);
 
   EvalReport report;
@@ -298,6 +315,18 @@ EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
           policy_path.string()));
     in.policy_bytes = read_file_bytes(policy_path);
     in.policy_origin = policy_path.string();
+  }
+  if (has(config.eval.modes, "fixed_path")) {
+    const std::filesystem::path path =
+        (config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir) /
+        std::filesystem::path(kFixedPathFile);
+    if (!std::filesystem::exists(path))
+      throw std::runtime_error(fmt::format(
+          "{} does not exist: eval.modes has \"fixed_path\"; run `saccade policy CONFIG` with "
+          "policy.fixed_path_baseline = true first, or drop \"fixed_path\" from eval.modes",
+          path.string()));
+    in.fixed_path_bytes = read_file_bytes(path);
+    in.fixed_path_origin = path.string();
   }
   return evaluate_models(config, in, run);
 }

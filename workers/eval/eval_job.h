@@ -33,9 +33,11 @@ class EvalInputError : public std::runtime_error {
 // What is evaluated, as bytes: the eval actor gets them from the coordinator,
 // `saccade eval` from files.
 struct EvalInputs {
-  ProbeHeadInputs probe;      // the task and ViT-mode heads, and their backbone
-  std::string policy_bytes;   // policy.safetensors; needed with mode "policy" only
-  std::string policy_origin;  // names them in errors
+  ProbeHeadInputs probe;          // the task and ViT-mode heads, and their backbone
+  std::string policy_bytes;       // policy.safetensors; needed with mode "policy" only
+  std::string policy_origin;      // names them in errors
+  std::string fixed_path_bytes;   // policy_fixed_path.safetensors; mode "fixed_path" only
+  std::string fixed_path_origin;  // names them in errors
 };
 
 struct EvalRunOptions {

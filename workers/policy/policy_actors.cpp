@@ -22,6 +22,9 @@
 namespace saccade::workers {
 namespace {
 
+// The policy's rollout batches, in the learned fixed path's checkpoint.
+constexpr const char* kPolicyBatchesBlob = "policy_batches";
+
 void set_threads(const runtime::ActorContext& ctx) {
   const uint32_t assigned = ctx.assignment().threads;
   at::set_num_threads(assigned > 0 ? static_cast<int>(assigned)
@@ -57,6 +60,12 @@ class PolicyLearner : public runtime::ActorBody {
       progress.checkpoint_every = config.policy.checkpoint_every_batches;
       progress.stopping = [&] { return ctx.stopping(); };
       const auto timeout = std::chrono::seconds(config.cluster.checkpoint_timeout_s);
+      // The policy's last checkpoint (its rollout batches, AdamW state): the
+      // learned fixed path's checkpoint, at the rollout batches of both (the
+      // fixed path trains as many as the policy), repeats them.
+      int64_t policy_batches = 0;
+      std::string policy_optimizer;
+      PolicyRunOptions run;
       if (r->resume_from_step >= 0) {
         control::CheckpointQuery query;
         query.step = r->resume_from_step;
@@ -70,7 +79,14 @@ class PolicyLearner : public runtime::ActorBody {
         model::load_modules({{"", policy.get()}}, blobs->at(kPolicyFile));
         progress.optimizer_state = blobs->at("optimizer");
         progress.start_update = r->resume_from_step;
-        spdlog::info("policy learner resumes after {} rollout batches", progress.start_update);
+        if (blobs->count(kFixedPathFile) && blobs->count(kPolicyBatchesBlob)) {
+          run.fixed_path_weights = blobs->at(kFixedPathFile);  // both trained: evaluate again
+          progress.start_update = std::stoll(blobs->at(kPolicyBatchesBlob));
+        }
+        policy_batches = progress.start_update;
+        policy_optimizer = progress.optimizer_state;
+        spdlog::info("policy learner resumes after {} rollout batches{}", progress.start_update,
+                     run.fixed_path_weights.empty() ? "" : " and the learned fixed path");
       }
       progress.on_checkpoint = [&](int64_t done, const std::string& optimizer) {
         const bool ok = ctx.save_checkpoint(
@@ -78,6 +94,20 @@ class PolicyLearner : public runtime::ActorBody {
             {{kPolicyFile, model::save_modules({{"", policy.get()}})}, {"optimizer", optimizer}},
             timeout);
         if (!ok) spdlog::warn("policy learner: checkpoint {} was not committed", done);
+        policy_batches = done;
+        policy_optimizer = optimizer;
+      };
+      // The eval stage reads the fixed path from the stage's last checkpoint.
+      run.on_fixed_path = [&](const std::string& weights) {
+        const int64_t step = 2 * policy_batches;
+        const bool ok =
+            ctx.save_checkpoint(step,
+                                {{kPolicyFile, model::save_modules({{"", policy.get()}})},
+                                 {"optimizer", policy_optimizer},
+                                 {kFixedPathFile, weights},
+                                 {kPolicyBatchesBlob, std::to_string(policy_batches)}},
+                                timeout);
+        if (!ok) spdlog::warn("policy learner: checkpoint {} (fixed path) was not committed", step);
       };
       const RolloutClientOptions o = rollout_client_options(ctx, stage.backbone->options());
       RolloutClient client(o);
@@ -87,7 +117,7 @@ class PolicyLearner : public runtime::ActorBody {
       spdlog::info("policy learner: {} rollout actor(s), rollouts kept in {}", o.endpoints.size(),
                    db);
       const PolicyReport report = train_and_evaluate_policy(
-          config, stage, *policy, recorded, {},
+          config, stage, *policy, recorded, run,
           [&](const PolicyEpoch& e) {
             ctx.report(e.epoch + 1, static_cast<double>(e.images) / std::max(e.seconds, 1e-9),
                        {{"loss", e.loss},

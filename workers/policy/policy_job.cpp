@@ -75,7 +75,8 @@ std::string report_json(const PolicyReport& r) {
                                     {"policy_mixture_entropy", r.policy_entropy},
                                     {"fixed_path_epochs", epochs_json(r.fixed_path_epochs)},
                                     {"fixed_path_accuracy", r.fixed_path_accuracy},
-                                    {"fixed_path_gaze_spread", r.fixed_path_spread}};
+                                    {"fixed_path_gaze_spread", r.fixed_path_spread},
+                                    {"fixed_path_mixture_entropy", r.fixed_path_entropy}};
   return j.dump(1) + "\n";
 }
 
@@ -186,39 +187,53 @@ namespace {
 // measured into report.fixed_path_*. Not checkpointed: a resumed learner trains it
 // again, to the same weights, after the policy's last checkpoint. Returns false
 // when a drain stopped it.
+// `run.fixed_path_weights`, when given, are the trained weights (a resumed learner's):
+// loaded, not trained again. Writes the weights into `weights`.
 bool train_fixed_path_baseline(const JobConfig& config, const PolicyStage& stage,
                                RolloutSource& rollouts, int64_t train_size,
                                const PolicyTrainOptions& train, LocalRollouts& val_rollouts,
                                int64_t val_size, const GazeEvalOptions& eval,
+                               const PolicyRunOptions& run,
                                const std::function<void(const PolicyEpoch&)>& on_epoch,
-                               const PolicyProgress& progress, PolicyReport& report) {
-  PolicyTrainOptions blind = train;
-  blind.state_blind = true;
-  blind.version_base = uint64_t{1} << 40;  // above any version of the policy's
+                               const PolicyProgress& progress, PolicyReport& report,
+                               std::string& weights) {
   model::GazePolicy fixed = initial_policy(config, stage);
-  fixed->to(stage.backbone->parameters().front().device());
-  PolicyProgress fixed_progress;
-  fixed_progress.stopping = progress.stopping;
-  spdlog::info("policy: the fixed-path baseline, a state-blind policy with the same budget");
-  train_policy(
-      rollouts, *fixed, train_size, blind,
-      [&](const PolicyEpoch& e) {
-        report.fixed_path_epochs.push_back(epoch_report(e));
-        log_epoch("fixed path", e, blind.steps);
-        PolicyEpoch after = e;  // progress keeps counting past the policy's epochs
-        after.epoch += train.epochs;
-        if (on_epoch) on_epoch(after);
-      },
-      fixed_progress);
-  if (progress.stopping && progress.stopping()) return false;
+  if (!run.fixed_path_weights.empty()) {
+    model::load_modules({{"", fixed.get()}}, run.fixed_path_weights);
+    fixed->to(stage.backbone->parameters().front().device());
+    spdlog::info("policy: the fixed-path baseline's weights from the checkpoint");
+  } else {
+    PolicyTrainOptions blind = train;
+    blind.state_blind = true;
+    blind.version_base = uint64_t{1} << 40;  // above any version of the policy's
+    fixed->to(stage.backbone->parameters().front().device());
+    PolicyProgress fixed_progress;
+    fixed_progress.stopping = progress.stopping;
+    spdlog::info("policy: the fixed-path baseline, a state-blind policy with the same budget");
+    train_policy(
+        rollouts, *fixed, train_size, blind,
+        [&](const PolicyEpoch& e) {
+          report.fixed_path_epochs.push_back(epoch_report(e));
+          log_epoch("fixed path", e, blind.steps);
+          PolicyEpoch after = e;  // progress keeps counting past the policy's epochs
+          after.epoch += train.epochs;
+          if (on_epoch) on_epoch(after);
+        },
+        fixed_progress);
+    if (progress.stopping && progress.stopping()) return false;
+  }
   GazeEvalOptions fixed_eval = eval;
   fixed_eval.state_blind = true;
   const GazeEvaluation g =
       evaluate_gazes(val_rollouts, fixed.get(), GazeSource::kPolicyMode, val_size, fixed_eval);
   report.fixed_path_accuracy = g.accuracy;
   report.fixed_path_spread = g.gaze_spread;
+  report.fixed_path_entropy = g.mixture_entropy;
   spdlog::info("policy: validation top-1 by glimpse, learned fixed path [{}], policy [{}]",
                percents(report.fixed_path_accuracy), percents(report.policy_accuracy));
+  fixed->to(torch::kCPU);
+  weights = model::save_modules({{"", fixed.get()}});
+  if (run.on_fixed_path && run.fixed_path_weights.empty()) run.on_fixed_path(weights);
   return true;
 }
 
@@ -246,9 +261,16 @@ void measure_gaze_sources(LocalRollouts& val_rollouts, model::GazePolicyImpl& po
       fmt::join(report.policy_spread, ", "));
 }
 
-// Writes the policy's weights (moved to the CPU) and its report into `dir`.
+// Writes the policy's weights (moved to the CPU), the fixed path's (when
+// trained) and the report into `dir`.
 void write_policy_files(const std::filesystem::path& dir, const PolicyStage& stage,
-                        model::GazePolicyImpl& policy, PolicyReport& report) {
+                        model::GazePolicyImpl& policy, const std::string& fixed_path_weights,
+                        PolicyReport& report) {
+  std::filesystem::create_directories(dir);  // a policy stage may have a work_dir of its own
+  if (!fixed_path_weights.empty()) {
+    report.fixed_path_file = (dir / kFixedPathFile).string();
+    write_file_bytes(report.fixed_path_file, fixed_path_weights);
+  }
   report.policy_path = (dir / kPolicyFile).string();
   report.report_path = (dir / "policy.json").string();
   policy.to(torch::kCPU);
@@ -261,7 +283,6 @@ void write_policy_files(const std::filesystem::path& dir, const PolicyStage& sta
                              {"depth", std::to_string(po.depth)},
                              {"heads", std::to_string(po.heads)},
                              {"n_mix", std::to_string(po.n_mix)}};
-  std::filesystem::create_directories(dir);  // a policy stage may have a work_dir of its own
   write_file_bytes(report.policy_path, model::save_modules({{"", &policy}}, meta));
   write_file_bytes(report.report_path, report_json(report));
 }
@@ -343,14 +364,16 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   const int64_t val_size = val_set->size();
   measure_gaze_sources(val_rollouts, policy, val_size, eval, report);
 
+  std::string fixed_path_weights;
   if (config.policy.fixed_path_baseline && !train.state_blind &&
       !train_fixed_path_baseline(config, stage, rollouts, train_set->size(), train, val_rollouts,
-                                 val_size, eval, on_epoch, progress, report)) {
+                                 val_size, eval, run, on_epoch, progress, report,
+                                 fixed_path_weights)) {
     report.stopped = true;
     return report;
   }
 
-  write_policy_files(dir, stage, policy, report);
+  write_policy_files(dir, stage, policy, fixed_path_weights, report);
   return report;
 }
 

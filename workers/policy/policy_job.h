@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ namespace saccade::workers {
 // file `saccade policy` writes in job.work_dir and the blob of the policy
 // stage's checkpoints, which the eval stage reads.
 inline constexpr const char* kPolicyFile = "policy.safetensors";
+// The learned fixed path's weights (policy.fixed_path_baseline), beside the
+// policy's: a file of `saccade policy` and a blob of the policy stage's last
+// checkpoint, which the eval stage's fixed_path mode reads.
+inline constexpr const char* kFixedPathFile = "policy_fixed_path.safetensors";
 
 // What the policy and eval stages start from: the probe's head file (its
 // bytes, and where they came from for errors) and the teacher backbone
@@ -30,6 +35,11 @@ struct ProbeHeadInputs {
 struct PolicyRunOptions {
   int64_t max_train_images = 0;  // overrides policy.train_images when > 0
   int64_t max_val_images = 0;    // overrides policy.val_images when > 0
+  // The learned fixed path's weights from a checkpoint (a resumed job's policy
+  // learner): loaded instead of trained again. Empty: trained.
+  std::string fixed_path_weights;
+  // Called with the fixed path's weights once trained (the job checkpoints them).
+  std::function<void(const std::string&)> on_fixed_path;
 };
 
 struct PolicyEpochReport {
@@ -67,9 +77,12 @@ struct PolicyReport {
   std::vector<PolicyEpochReport> fixed_path_epochs;
   std::vector<double> fixed_path_accuracy;  // its mode's top-1 after each glimpse
   std::vector<double> fixed_path_spread;    // 0 up to rounding: one path for every image
-  std::string policy_path;                  // job.work_dir/policy.safetensors
-  std::string report_path;                  // job.work_dir/policy.json
-  bool stopped = false;  // a drain ended the training: nothing measured or written
+  std::vector<double>
+      fixed_path_entropy;       // its mixture's weight entropy (the same for every image)
+  std::string fixed_path_file;  // job.work_dir/policy_fixed_path.safetensors, if trained
+  std::string policy_path;      // job.work_dir/policy.safetensors
+  std::string report_path;      // job.work_dir/policy.json
+  bool stopped = false;         // a drain ended the training: nothing measured or written
 };
 
 // Throws std::runtime_error when the probe head or its checkpoint is missing.

@@ -68,8 +68,9 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
 // Trains `policy` with `rollouts` on the training split (resumed and
 // checkpointed as `progress` says), evaluates it against random gazes and the
 // scan path on the validation split, trains and evaluates the learned fixed path
-// after it (policy.fixed_path_baseline; same rollouts, not checkpointed), writes
-// work_dir/policy.safetensors and policy.json, and
+// after it (policy.fixed_path_baseline; same rollouts; run.fixed_path_weights, a
+// checkpoint's, skip its training; run.on_fixed_path gets its weights), writes
+// work_dir/policy.safetensors, policy_fixed_path.safetensors and policy.json, and
 // returns what it measured. When progress.stopping() ended the training it
 // returns at once, evaluating and writing nothing (`stopped` set).
 PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& stage,
