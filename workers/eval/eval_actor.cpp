@@ -74,25 +74,24 @@ class EvalLeader : public runtime::ActorBody {
 
  private:
   // The inputs from the coordinator, never from this node's file system: the
-  // probe's heads, the teacher of the checkpoint they name, the policy.
+  // probe's heads, the teacher of the checkpoint they name, the policy and the
+  // learned fixed path.
   static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {
     EvalInputs in;
     in.probe = fetch_probe_head_inputs(ctx);
     const auto& modes = ctx.config().eval.modes;
-    if (std::find(modes.begin(), modes.end(), "policy") != modes.end()) {
-      control::CheckpointQuery policy;
-      policy.source = wire::CheckpointSource::INPUT_FILE;
-      policy.blobs = {kPolicyFile};
-      in.policy_bytes = fetch_input_blob(ctx, policy, kPolicyFile);
-      in.policy_origin = fmt::format("{} from the coordinator", kPolicyFile);
-    }
-    if (std::find(modes.begin(), modes.end(), "fixed_path") != modes.end()) {
-      control::CheckpointQuery fixed;
-      fixed.source = wire::CheckpointSource::INPUT_FILE;
-      fixed.blobs = {kFixedPathFile};
-      in.fixed_path_bytes = fetch_input_blob(ctx, fixed, kFixedPathFile);
-      in.fixed_path_origin = fmt::format("{} from the coordinator", kFixedPathFile);
-    }
+    // A policy stage's weights for `mode`, as the coordinator serves its file.
+    auto fetch_weights = [&](const char* mode, const char* file, std::string& bytes,
+                             std::string& origin) {
+      if (std::find(modes.begin(), modes.end(), mode) == modes.end()) return;
+      control::CheckpointQuery query;
+      query.source = wire::CheckpointSource::INPUT_FILE;
+      query.blobs = {file};
+      bytes = fetch_input_blob(ctx, query, file);
+      origin = fmt::format("{} from the coordinator", file);
+    };
+    fetch_weights("policy", kPolicyFile, in.policy_bytes, in.policy_origin);
+    fetch_weights("fixed_path", kFixedPathFile, in.fixed_path_bytes, in.fixed_path_origin);
     spdlog::info("eval: heads, teacher{} from the coordinator",
                  in.policy_bytes.empty() ? "" : " and policy");
     return in;

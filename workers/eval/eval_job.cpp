@@ -304,30 +304,24 @@ EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
   at::set_num_threads(resolve_threads(config.ssl.threads));
   EvalInputs in;
   in.probe = read_probe_head_inputs(config);
-  if (has(config.eval.modes, "policy")) {
-    const std::filesystem::path dir =
-        config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
-    const std::filesystem::path policy_path = dir / kPolicyFile;
-    if (!std::filesystem::exists(policy_path))
-      throw std::runtime_error(fmt::format(
-          "{} does not exist: eval.modes has \"policy\"; run `saccade policy CONFIG` first, or "
-          "drop \"policy\" from eval.modes",
-          policy_path.string()));
-    in.policy_bytes = read_file_bytes(policy_path);
-    in.policy_origin = policy_path.string();
-  }
-  if (has(config.eval.modes, "fixed_path")) {
-    const std::filesystem::path path =
-        (config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir) /
-        std::filesystem::path(kFixedPathFile);
+  // A policy stage's weights file for `mode`: its bytes and where they came from.
+  const std::filesystem::path dir =
+      config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
+  auto read_weights = [&](const char* mode, const char* file, const char* how, std::string& bytes,
+                          std::string& origin) {
+    if (!has(config.eval.modes, mode)) return;
+    const std::filesystem::path path = dir / file;
     if (!std::filesystem::exists(path))
-      throw std::runtime_error(fmt::format(
-          "{} does not exist: eval.modes has \"fixed_path\"; run `saccade policy CONFIG` with "
-          "policy.fixed_path_baseline = true first, or drop \"fixed_path\" from eval.modes",
-          path.string()));
-    in.fixed_path_bytes = read_file_bytes(path);
-    in.fixed_path_origin = path.string();
-  }
+      throw std::runtime_error(
+          fmt::format("{} does not exist: eval.modes has \"{}\"; run `saccade policy CONFIG`{} "
+                      "first, or drop \"{}\" from eval.modes",
+                      path.string(), mode, how, mode));
+    bytes = read_file_bytes(path);
+    origin = path.string();
+  };
+  read_weights("policy", kPolicyFile, "", in.policy_bytes, in.policy_origin);
+  read_weights("fixed_path", kFixedPathFile, " with policy.fixed_path_baseline = true",
+               in.fixed_path_bytes, in.fixed_path_origin);
   return evaluate_models(config, in, run);
 }
 
