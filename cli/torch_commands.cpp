@@ -132,7 +132,8 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
       fmt::print("probe of the initial weights (job.seed {})", config.job.seed);
     fmt::print(
         ": {} training, {} validation images (rows NAME: linear on the first state token, "
-        "NAME/all_states: linear on every state token, NAME/transformer_head: the transformer "
+        "NAME/all_states: linear on every state token, NAME/state_and_patch_mean: linear on the "
+        "first state token and the mean patch token, NAME/transformer_head: the transformer "
         "head)\n{}",
         r.train_images, r.val_images, workers::format_probe_table(r));
     if (!r.head_path.empty())

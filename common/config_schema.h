@@ -325,10 +325,13 @@ void describe(V& v, ProbeConfig& c) {
   v.choices("baselines", c.baselines, {"random_init", "pixels"}, {"random_init", "pixels"},
             "Baselines measured in the same run: the backbone at its initial weights, and raw "
             "pixels of the ViT-mode grid.");
-  v.choices("features", c.features, {"first_state"}, {"first_state", "all_states"},
+  v.choices("features", c.features, {"first_state"},
+            {"first_state", "all_states", "state_and_patch_mean"},
             "Features reported per backbone: first_state (the paper's; the task head written for "
-            "the policy reads it) and all_states (every state token concatenated, rows named "
-            "NAME/all_states).");
+            "the policy reads it), all_states (every state token concatenated, rows named "
+            "NAME/all_states) and state_and_patch_mean (the first state token beside the mean "
+            "patch token, DINOv2's linear-eval input; after glimpse k the mean over every patch of "
+            "glimpses 1..k; rows NAME/state_and_patch_mean).");
 }
 
 template <class V>

@@ -302,6 +302,28 @@ TEST(ProbeFeatures, AreTheBackbonesStatesWhateverTheBatching) {
                  torch::from_blob(batch.vit.positions.data(), {1, 9, 3}))
           .state.select(1, 0);
   EXPECT_TRUE(torch::allclose(direct[0], f.vit[4], 1e-5, 1e-6));
+  // The mean patch token: ViT mode's over its grid; after glimpse k over glimpses 1..k.
+  EXPECT_FALSE(with_pixels.vit_patch_mean.defined()) << "only when asked for";
+  o.patch_mean = true;
+  o.glimpses = 2;
+  const ProbeFeatures with_means = extract_probe_features(*backbone, dataset, views, o);
+  ASSERT_EQ(with_means.vit_patch_mean.sizes(), (std::vector<int64_t>{10, 16}));
+  ASSERT_EQ(with_means.steps_patch_mean.sizes(), (std::vector<int64_t>{2, 10, 16}));
+  const torch::Tensor direct_mean =
+      backbone
+          ->step(torch::from_blob(batch.vit.patches.data(), {1, 9, 1, 4, 4}),
+                 torch::from_blob(batch.vit.positions.data(), {1, 9, 3}))
+          .patch_tokens.mean(1);
+  EXPECT_TRUE(torch::allclose(direct_mean[0], with_means.vit_patch_mean[4], 1e-5, 1e-6));
+  o.glimpses = 1;
+  const ProbeFeatures one_mean = extract_probe_features(*backbone, dataset, views, o);
+  EXPECT_TRUE(
+      torch::allclose(one_mean.steps_patch_mean[0], with_means.steps_patch_mean[0], 1e-5, 1e-6))
+      << "glimpse 1's mean does not depend on later glimpses";
+  EXPECT_FALSE(
+      torch::allclose(with_means.steps_patch_mean[1], with_means.steps_patch_mean[0], 1e-3, 1e-3))
+      << "glimpse 2's patches enter the mean";
+  EXPECT_FALSE(torch::allclose(with_means.steps_patch_mean[0], with_means.steps[0], 1e-3, 1e-3));
   EXPECT_TRUE(
       torch::equal(with_pixels.pixels[4], torch::from_blob(batch.vit.patches.data(), {9 * 16})));
 }

@@ -57,7 +57,8 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       if (first == 0) f.pixels = torch::empty({n, vit_views.patches[0].numel()});
       f.pixels.narrow(0, first, b).copy_(vit_views.patches.reshape({b, -1}).cpu());
     }
-    const torch::Tensor vit_state = backbone.step(vit_views.patches, vit_views.positions).state;
+    const model::StepOutput vit_out = backbone.step(vit_views.patches, vit_views.positions);
+    const torch::Tensor& vit_state = vit_out.state;
     f.vit.narrow(0, first, b).copy_(vit_state.select(1, 0).to(torch::kCPU, torch::kFloat32));
     if (o.all_states) {
       if (first == 0) {
@@ -66,11 +67,25 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       }
       f.vit_all_states.narrow(0, first, b).copy_(vit_state.reshape({b, -1}).cpu());
     }
+    if (o.patch_mean) {
+      if (first == 0) {
+        f.vit_patch_mean = torch::empty({n, width});
+        f.steps_patch_mean = torch::empty({o.glimpses, n, width});
+      }
+      f.vit_patch_mean.narrow(0, first, b)
+          .copy_(vit_out.patch_tokens.mean(1).to(torch::kCPU, torch::kFloat32));
+    }
     const ViewTensors seq = to_tensors(batch.seq, device);
-    torch::Tensor state;
+    torch::Tensor state, patch_sum;         // patch_sum: the glimpses' mean patch tokens, summed
     for (int k = 0; k < o.glimpses; ++k) {  // step-major: glimpse k of the batch is one slice
       const ViewTensors glimpse = seq.rows(k * b, b);
-      state = backbone.step(glimpse.patches, glimpse.positions, state).state;
+      model::StepOutput out = backbone.step(glimpse.patches, glimpse.positions, state);
+      state = out.state;
+      if (o.patch_mean) {  // every glimpse has as many patches: the mean of means is the mean
+        const torch::Tensor m = out.patch_tokens.mean(1).to(torch::kFloat32);
+        patch_sum = k == 0 ? m : patch_sum + m;
+        f.steps_patch_mean[k].narrow(0, first, b).copy_((patch_sum / (k + 1)).cpu());
+      }
       f.steps[k].narrow(0, first, b).copy_(state.select(1, 0).to(torch::kCPU, torch::kFloat32));
       if (o.all_states)
         f.steps_all_states[k].narrow(0, first, b).copy_(state.reshape({b, -1}).cpu());

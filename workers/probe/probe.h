@@ -29,6 +29,10 @@ struct ProbeFeatures {
   // Every state token concatenated (FeatureOptions::all_states), the input the
   // paper's transformer head pools: [N, S*D] and [K, N, S*D].
   at::Tensor vit_all_states, steps_all_states;
+  // The mean patch token (FeatureOptions::patch_mean; DINOv2's linear eval appends it to
+  // the CLS token): ViT mode's grid [N, D], and after glimpse k the mean over every
+  // patch of glimpses 1..k [K, N, D].
+  at::Tensor vit_patch_mean, steps_patch_mean;
   at::Tensor labels;            // [N] int64
   int64_t skipped_corrupt = 0;  // images skipped (their next good neighbour stands in)
 };
@@ -41,6 +45,7 @@ struct FeatureOptions {
   uint64_t seed = 0;         // gazes of image i come from (seed, i) only
   bool pixels = false;       // also keep the ViT-mode grid's pixels (the raw-pixel baseline)
   bool all_states = false;   // also keep every state token (vit_all_states, steps_all_states)
+  bool patch_mean = false;   // also keep the mean patch token (vit_patch_mean, steps_patch_mean)
   std::function<void()> on_progress;  // after each batch (may be empty)
 };
 

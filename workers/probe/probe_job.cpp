@@ -86,6 +86,20 @@ void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
   report.rows.push_back(scores_of(name + "/all_states", evaluate_backbone(t, v, classes, eval)));
 }
 
+// The NAME/state_and_patch_mean row (probe.features has "state_and_patch_mean"): the first
+// state token and the mean patch token side by side, as DINOv2's linear eval reads a ViT.
+void add_state_and_patch_mean_rows(const std::string& name, const ProbeFeatures& train,
+                                   const ProbeFeatures& val, int64_t classes,
+                                   const EvaluationOptions& eval, ProbeReport& report) {
+  ProbeFeatures t = train, v = val;
+  t.vit = torch::cat({train.vit, train.vit_patch_mean}, 1);
+  t.steps = torch::cat({train.steps, train.steps_patch_mean}, 2);
+  v.vit = torch::cat({val.vit, val.vit_patch_mean}, 1);
+  v.steps = torch::cat({val.steps, val.steps_patch_mean}, 2);
+  report.rows.push_back(
+      scores_of(name + "/state_and_patch_mean", evaluate_backbone(t, v, classes, eval)));
+}
+
 // Every state token of features [.., N, S*D] as [V, N, S, D].
 torch::Tensor state_tokens(const torch::Tensor& all_states, int64_t views, int64_t s) {
   const int64_t n = all_states.size(-2);
@@ -131,13 +145,13 @@ std::string format_probe_table(const ProbeReport& r) {
                        100 * linear);
   };
   const size_t steps = r.rows.empty() ? 0 : r.rows[0].step_knn.size();
-  std::string out = fmt::format("{:<30}{:>16}", "top-1 (%)", "ViT mode");
+  std::string out = fmt::format("{:<34}{:>16}", "top-1 (%)", "ViT mode");
   for (size_t k = 0; k < steps; ++k) out += fmt::format("{:>16}", fmt::format("glimpse {}", k + 1));
-  out += fmt::format("\n{:<30}", "");
+  out += fmt::format("\n{:<34}", "");
   for (size_t k = 0; k <= steps; ++k) out += fmt::format("{:>8}{:>8}", "k-NN", "linear");
   out += "\n";
   for (const ProbeScores& s : r.rows) {
-    out += fmt::format("{:<30}", s.name) + cells(s.vit_knn, s.vit_linear);
+    out += fmt::format("{:<34}", s.name) + cells(s.vit_knn, s.vit_linear);
     for (size_t k = 0; k < s.step_knn.size(); ++k) out += cells(s.step_knn[k], s.step_linear[k]);
     out += "\n";
   }
@@ -180,8 +194,11 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
       std::find(features.begin(), features.end(), "first_state") != features.end();
   const bool all_states_rows =
       std::find(features.begin(), features.end(), "all_states") != features.end();
+  const bool patch_mean_rows =
+      std::find(features.begin(), features.end(), "state_and_patch_mean") != features.end();
   const bool transformer = config.probe.head == "transformer";  // reads every state token
   train_features.all_states = all_states_rows || transformer;
+  train_features.patch_mean = patch_mean_rows;
   train_features.on_progress = run.on_progress;
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
@@ -222,6 +239,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const std::string name = run.random_init ? "random_init" : "pretrained";
   if (first_state) report.rows.push_back(scores_of(name, probed));
   if (all_states_rows) add_all_states_rows(name, train, val, classes, eval, report);
+  if (patch_mean_rows) add_state_and_patch_mean_rows(name, train, val, classes, eval, report);
   ProbeHeads heads{{probed.task_head.weight, probed.task_head.bias},
                    {probed.vit_head.weight, probed.vit_head.bias},
                    step};
@@ -244,6 +262,8 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
       report.rows.push_back(
           scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
     if (all_states_rows) add_all_states_rows("random_init", train0, val0, classes, eval, report);
+    if (patch_mean_rows)
+      add_state_and_patch_mean_rows("random_init", train0, val0, classes, eval, report);
     if (transformer)
       fit_transformer_heads("random_init", train0, val0, n_state, classes, head_options, report);
     report.fit_seconds += seconds_since(t0);
