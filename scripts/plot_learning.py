@@ -69,20 +69,23 @@ def plot_knn(metrics_path, out):
 def plot_glimpses(probe_path, out):
     with open(probe_path) as f:
         report = json.load(f)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
     colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green"}
     for ax, kind in zip(axes, ("knn", "linear")):
         for row in report["rows"]:
             if row[f"vit_{kind}"] is None:  # a transformer head's row has no k-NN
                 continue
-            color = colors.get(row["name"], None)
+            # NAME/feature rows (all_states, state_and_patch_mean) share NAME's colour, dashed.
+            base, _, feature = row["name"].partition("/")
+            color = colors.get(base, None)
             steps = row[f"step_{kind}"]
             vit = 100 * row[f"vit_{kind}"]
             if steps:
                 xs = list(range(1, len(steps) + 1))
-                ax.plot(xs, [100 * v for v in steps], "o-", color=color,
+                ax.plot(xs, [100 * v for v in steps], "^--" if feature else "o-", color=color,
                         label=f"{row['name']}, glimpses")
-                ax.plot([0], [vit], "s", color=color, ms=8, label=f"{row['name']}, ViT mode")
+                ax.plot([0], [vit], "D" if feature else "s", color=color, ms=8,
+                        mfc="none" if feature else color, label=f"{row['name']}, ViT mode")
             else:
                 ax.axhline(vit, ls="--", color=color, label=f"{row['name']} (ViT grid)")
         longest = max(len(r[f"step_{kind}"]) for r in report["rows"])
@@ -91,7 +94,7 @@ def plot_glimpses(probe_path, out):
         ax.set_title(f"{'k-NN' if kind == 'knn' else 'linear'} top-1")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation top-1 (%)")
-    axes[1].legend(fontsize=7, loc="center right")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle(f"probe of checkpoint {report['checkpoint_step']}: "
                  f"{report['train_images']} train / {report['val_images']} val images")
     fig.tight_layout()

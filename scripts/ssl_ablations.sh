@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretraining ablations (docs/ssl.md, "Ablations at 1,000 steps"): one-process
+# Pretraining ablations (docs/ssl.md, "Ablations (session 20)"): one-process
 # `saccade pretrain --fresh --steps STEPS` of BASE (default
 # configs/ablations/glimpse-m099.toml, the glimpse recipe with its faster teacher)
 # per variant, each with one or more keys changed, in OUT/<job>-<variant> (OUT
