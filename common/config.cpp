@@ -277,6 +277,7 @@ void check_consistency(const JobConfig& c, Problems& p) {
   }
   const bool evaluates_policy =
       std::find(c.eval.modes.begin(), c.eval.modes.end(), "policy") != c.eval.modes.end();
+  // Mode fixed_path evaluates the learned fixed path, a state-blind policy.
   const bool evaluates_blind =
       std::find(c.eval.modes.begin(), c.eval.modes.end(), "fixed_path") != c.eval.modes.end();
   if (evaluates_blind && c.eval.glimpses > c.model.width) {
@@ -381,9 +382,7 @@ void check_consistency(const JobConfig& c, Problems& p) {
                       "actor(s) for {} learner(s)",
                       data_actors, learners));
   }
-  const bool evaluates_fixed_path =
-      std::find(c.eval.modes.begin(), c.eval.modes.end(), "fixed_path") != c.eval.modes.end();
-  if (has_stage("eval") && evaluates_fixed_path &&
+  if (has_stage("eval") && evaluates_blind &&
       (!c.policy.fixed_path_baseline || !c.policy.sees_state)) {
     // Mode fixed_path reads the learned fixed path the policy stage trains beside the policy.
     p.add("eval.modes",

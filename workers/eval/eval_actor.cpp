@@ -92,8 +92,9 @@ class EvalLeader : public runtime::ActorBody {
     };
     fetch_weights("policy", kPolicyFile, in.policy_bytes, in.policy_origin);
     fetch_weights("fixed_path", kFixedPathFile, in.fixed_path_bytes, in.fixed_path_origin);
-    spdlog::info("eval: heads, teacher{} from the coordinator",
-                 in.policy_bytes.empty() ? "" : " and policy");
+    spdlog::info("eval: heads, teacher{}{} from the coordinator",
+                 in.policy_bytes.empty() ? "" : ", policy",
+                 in.fixed_path_bytes.empty() ? "" : ", learned fixed path");
     return in;
   }
 };

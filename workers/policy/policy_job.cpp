@@ -184,11 +184,12 @@ namespace {
 
 // The best fixed scan path: the same GRPO, budget, seeds and rollouts as the
 // policy's (`train`) with a policy that reads only the glimpse index, trained and
-// measured into report.fixed_path_*. Not checkpointed: a resumed learner trains it
-// again, to the same weights, after the policy's last checkpoint. Returns false
-// when a drain stopped it.
-// `run.fixed_path_weights`, when given, are the trained weights (a resumed learner's):
-// loaded, not trained again. Writes the weights into `weights`.
+// measured into report.fixed_path_*. Once trained, its weights go to
+// run.on_fixed_path (a job's learner checkpoints them); `run.fixed_path_weights`,
+// when given (a resumed learner's), are loaded instead of trained again; a learner
+// killed while it trains retrains it, to the same weights, after the policy's last
+// checkpoint. Writes the weights into `weights`. Returns false when a drain
+// stopped it.
 bool train_fixed_path_baseline(const JobConfig& config, const PolicyStage& stage,
                                RolloutSource& rollouts, int64_t train_size,
                                const PolicyTrainOptions& train, LocalRollouts& val_rollouts,

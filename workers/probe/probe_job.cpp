@@ -74,30 +74,37 @@ ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
   return s;
 }
 
-// The NAME/all_states row (probe.features has "all_states").
-void add_all_states_rows(const std::string& name, const ProbeFeatures& train,
-                         const ProbeFeatures& val, int64_t classes, const EvaluationOptions& eval,
-                         ProbeReport& report) {
-  ProbeFeatures t = train, v = val;
-  t.vit = train.vit_all_states;
-  t.steps = train.steps_all_states;
-  v.vit = val.vit_all_states;
-  v.steps = val.steps_all_states;
-  report.rows.push_back(scores_of(name + "/all_states", evaluate_backbone(t, v, classes, eval)));
-}
+// Which rows beyond NAME (the first state token) probe.features asks for.
+struct FeatureRows {
+  bool all_states = false;  // NAME/all_states: every state token concatenated
+  bool patch_mean = false;  // NAME/state_and_patch_mean: first state token + mean patch token
+};
 
-// The NAME/state_and_patch_mean row (probe.features has "state_and_patch_mean"): the first
-// state token and the mean patch token side by side, as DINOv2's linear eval reads a ViT.
-void add_state_and_patch_mean_rows(const std::string& name, const ProbeFeatures& train,
-                                   const ProbeFeatures& val, int64_t classes,
-                                   const EvaluationOptions& eval, ProbeReport& report) {
-  ProbeFeatures t = train, v = val;
-  t.vit = torch::cat({train.vit, train.vit_patch_mean}, 1);
-  t.steps = torch::cat({train.steps, train.steps_patch_mean}, 2);
-  v.vit = torch::cat({val.vit, val.vit_patch_mean}, 1);
-  v.steps = torch::cat({val.steps, val.steps_patch_mean}, 2);
-  report.rows.push_back(
-      scores_of(name + "/state_and_patch_mean", evaluate_backbone(t, v, classes, eval)));
+// The rows NAME/FEATURE: the same images and labels, other features of the same backbone.
+void add_feature_rows(const std::string& name, const ProbeFeatures& train, const ProbeFeatures& val,
+                      const FeatureRows& rows, int64_t classes, const EvaluationOptions& eval,
+                      ProbeReport& report) {
+  auto add = [&](const char* feature, auto vit_of, auto steps_of) {
+    ProbeFeatures t = train, v = val;
+    t.vit = vit_of(train);
+    t.steps = steps_of(train);
+    v.vit = vit_of(val);
+    v.steps = steps_of(val);
+    report.rows.push_back(scores_of(name + "/" + feature, evaluate_backbone(t, v, classes, eval)));
+  };
+  if (rows.all_states)
+    add(
+        "all_states", [](const ProbeFeatures& f) { return f.vit_all_states; },
+        [](const ProbeFeatures& f) { return f.steps_all_states; });
+  if (rows.patch_mean)  // side by side, as DINOv2's linear eval reads a ViT
+    add(
+        "state_and_patch_mean",
+        [](const ProbeFeatures& f) {
+          return torch::cat({f.vit, f.vit_patch_mean}, 1);
+        },
+        [](const ProbeFeatures& f) {
+          return torch::cat({f.steps, f.steps_patch_mean}, 2);
+        });
 }
 
 // Every state token of features [.., N, S*D] as [V, N, S, D].
@@ -192,13 +199,14 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const auto& features = config.probe.features;
   const bool first_state =
       std::find(features.begin(), features.end(), "first_state") != features.end();
-  const bool all_states_rows =
+  FeatureRows feature_rows;
+  feature_rows.all_states =
       std::find(features.begin(), features.end(), "all_states") != features.end();
-  const bool patch_mean_rows =
+  feature_rows.patch_mean =
       std::find(features.begin(), features.end(), "state_and_patch_mean") != features.end();
   const bool transformer = config.probe.head == "transformer";  // reads every state token
-  train_features.all_states = all_states_rows || transformer;
-  train_features.patch_mean = patch_mean_rows;
+  train_features.all_states = feature_rows.all_states || transformer;
+  train_features.patch_mean = feature_rows.patch_mean;
   train_features.on_progress = run.on_progress;
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
@@ -238,8 +246,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const BackboneEvaluation probed = evaluate_backbone(train, val, classes, eval);
   const std::string name = run.random_init ? "random_init" : "pretrained";
   if (first_state) report.rows.push_back(scores_of(name, probed));
-  if (all_states_rows) add_all_states_rows(name, train, val, classes, eval, report);
-  if (patch_mean_rows) add_state_and_patch_mean_rows(name, train, val, classes, eval, report);
+  add_feature_rows(name, train, val, feature_rows, classes, eval, report);
   ProbeHeads heads{{probed.task_head.weight, probed.task_head.bias},
                    {probed.vit_head.weight, probed.vit_head.bias},
                    step};
@@ -261,9 +268,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     if (first_state)
       report.rows.push_back(
           scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
-    if (all_states_rows) add_all_states_rows("random_init", train0, val0, classes, eval, report);
-    if (patch_mean_rows)
-      add_state_and_patch_mean_rows("random_init", train0, val0, classes, eval, report);
+    add_feature_rows("random_init", train0, val0, feature_rows, classes, eval, report);
     if (transformer)
       fit_transformer_heads("random_init", train0, val0, n_state, classes, head_options, report);
     report.fit_seconds += seconds_since(t0);
