@@ -11,6 +11,7 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
+#include "workers/pretrain/view_tensors.h"
 #include "workers/probe/probe.h"
 
 namespace saccade::workers {
@@ -121,6 +122,50 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
   EXPECT_EQ(scan_gaze(1, 3.0f, 6.0f), std::make_pair(0.5f, 1.0f));  // top-left cell
   EXPECT_EQ(scan_gaze(8, 3.0f, 6.0f), std::make_pair(2.5f, 5.0f));  // bottom-right cell
   EXPECT_EQ(scan_gaze(9, 3.0f, 6.0f), scan_gaze(0, 3.0f, 6.0f));    // then again
+}
+
+// Glimpse 1 of a trace is glimpse 1 of pretraining and of the probe: the backbone starts
+// from no state. With memory tokens a zero state adds tokens it was never trained on
+// (sessions 18-21's policy stages scored glimpse 1 near chance that way).
+TEST(GazeTraces, TheFirstGlimpseStartsFromNoStateAsInPretraining) {
+  for (const auto input : {model::BackboneOptions::StateInput::kMemory,
+                           model::BackboneOptions::StateInput::kProjected}) {
+    model::BackboneOptions bo = small_backbone()->options();
+    bo.state_input = input;
+    torch::manual_seed(3);
+    model::FovealBackbone bb(bo);
+    bb->eval();
+    {  // as if trained: the zero-initialised projection and embeddings no longer zero
+      torch::NoGradGuard no_grad;
+      for (auto& p : bb->parameters()) p.add_(0.1 * torch::randn_like(p));
+    }
+    OneClassDataset dataset{3, /*noise=*/true};
+    data::ViewOptions views = small_views();
+    views.fovea_zoom_max = views.fovea_zoom_min;  // the zoom a trace draws is then known
+    std::vector<int64_t> labels;
+    const auto images = load_glimpse_cutters(dataset, views, {0, 1, 2}, 1, &labels);
+    labels = {0, 1, 0};
+    TraceOptions o;
+    o.steps = 2;
+    o.group = 1;
+    o.source = GazeSource::kRandom;
+    const Traces tr =
+        run_traces(*bb, TaskHead{torch::randn({2, 16}), torch::randn({2})}, nullptr, images, labels, o);
+
+    data::PatchBatch glimpse;
+    glimpse.resize(3, views.glimpse_tokens(), views.channels, views.patch_size);
+    for (int64_t n = 0; n < 3; ++n)
+      images[n].cut(tr.gazes[0][n][0].item<float>(), tr.gazes[0][n][1].item<float>(),
+                    views.fovea_zoom_min, glimpse, n);
+    const ViewTensors v = to_tensors(glimpse, torch::kCPU);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor started = bb->step(v.patches, v.positions).state;
+    const torch::Tensor from_zeros = bb->step(v.patches, v.positions, bb->initial_state(3)).state;
+    ASSERT_FALSE(torch::allclose(started, from_zeros, 1e-3, 1e-3))
+        << "the test must tell them apart: " << model::state_input_name(input);
+    EXPECT_TRUE(torch::allclose(tr.states[1], started, 1e-5, 1e-6))
+        << "state input " << model::state_input_name(input);
+  }
 }
 
 TEST(GazeTraces, ATransformerHeadRewardsWhatItSaysOnEveryStateToken) {

@@ -131,6 +131,9 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
   torch::NoGradGuard no_grad;
   data::PatchBatch glimpse;
   glimpse.resize(N, views.glimpse_tokens(), views.channels, views.patch_size);
+  // What the policy reads before glimpse 1. The backbone itself starts the sequence from
+  // no state, as pretraining and the probe do: with memory tokens (or a state projection)
+  // a zero state is not "no state", and glimpse 1 would see tokens it was never trained on.
   torch::Tensor state = backbone.initial_state(N);
   for (int64_t t = 0; t < T; ++t) {
     // What the policy reads, kept for the trainer to read it again.
@@ -147,7 +150,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
       images[n / G].cut(g[n][0], g[n][1], z, glimpse, n);
     });
     const ViewTensors v = to_tensors(glimpse, device);
-    state = backbone.step(v.patches, v.positions, state).state;
+    state = backbone.step(v.patches, v.positions, t == 0 ? torch::Tensor() : state).state;
     const torch::Tensor logits = head.logits(state);
     const torch::Tensor p_true =
         torch::softmax(logits, 1).gather(1, label_index.view({-1, 1})).squeeze(1);
