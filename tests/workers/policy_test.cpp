@@ -149,8 +149,8 @@ TEST(GazeTraces, TheFirstGlimpseStartsFromNoStateAsInPretraining) {
     o.steps = 2;
     o.group = 1;
     o.source = GazeSource::kRandom;
-    const Traces tr =
-        run_traces(*bb, TaskHead{torch::randn({2, 16}), torch::randn({2})}, nullptr, images, labels, o);
+    const Traces tr = run_traces(*bb, TaskHead{torch::randn({2, 16}), torch::randn({2})}, nullptr,
+                                 images, labels, o);
 
     data::PatchBatch glimpse;
     glimpse.resize(3, views.glimpse_tokens(), views.channels, views.patch_size);
