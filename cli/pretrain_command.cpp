@@ -58,12 +58,22 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
                    "checkpoint: the teacher of a checkpoint; random: the backbone's initial "
                    "weights (job.seed), no checkpoint needed, no head written")
       ->check(CLI::IsMember({"checkpoint", "random"}));
+  static std::string probe_backbone;
+  probe
+      ->add_option("--backbone", probe_backbone,
+                   "Probe this backbone file (`saccade export`, or pretrain's "
+                   "backbone.safetensors) instead of a checkpoint; no head written")
+      ->check(CLI::ExistingFile)
+      ->excludes("--step");
   probe->add_option("--max-train-images", probe_args.max_train_images,
                     "Use the first N training images (default: probe.train_images)");
   probe->add_option("--max-val-images", probe_args.max_val_images,
                     "Use the first N validation images (default: probe.val_images)");
   probe->callback([&global] {
     probe_args.random_init = probe_init == "random";
+    if (probe_args.random_init && !probe_backbone.empty())
+      throw CLI::ValidationError("--backbone", "cannot be combined with --init random");
+    probe_args.backbone_path = probe_backbone.c_str();
     probe_args.config_path = probe_file.c_str();
     probe_args.log_level = global.log_level.c_str();
     auto* entry = reinterpret_cast<int (*)(const ProbeArgs*)>(torch_entry("saccade_torch_probe"));

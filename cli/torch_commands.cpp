@@ -125,8 +125,11 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
     run.max_train_images = args->max_train_images;
     run.max_val_images = args->max_val_images;
     run.random_init = args->random_init;
+    run.backbone_file = args->backbone_path;
     const workers::ProbeReport r = workers::run_probe(config, run);
-    if (r.checkpoint_step >= 0)
+    if (!r.backbone_file.empty())
+      fmt::print("probe of the backbone in {}", r.backbone_file);
+    else if (r.checkpoint_step >= 0)
       fmt::print("probe of checkpoint {} ({})", r.checkpoint_step, r.checkpoint_db);
     else
       fmt::print("probe of the initial weights (job.seed {})", config.job.seed);

@@ -29,8 +29,9 @@ struct ExportArgs {
 
 struct ProbeArgs {
   const char* config_path = nullptr;
-  int64_t step = -1;         // -1: the newest committed checkpoint
-  bool random_init = false;  // --init random: the backbone's initial weights
+  int64_t step = -1;               // -1: the newest committed checkpoint
+  bool random_init = false;        // --init random: the backbone's initial weights
+  const char* backbone_path = "";  // --backbone FILE: this safetensors backbone instead
   int64_t max_train_images = 0;
   int64_t max_val_images = 0;
   const char* log_level = "";

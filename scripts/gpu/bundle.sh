@@ -5,6 +5,7 @@
 # (not glibc, libstdc++, LibTorch, CUDA or NCCL: its PyTorch brings those). Prints the
 # size, and fails when it exceeds the device tool's carry limit (64 MiB). Then, there:
 #   bash gpu-bundle/run.sh        (device tool: carry ["gpu-bundle"], command as above)
+# (SACCADE_GPU_TRAIN=CONFIG adds a pretraining run on the bundle's Fashion-MNIST; see run.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 prefix=$(bash scripts/gpu/fetch-torch.sh "${SACCADE_GPU_TORCH_DIR:-$PWD/.cache/torch-${SACCADE_GPU_TORCH_VERSION:-2.11.0}}")
@@ -37,6 +38,9 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
 rm -rf gpu-bundle
 mkdir -p gpu-bundle
 cp scripts/gpu/run.sh gpu-bundle/run.sh
+# Fashion-MNIST (30 MB) for run.sh's training step (SACCADE_GPU_TRAIN), when installed here.
+fashion=${SACCADE_GPU_DATA:-/usr/share/datasets/fashion-mnist}
+if [ -d "$fashion" ]; then mkdir -p gpu-bundle/data && cp "$fashion"/*-ubyte.gz gpu-bundle/data/; fi
 git rev-parse HEAD >gpu-bundle/COMMIT 2>/dev/null || true
 # OpenBLAS (opencv_core's LAPACK) alone is 36 MB: compressed, the payload fits.
 tar -C "$out" -cf - bin lib | xz -9 -T "${JOBS:-$(nproc)}" >gpu-bundle/payload.tar.xz

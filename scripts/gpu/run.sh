@@ -7,8 +7,15 @@
 #   3. saccade bench model: ViT-S in bf16 on the GPU, images/s and MFU;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
+#   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
+#      all at once (Fashion-MNIST from the bundle's data/), each in $OUT/train-NAME/;
 # then summary.json with every step's exit code. Exits 3 at once without a GPU.
+# SACCADE_GPU_CHECKS picks among steps 1-4 (default: all; "none": training only).
+# Every step runs under `timeout`, within SACCADE_GPU_BUDGET_S seconds (default 480) from
+# the start: a hung step costs its share of the device lease, not all of it.
 set -uo pipefail
+start=$(date +%s)
+budget=${SACCADE_GPU_BUDGET_S:-480}
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
@@ -37,27 +44,67 @@ rm -rf "$bundle"
   "$here/payload.tar.xz" "$bundle" || exit 2
 export LD_LIBRARY_PATH="$bundle/lib:$libs:${LD_LIBRARY_PATH:-}"
 gpus=$(grep -c "^GPU " "$out/gpus.txt")
-declare -A rc
-step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, records its exit code
-  local name=$1
-  shift
-  echo "== $name: $*"
-  "$@" 2>&1 | tee "$out/$name.log"
-  rc[$name]=${PIPESTATUS[0]}
+mkdir -p "$out/rc"
+step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the budget),
+  local name=$1 cap=$2  # logs to $out/NAME.log, its exit code to $out/rc/NAME (124: timed out)
+  shift 2
+  local left=$((budget - ($(date +%s) - start)))
+  [ "$left" -lt "$cap" ] && cap=$left
+  if [ "$cap" -le 0 ]; then
+    echo "== $name: skipped, the ${budget} s budget is spent" | tee "$out/$name.log"
+    echo 124 >"$out/rc/$name"
+    return
+  fi
+  echo "== $name ($cap s at most): $*"
+  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee "$out/$name.log"
+  echo "${PIPESTATUS[0]}" >"$out/rc/$name"
 }
-step kernels_cuda_tests "$bundle/bin/kernels_cuda_tests" --gtest_output="json:$out/kernels_cuda_tests.json"
-step extract "$bundle/bin/saccade" bench extract --no-photos --sizes 256,4096 --threads 1,0 \
-  --no-baseline --accuracy-patches 0 --cuda-sizes 1024,4096,8192 --json "$out/extract.json"
-step model "$bundle/bin/saccade" bench model --presets vit_s --device cuda --bf16 --batch 256 \
-  --iters 20 --json "$out/model.json"
-step allreduce_nccl "$bundle/bin/saccade" bench allreduce --device cuda --world-size "$gpus" \
-  --megabytes 1,16,64,256 --iterations 20 --json "$out/allreduce_nccl.json"
-step allreduce_gloo "$bundle/bin/saccade" bench allreduce --device cpu --world-size 2 \
-  --megabytes 1,16,64 --store-port 29612 --json "$out/allreduce_gloo.json"
-codes=""
-for k in "${!rc[@]}"; do codes+="\"$k\": ${rc[$k]}, "; done
+known="kernels_cuda_tests extract model allreduce_nccl allreduce_gloo"
+checks=${SACCADE_GPU_CHECKS:-$known}
+for c in $checks; do
+  if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
+    echo "run.sh: SACCADE_GPU_CHECKS: unknown check '$c' (expected none or some of: $known)" >&2
+    exit 2
+  fi
+done
+if [ "$checks" = none ] && [ -z "${SACCADE_GPU_TRAIN:-}" ]; then
+  echo "run.sh: nothing to run (SACCADE_GPU_CHECKS=none and no SACCADE_GPU_TRAIN)" >&2
+  exit 2
+fi
+wants() { [[ " $checks " == *" $1 "* ]]; }
+wants kernels_cuda_tests && step kernels_cuda_tests 90 "$bundle/bin/kernels_cuda_tests" \
+  --gtest_output="json:$out/kernels_cuda_tests.json"
+wants extract && step extract 120 "$bundle/bin/saccade" bench extract --no-photos \
+  --sizes 256,4096 --threads 1,0 --no-baseline --accuracy-patches 0 \
+  --cuda-sizes 1024,4096,8192 --json "$out/extract.json"
+wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s --device cuda \
+  --bf16 --batch "${SACCADE_GPU_MODEL_BATCH:-256}" --iters 20 --json "$out/model.json"
+wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
+  --device cuda --world-size "$gpus" --megabytes 1,16,64,256 --iterations 20 \
+  --json "$out/allreduce_nccl.json"
+wants allreduce_gloo && step allreduce_gloo 60 "$bundle/bin/saccade" bench allreduce \
+  --device cpu --world-size 2 --megabytes 1,16,64 --store-port 29612 \
+  --json "$out/allreduce_gloo.json"
+read -r -a train <<<"${SACCADE_GPU_TRAIN:-}"
+for config in "${train[@]}"; do
+  # The config as given, on the bundle's copy of Fashion-MNIST, its work_dir under $out,
+  # with data loader threads to feed a GPU; the runs share the GPU and the cores.
+  name=$(basename "$config" .toml)
+  mkdir -p "$out/train-$name"
+  data=$here/data
+  sed -e "s|^work_dir = .*|work_dir = \"$out/train-$name\"|" \
+    -e "s|^loader_threads = .*|loader_threads = ${SACCADE_GPU_LOADER_THREADS:-8}|" \
+    -e "s|^checkpoint_every_steps = .*|checkpoint_every_steps = ${SACCADE_GPU_CHECKPOINT_EVERY:-1250}|" \
+    -e "s|^\\[data\\]|[data]\\nidx_images = \"$data/train-images-idx3-ubyte.gz\"\\nidx_labels = \"$data/train-labels-idx1-ubyte.gz\"\\nval_idx_images = \"$data/t10k-images-idx3-ubyte.gz\"\\nval_idx_labels = \"$data/t10k-labels-idx1-ubyte.gz\"|" \
+    "$config" >"$out/train-$name/config.toml"
+  step "pretrain-$name" 100000 "$bundle/bin/saccade" pretrain "$out/train-$name/config.toml" \
+    --fresh >/dev/null &
+done
+wait
+shopt -s nullglob
+codes=$(for f in "$out"/rc/*; do printf '"%s": %s, ' "$(basename "$f")" "$(cat "$f")"; done)
 "$py" - "$out" "{${codes%, }}" <<'PY'
-import json, os, sys
+import glob, json, os, sys
 out, codes = sys.argv[1], json.loads(sys.argv[2])
 summary = {"exit_codes": codes, "gpus": open(os.path.join(out, "gpus.txt")).read().splitlines()}
 # Dense bf16 peak per GPU (vendor figures, TFLOP/s) for MFU.
@@ -73,6 +120,10 @@ if os.path.exists(model):
             r["images_per_s"] = r.get("batch", 0) / (r["fwd_bwd_ms"] / 1e3) if r.get("fwd_bwd_ms") else None
             r["mfu"] = r["gflops_per_s"] / 1e3 / peak if peak else None
     summary["model"] = rows
+for log in sorted(glob.glob(os.path.join(out, "pretrain-*.log"))):
+    # The trainer's own summary: steps, images/s, step-time split, the last k-NN check.
+    lines = open(log, errors="replace").read().splitlines()
+    summary[os.path.basename(log)[:-4]] = [l for l in lines if "pretrain:" in l or "k-NN" in l][-6:]
 for name in ("extract", "allreduce_nccl", "allreduce_gloo"):
     path = os.path.join(out, name + ".json")
     if os.path.exists(path):
@@ -80,4 +131,18 @@ for name in ("extract", "allreduce_nccl", "allreduce_gloo"):
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print("run.sh: exit codes", codes, "->", os.path.join(out, "summary.json"))
 PY
-for k in "${!rc[@]}"; do [ "${rc[$k]}" -eq 0 ] || exit 1; done
+status=0
+for f in "$out"/rc/*; do [ "$(cat "$f")" -eq 0 ] || status=1; done
+if [ -n "${SACCADE_GPU_PACK:-}" ]; then
+  # For a transport that takes back few files (the device tool: 8): everything but
+  # summary.json in 15 MiB pieces of one tar.gz (cat gpu-out.tgz.* | tar xz).
+  # SACCADE_GPU_PACK_EXCLUDE: tar patterns left behind, e.g. "train-a/checkpoints.db" (the
+  # run's backbone.safetensors is probed with `saccade probe --backbone`).
+  excludes=(--exclude=summary.json)
+  for pattern in ${SACCADE_GPU_PACK_EXCLUDE:-}; do excludes+=("--exclude=./$pattern"); done
+  tar -C "$out" "${excludes[@]}" -czf "${TMPDIR:-/tmp}/gpu-out.tgz" .
+  split -b 15M -d "${TMPDIR:-/tmp}/gpu-out.tgz" "$out/gpu-out.tgz."
+  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.json ! -name 'gpu-out.tgz.*' -exec rm -rf {} +
+  ls -la "$out"
+fi
+exit $status

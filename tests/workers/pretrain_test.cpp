@@ -453,6 +453,27 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const nlohmann::json init_row = row(init_report, "random_init");
   ASSERT_FALSE(init_row.is_null()) << init_report;
   EXPECT_EQ(init_row, row(report, "random_init"));
+  // --backbone probes a backbone file: pretrain's backbone.safetensors is checkpoint 4's
+  // teacher, so its row is the checkpoint's, and no head is written for it.
+  std::vector<std::string> from_file = probe;
+  from_file.insert(from_file.begin() + 3,
+                   {"--backbone", (dir / "run" / "backbone.safetensors").string()});
+  std::filesystem::remove(dir / "run" / "probe_head.safetensors");
+  const auto probed_file = testing::run_process(from_file);
+  ASSERT_EQ(probed_file.exit_code, 0) << probed_file.err;
+  EXPECT_NE(probed_file.out.find("probe of the backbone in"), std::string::npos) << probed_file.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "probe_head.safetensors"));
+  std::ifstream file_report_in(dir / "run" / "probe.json");
+  const auto file_report = nlohmann::json::parse(file_report_in);
+  EXPECT_EQ(file_report["checkpoint_step"], -1) << file_report;
+  EXPECT_EQ(row(file_report, "pretrained"), row(report, "pretrained"));
+  const auto file_and_random =
+      testing::run_process({saccade, "probe", (dir / "job.toml").string(), "--init", "random",
+                            "--backbone", (dir / "run" / "backbone.safetensors").string()});
+  EXPECT_NE(file_and_random.exit_code, 0);
+  EXPECT_NE(file_and_random.err.find("--backbone"), std::string::npos) << file_and_random.err;
+  // Back to the checkpoint's head and report for the policy stage below.
+  ASSERT_EQ(testing::run_process(probe).exit_code, 0);
   // Evaluation needs the policy (eval.modes has policy by default).
   const std::vector<std::string> eval = {
       saccade, "eval", (dir / "job.toml").string(), "--max-images", "24", "--max-sweep-images",

@@ -46,6 +46,7 @@ std::string report_json(const ProbeReport& r, const JobConfig& config) {
     rows.push_back(row);
   }
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                                    {"backbone_file", r.backbone_file},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
                                     {"skipped_corrupt", r.skipped_corrupt},
@@ -168,6 +169,8 @@ std::string format_probe_table(const ProbeReport& r) {
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
   at::set_num_threads(resolve_threads(config.ssl.threads));
   if (run.random_init) return probe_backbone(config, initial_backbone(config), -1, run);
+  if (!run.backbone_file.empty())
+    return probe_backbone(config, read_file_bytes(run.backbone_file), -1, run);
   const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
   ProbeReport report = probe_backbone(config, teacher.safetensors, teacher.step, run);
   report.checkpoint_db = teacher.db;
@@ -178,6 +181,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
                            int64_t step, const ProbeRunOptions& run) {
   ProbeReport report;
   report.checkpoint_step = step;
+  report.backbone_file = run.backbone_file;
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
 
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
@@ -290,7 +294,8 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const std::filesystem::path dir = config.job.work_dir;
   std::filesystem::create_directories(dir);
   report.report_path = (dir / (run.random_init ? "probe_random_init.json" : "probe.json")).string();
-  if (!run.random_init) {  // the policy stage reads the head beside its checkpoint
+  // The policy stage reads the head beside the checkpoint it was fitted on.
+  if (!run.random_init && run.backbone_file.empty()) {
     report.head_path = (dir / kProbeHeadFile).string();
     heads.checkpoint_step = report.checkpoint_step;
     std::map<std::string, std::string> extra;

@@ -26,6 +26,7 @@ inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
 struct ProbeRunOptions {
   int64_t step = -1;             // the checkpoint to probe; -1 = the newest
   bool random_init = false;      // probe the backbone's initial weights instead (no checkpoint)
+  std::string backbone_file;     // or this backbone safetensors file (no checkpoint, no head)
   int64_t max_train_images = 0;  // overrides probe.train_images when > 0
   int64_t max_val_images = 0;    // overrides probe.val_images when > 0
   // After each feature batch and each linear fit (may be empty): the probe
@@ -50,6 +51,7 @@ struct ProbeScores {
 struct ProbeReport {
   int64_t checkpoint_step = -1;  // -1: the random-init backbone was probed
   std::string checkpoint_db;
+  std::string backbone_file;  // the file probed instead of a checkpoint ("" otherwise)
   int64_t train_images = 0;
   int64_t val_images = 0;
   int64_t skipped_corrupt = 0;

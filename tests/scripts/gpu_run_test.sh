@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# scripts/gpu/run.sh (the GPU machine's half of scripts/gpu/bundle.sh) on this machine,
+# with nvidia-smi and python's torch replaced and a payload of this build's saccade:
+# the training step runs every config at once on the bundle's data, each in its own
+# folder; the step budget stops a long run (exit 124, which still checkpoints); packing
+# leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
+# unknown check, nothing to run and no GPU are refused before anything runs.
+set -euo pipefail
+saccade="$1" script="$2"
+fashion=/usr/share/datasets/fashion-mnist
+[[ -f $fashion/train-images-idx3-ubyte.gz ]] || { echo "gpu_run_test: no $fashion, skipped"; exit 77; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() {
+  echo "gpu_run_test: $*" >&2
+  exit 1
+}
+# The bundle: run.sh, a payload (python's tarfile reads a plain tar too), the data.
+mkdir -p "$dir/bundle" "$dir/stage/bin" "$dir/fake/bin" "$dir/fake/py/torch"
+cp "$script" "$dir/bundle/run.sh"
+ln -s "$saccade" "$dir/stage/bin/saccade"
+ln -s "$(dirname "$saccade")/libsaccade_torch.so" "$dir/stage/bin/libsaccade_torch.so"
+tar -C "$dir/stage" -chf "$dir/bundle/payload.tar.xz" bin
+ln -s "$fashion" "$dir/bundle/data"
+printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/fake/bin/nvidia-smi"
+chmod +x "$dir/fake/bin/nvidia-smi"
+touch "$dir/fake/py/torch/__init__.py"
+config() {  # config NAME STEPS: a tiny Fashion-MNIST job (its data keys left to run.sh)
+  cat >"$dir/$1.toml" <<TOML
+[job]
+name = "$1"
+work_dir = "runs/$1"
+[data]
+dataset = "idx"
+channels = 1
+pixel_mean = [0.286]
+pixel_std = [0.353]
+loader_threads = 1
+[model]
+patch_size = 4
+depth = 1
+width = 32
+heads = 2
+n_state = 2
+[views]
+multizoom_patches = 2
+fovea_grid = 2
+glimpses = 2
+global_grid = 3
+local_grid = 2
+local_views = 1
+vit_grid = 3
+[ssl]
+epochs = 1
+steps_per_epoch = $2
+batch_size = 8
+head_prototypes = 32
+head_hidden = 32
+head_bottleneck = 8
+threads = 1
+checkpoint_every_steps = 1
+knn_every_steps = 1000000
+[logging]
+progress = false
+TOML
+}
+config a 2
+config b 2
+config long 1000000
+run() {  # run OUT [VAR=VALUE...]: run.sh with the fakes, output in $dir/OUT.txt
+  local out=$1
+  shift
+  env PATH="$dir/fake/bin:$PATH" PYTHONPATH="$dir/fake/py" TMPDIR="$dir" OUT="$dir/$out" "$@" \
+    bash "$dir/bundle/run.sh" >"$dir/$out.txt" 2>&1
+}
+
+# Two runs at once, packed, one run's checkpoints left behind.
+run two SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml $dir/b.toml" SACCADE_GPU_PACK=1 \
+  SACCADE_GPU_PACK_EXCLUDE="train-b/checkpoints.db" ||
+  { cat "$dir/two.txt" >&2; fail "two training runs failed"; }
+[[ $(ls "$dir/two") == $'gpu-out.tgz.00\nsummary.json' ]] || fail "packed output: $(ls "$dir/two")"
+python3 - "$dir/two/summary.json" <<'PY' || fail "summary.json: $(cat "$dir/two/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["exit_codes"] == {"pretrain-a": 0, "pretrain-b": 0}, s["exit_codes"]
+assert any("steps 0 -> 2" in l for l in s["pretrain-a"]), s["pretrain-a"]
+PY
+mkdir "$dir/two-unpacked"
+cat "$dir"/two/gpu-out.tgz.* | tar -C "$dir/two-unpacked" -xzf -
+[[ -d $dir/two-unpacked/train-a/checkpoints.db ]] || fail "run a's checkpoints were not packed"
+[[ ! -e $dir/two-unpacked/train-b/checkpoints.db ]] || fail "run b's checkpoints were packed"
+[[ -f $dir/two-unpacked/train-b/backbone.safetensors ]] || fail "run b's backbone is missing"
+grep -q "^idx_images = \"$dir/bundle/data/train-images-idx3-ubyte.gz\"" \
+  "$dir/two-unpacked/train-a/config.toml" || fail "the config does not read the bundle's data"
+grep -q "^work_dir = \"$dir/two/train-a\"" "$dir/two-unpacked/train-a/config.toml" ||
+  fail "the run's work_dir is not under OUT"
+
+# The budget stops a long run: exit code 124, checkpointed on the way out, run.sh exits 1.
+if run budget SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/long.toml" SACCADE_GPU_BUDGET_S=8; then
+  fail "a run over its budget exited 0"
+fi
+[[ $(cat "$dir/budget/rc/pretrain-long") == 124 ]] ||
+  { cat "$dir/budget.txt" >&2; fail "exit code $(cat "$dir/budget/rc/pretrain-long"), expected 124"; }
+grep -q "checkpoint [0-9]* committed" "$dir/budget/pretrain-long.log" ||
+  { cat "$dir/budget/pretrain-long.log" >&2; fail "the stopped run did not checkpoint"; }
+
+# Refused before anything runs.
+if run bad SACCADE_GPU_CHECKS="model nonsense"; then fail "an unknown check ran"; fi
+grep -q "unknown check 'nonsense'" "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown check not named"; }
+if run nothing SACCADE_GPU_CHECKS=none; then fail "nothing to run exited 0"; fi
+grep -q "nothing to run" "$dir/nothing.txt" || { cat "$dir/nothing.txt" >&2; fail "no reason given"; }
+if ! command -v nvidia-smi >/dev/null; then
+  set +e
+  OUT="$dir/nogpu" bash "$dir/bundle/run.sh" >"$dir/nogpu.txt" 2>&1
+  code=$?
+  set -e
+  [[ $code == 3 ]] && grep -q "no NVIDIA GPU here" "$dir/nogpu.txt" ||
+    { cat "$dir/nogpu.txt" >&2; fail "without a GPU: exit $code, expected 3"; }
+fi
+echo "gpu_run_test: ok"
