@@ -19,6 +19,22 @@ budget=${SACCADE_GPU_BUDGET_S:-480}
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
+known="kernels_cuda_tests extract model allreduce_nccl allreduce_gloo"
+checks=${SACCADE_GPU_CHECKS:-$known}
+for c in $checks; do
+  if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
+    echo "run.sh: SACCADE_GPU_CHECKS: unknown check '$c' (expected none or some of: $known)" >&2
+    exit 2
+  fi
+done
+if [ "$checks" = none ] && [ -z "${SACCADE_GPU_TRAIN:-}" ]; then
+  echo "run.sh: nothing to run (SACCADE_GPU_CHECKS=none and no SACCADE_GPU_TRAIN)" >&2
+  exit 2
+fi
+read -r -a train <<<"${SACCADE_GPU_TRAIN:-}"
+for config in "${train[@]}"; do
+  [ -f "$config" ] || { echo "run.sh: SACCADE_GPU_TRAIN: no config file '$config'" >&2; exit 2; }
+done
 if [ ! -f "$here/payload.tar.xz" ]; then
   echo "run.sh: no payload.tar.xz beside it; make the bundle with scripts/gpu/bundle.sh" >&2
   exit 2
@@ -59,18 +75,6 @@ step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the 
   timeout --kill-after=10 "$cap" "$@" 2>&1 | tee "$out/$name.log"
   echo "${PIPESTATUS[0]}" >"$out/rc/$name"
 }
-known="kernels_cuda_tests extract model allreduce_nccl allreduce_gloo"
-checks=${SACCADE_GPU_CHECKS:-$known}
-for c in $checks; do
-  if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
-    echo "run.sh: SACCADE_GPU_CHECKS: unknown check '$c' (expected none or some of: $known)" >&2
-    exit 2
-  fi
-done
-if [ "$checks" = none ] && [ -z "${SACCADE_GPU_TRAIN:-}" ]; then
-  echo "run.sh: nothing to run (SACCADE_GPU_CHECKS=none and no SACCADE_GPU_TRAIN)" >&2
-  exit 2
-fi
 wants() { [[ " $checks " == *" $1 "* ]]; }
 wants kernels_cuda_tests && step kernels_cuda_tests 90 "$bundle/bin/kernels_cuda_tests" \
   --gtest_output="json:$out/kernels_cuda_tests.json"
@@ -85,7 +89,6 @@ wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allre
 wants allreduce_gloo && step allreduce_gloo 60 "$bundle/bin/saccade" bench allreduce \
   --device cpu --world-size 2 --megabytes 1,16,64 --store-port 29612 \
   --json "$out/allreduce_gloo.json"
-read -r -a train <<<"${SACCADE_GPU_TRAIN:-}"
 for config in "${train[@]}"; do
   # The config as given, on the bundle's copy of Fashion-MNIST, its work_dir under $out,
   # with data loader threads to feed a GPU; the runs share the GPU and the cores.

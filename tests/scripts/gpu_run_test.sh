@@ -4,7 +4,7 @@
 # the training step runs every config at once on the bundle's data, each in its own
 # folder; the step budget stops a long run (exit 124, which still checkpoints); packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
-# unknown check, nothing to run and no GPU are refused before anything runs.
+# unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
 set -euo pipefail
 saccade="$1" script="$2"
 fashion=/usr/share/datasets/fashion-mnist
@@ -107,6 +107,11 @@ grep -q "checkpoint [0-9]* committed" "$dir/budget/pretrain-long.log" ||
 # Refused before anything runs.
 if run bad SACCADE_GPU_CHECKS="model nonsense"; then fail "an unknown check ran"; fi
 grep -q "unknown check 'nonsense'" "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown check not named"; }
+if run missing SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml $dir/nope.toml"; then
+  fail "a missing config ran"
+fi
+grep -q "no config file '$dir/nope.toml'" "$dir/missing.txt" || { cat "$dir/missing.txt" >&2; fail "missing config not named"; }
+[[ ! -e $dir/missing/train-a ]] || fail "a refused call started a run"
 if run nothing SACCADE_GPU_CHECKS=none; then fail "nothing to run exited 0"; fi
 grep -q "nothing to run" "$dir/nothing.txt" || { cat "$dir/nothing.txt" >&2; fail "no reason given"; }
 if ! command -v nvidia-smi >/dev/null; then
