@@ -96,7 +96,9 @@ grep -q "^work_dir = \"$dir/two/train-a\"" "$dir/two-unpacked/train-a/config.tom
   fail "the run's work_dir is not under OUT"
 
 # The budget stops a long run: exit code 124, checkpointed on the way out, run.sh exits 1.
-if run budget SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/long.toml" SACCADE_GPU_BUDGET_S=8; then
+# (run.sh sets its checkpoint_every_steps: at 1000000 a checkpoint can only come from the drain.)
+if run budget SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/long.toml" SACCADE_GPU_BUDGET_S=8 \
+  SACCADE_GPU_CHECKPOINT_EVERY=1000000; then
   fail "a run over its budget exited 0"
 fi
 [[ $(cat "$dir/budget/rc/pretrain-long") == 124 ]] ||
