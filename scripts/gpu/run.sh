@@ -89,23 +89,28 @@ wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allre
 wants allreduce_gloo && step allreduce_gloo 60 "$bundle/bin/saccade" bench allreduce \
   --device cpu --world-size 2 --megabytes 1,16,64 --store-port 29612 \
   --json "$out/allreduce_gloo.json"
+data=$here/data
 for config in "${train[@]}"; do
   # The config as given, on the bundle's copy of Fashion-MNIST, its work_dir under $out,
   # with data loader threads to feed a GPU; the runs share the GPU and the cores.
   name=$(basename "$config" .toml)
   mkdir -p "$out/train-$name"
-  data=$here/data
   sed -e "s|^work_dir = .*|work_dir = \"$out/train-$name\"|" \
     -e "s|^loader_threads = .*|loader_threads = ${SACCADE_GPU_LOADER_THREADS:-8}|" \
     -e "s|^checkpoint_every_steps = .*|checkpoint_every_steps = ${SACCADE_GPU_CHECKPOINT_EVERY:-1250}|" \
     -e "s|^\\[data\\]|[data]\\nidx_images = \"$data/train-images-idx3-ubyte.gz\"\\nidx_labels = \"$data/train-labels-idx1-ubyte.gz\"\\nval_idx_images = \"$data/t10k-images-idx3-ubyte.gz\"\\nval_idx_labels = \"$data/t10k-labels-idx1-ubyte.gz\"|" \
     "$config" >"$out/train-$name/config.toml"
-  step "pretrain-$name" 100000 "$bundle/bin/saccade" pretrain "$out/train-$name/config.toml" \
+  # No cap of its own: the budget stops it (and it checkpoints on the way out).
+  step "pretrain-$name" "$budget" "$bundle/bin/saccade" pretrain "$out/train-$name/config.toml" \
     --fresh >/dev/null &
 done
 wait
 shopt -s nullglob
-codes=$(for f in "$out"/rc/*; do printf '"%s": %s, ' "$(basename "$f")" "$(cat "$f")"; done)
+codes="" status=0
+for f in "$out"/rc/*; do
+  codes+="\"$(basename "$f")\": $(cat "$f"), "
+  [ "$(cat "$f")" -eq 0 ] || status=1
+done
 "$py" - "$out" "{${codes%, }}" <<'PY'
 import glob, json, os, sys
 out, codes = sys.argv[1], json.loads(sys.argv[2])
@@ -134,8 +139,6 @@ for name in ("extract", "allreduce_nccl", "allreduce_gloo"):
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print("run.sh: exit codes", codes, "->", os.path.join(out, "summary.json"))
 PY
-status=0
-for f in "$out"/rc/*; do [ "$(cat "$f")" -eq 0 ] || status=1; done
 if [ -n "${SACCADE_GPU_PACK:-}" ]; then
   # For a transport that takes back few files (the device tool: 8): everything but
   # summary.json in 15 MiB pieces of one tar.gz (cat gpu-out.tgz.* | tar xz).

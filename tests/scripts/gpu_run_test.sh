@@ -11,6 +11,7 @@ fashion=/usr/share/datasets/fashion-mnist
 [[ -f $fashion/train-images-idx3-ubyte.gz ]] || { echo "gpu_run_test: no $fashion, skipped"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/tiny_job_lib.sh"
 fail() {
   echo "gpu_run_test: $*" >&2
   exit 1
@@ -26,30 +27,10 @@ printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/fake/bin/nvidi
 chmod +x "$dir/fake/bin/nvidia-smi"
 touch "$dir/fake/py/torch/__init__.py"
 config() {  # config NAME STEPS: a tiny Fashion-MNIST job (its data keys left to run.sh)
-  cat >"$dir/$1.toml" <<TOML
-[job]
-name = "$1"
-work_dir = "runs/$1"
-[data]
-dataset = "idx"
-channels = 1
-pixel_mean = [0.286]
-pixel_std = [0.353]
-loader_threads = 1
-[model]
-patch_size = 4
-depth = 1
-width = 32
-heads = 2
-n_state = 2
-[views]
-multizoom_patches = 2
-fovea_grid = 2
-glimpses = 2
-global_grid = 3
-local_grid = 2
-local_views = 1
-vit_grid = 3
+  {
+    printf '[job]\nname = "%s"\nwork_dir = "runs/%s"\n' "$1" "$1"
+    tiny_fmnist_sections
+    cat <<TOML
 [ssl]
 epochs = 1
 steps_per_epoch = $2
@@ -63,6 +44,7 @@ knn_every_steps = 1000000
 [logging]
 progress = false
 TOML
+  } >"$dir/$1.toml"
 }
 config a 2
 config b 2

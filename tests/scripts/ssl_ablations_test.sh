@@ -7,30 +7,11 @@ set -euo pipefail
 saccade="$1" script="$2"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-cat > "$dir/base.toml" <<TOML
-[job]
-name = "abl"
-work_dir = "$dir/base-run"
-[data]
-dataset = "idx"
-channels = 1
-pixel_mean = [0.286]
-pixel_std = [0.353]
-loader_threads = 1
-[model]
-patch_size = 4
-depth = 1
-width = 32
-heads = 2
-n_state = 2
-[views]
-multizoom_patches = 2
-fovea_grid = 2
-glimpses = 2
-global_grid = 3
-local_grid = 2
-local_views = 1
-vit_grid = 3
+source "$(dirname "$0")/tiny_job_lib.sh"
+{
+  printf '[job]\nname = "abl"\nwork_dir = "%s"\n' "$dir/base-run"
+  tiny_fmnist_sections
+  cat <<TOML
 [ssl]
 epochs = 1
 steps_per_epoch = 4
@@ -48,6 +29,7 @@ glimpses = 2
 [logging]
 progress = false
 TOML
+} >"$dir/base.toml"
 fail() {
   echo "ssl_ablations_test: $*" >&2
   exit 1
