@@ -95,7 +95,7 @@ def plot_glimpses(probe_path, out):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation top-1 (%)")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(f"probe of checkpoint {report['checkpoint_step']}: "
+    fig.suptitle(f"probe of {probed(report)}: "
                  f"{report['train_images']} train / {report['val_images']} val images")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -134,11 +134,17 @@ def plot_policy(policy_path, out):
     return True
 
 
+def probed(report):
+    """What a probe report scored: a checkpoint step, or a backbone file (`--backbone`)."""
+    if report.get("backbone_file"):
+        return f"backbone {report['backbone_file']}"
+    return f"checkpoint {report['checkpoint_step']}"
+
 def print_probe(probe_path):
     with open(probe_path) as f:
         r = json.load(f)
     glimpses = max((len(row["step_knn"]) for row in r["rows"]), default=0)
-    print(f"probe of checkpoint {r['checkpoint_step']}: {r['train_images']} train / "
+    print(f"probe of {probed(r)}: {r['train_images']} train / "
           f"{r['val_images']} val images, top-1 % (k-NN / linear)")
     print(f"{'':<30}{'ViT mode':>14}" + "".join(f"{f'glimpse {g + 1}':>14}" for g in range(glimpses)))
     for row in r["rows"]:

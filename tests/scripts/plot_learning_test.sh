@@ -36,6 +36,17 @@ for png in learning_knn.png probe_glimpses.png policy_training.png; do
     exit 1
   }
 done
+grep -q "probe of checkpoint 250:" "$dir/out.txt" || { cat "$dir/out.txt" >&2; exit 1; }
+# A probe of a backbone file (`saccade probe --backbone`) names the file, not checkpoint -1.
+mkdir "$dir/file"
+sed 's|"checkpoint_step": 250,|"checkpoint_step": -1, "backbone_file": "runs/x/backbone.safetensors",|' \
+  "$dir/probe.json" > "$dir/file/probe.json"
+"$PY" "$script" "$dir/file" "$dir/file/out" > "$dir/file.txt"
+grep -q "probe of backbone runs/x/backbone.safetensors:" "$dir/file.txt" || {
+  cat "$dir/file.txt" >&2
+  echo "a backbone file's probe does not name the file" >&2
+  exit 1
+}
 mkdir "$dir/empty"
 if "$PY" "$script" "$dir/empty" 2> "$dir/err"; then
   echo "an empty run was plotted" >&2
