@@ -140,6 +140,7 @@ def probed(report):
         return f"backbone {report['backbone_file']}"
     return f"checkpoint {report['checkpoint_step']}"
 
+
 def print_probe(probe_path):
     with open(probe_path) as f:
         r = json.load(f)
