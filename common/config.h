@@ -24,6 +24,10 @@ struct JobSection {
 // The stages a job may run, in the order they run (each reads the ones before it).
 inline const std::vector<std::string> kStageOrder = {"pretrain", "probe", "policy", "eval"};
 
+// In job.work_dir: the probe's supervised baseline (probe.baselines), a
+// `saccade pretrain` folder of its own that `saccade run --fresh` deletes too.
+inline constexpr const char* kSupervisedBaselineDir = "supervised";
+
 // One machine of the cluster and the actors it hosts.
 struct NodeSpec {
   std::string name;  // agents register under this name (`saccade agent --node NAME`)
@@ -174,7 +178,8 @@ struct ProbeConfig {
   int64_t max_iterations{};   // L-BFGS iterations per fit
   int64_t knn_k{};
   double knn_temperature{};
-  std::vector<std::string> baselines;  // measured in the same run: random_init, pixels
+  std::vector<std::string> baselines;  // measured in the same run: random_init, pixels, supervised
+  int64_t supervised_steps{};          // the supervised baseline's steps; 0 = pretraining's
   std::vector<std::string> features;   // first_state (the head's input), all_states
 };
 

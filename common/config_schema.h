@@ -322,9 +322,17 @@ void describe(V& v, ProbeConfig& c) {
   v.integer("knn_k", c.knn_k, 20, 1, 100000, "Neighbours of the k-NN classifier (DINO: 20).");
   v.number("knn_temperature", c.knn_temperature, 0.07, 1e-4, 100.0,
            "Temperature of the k-NN votes, weight exp(cosine / T) (DINO: 0.07).");
-  v.choices("baselines", c.baselines, {"random_init", "pixels"}, {"random_init", "pixels"},
-            "Baselines measured in the same run: the backbone at its initial weights, and raw "
-            "pixels of the ViT-mode grid.");
+  v.choices("baselines", c.baselines, {"random_init", "pixels"},
+            {"random_init", "pixels", "supervised"},
+            "Baselines measured in the same run: the backbone at its initial weights, raw "
+            "pixels of the ViT-mode grid, and supervised: the same backbone and views trained "
+            "with labels (ssl.objective = \"supervised\", every other [ssl] key as pretraining's) "
+            "for probe.supervised_steps by the probe itself, in job.work_dir/supervised "
+            "(resumed, not retrained, when the probe runs again), then probed like the others.");
+  v.integer("supervised_steps", c.supervised_steps, 0, 0, kMaxInt,
+            "Optimiser steps of the supervised baseline, batches of ssl.batch_size, on "
+            "pretraining's schedules (as `saccade pretrain --steps N`); 0 = pretraining's "
+            "whole budget (ssl.epochs x ssl.steps_per_epoch). probe.json reports its wall time.");
   v.choices("features", c.features, {"first_state"},
             {"first_state", "all_states", "state_and_patch_mean"},
             "Features reported per backbone: first_state (the paper's; the task head written for "

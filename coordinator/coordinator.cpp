@@ -730,6 +730,9 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
     std::vector<std::filesystem::path> stores = {db, db.parent_path() / "rollouts.db"};
     for (const std::string& stage : config.job.stages)
       if (stage != "pretrain") stores.push_back(StateStore::stage_store_path(db, stage));
+    if (std::find(config.job.stages.begin(), config.job.stages.end(), "probe") !=
+        config.job.stages.end())
+      stores.push_back(db.parent_path() / kSupervisedBaselineDir);
     for (const std::filesystem::path& path : stores) {
       std::error_code ec;
       if (std::filesystem::remove_all(path, ec) > 0)

@@ -70,7 +70,8 @@ def plot_glimpses(probe_path, out):
     with open(probe_path) as f:
         report = json.load(f)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
-    colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green"}
+    colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green",
+              "supervised": "tab:red"}
     for ax, kind in zip(axes, ("knn", "linear")):
         for row in report["rows"]:
             if row[f"vit_{kind}"] is None:  # a transformer head's row has no k-NN
@@ -152,6 +153,11 @@ def print_probe(probe_path):
         cells = [(row["vit_knn"], row["vit_linear"])] + list(zip(row["step_knn"], row["step_linear"]))
         print(f"{row['name']:<30}" + "".join(
             f"{'-' if k is None else f'{100 * k:.1f}':>7}{100 * l:>7.1f}" for k, l in cells))
+    sup = r.get("supervised")
+    if sup:  # probe.baselines "supervised": trained by the probe, same [ssl] keys, with labels
+        trained = (f"trained in {sup['seconds']:.0f} s at {sup['images_per_second']:.1f} images/s"
+                   if sup["seconds"] else "trained by an earlier probe")
+        print(f"supervised: same backbone and views with labels, {sup['steps']} steps, {trained}")
 
 
 def print_policy(policy_path):

@@ -15,7 +15,9 @@ JSON
 cat > "$dir/probe.json" <<'JSON'
 {"checkpoint_step": 250, "train_images": 100, "val_images": 50, "rows": [
  {"name": "pretrained", "vit_knn": 0.7, "vit_linear": 0.72, "vit_c": 1, "task_c": 1, "step_knn": [0.4, 0.5], "step_linear": [0.41, 0.52]},
- {"name": "pixels", "vit_knn": 0.8, "vit_linear": 0.85, "vit_c": 1, "task_c": 0, "step_knn": [], "step_linear": []}]}
+ {"name": "supervised", "vit_knn": 0.75, "vit_linear": 0.78, "vit_c": 1, "task_c": 1, "step_knn": [0.45, 0.55], "step_linear": [0.46, 0.57]},
+ {"name": "pixels", "vit_knn": 0.8, "vit_linear": 0.85, "vit_c": 1, "task_c": 0, "step_knn": [], "step_linear": []}],
+ "supervised": {"dir": "x/supervised", "steps": 250, "seconds": 120.4, "images_per_second": 133.0}}
 JSON
 cat > "$dir/policy.json" <<'JSON'
 {"checkpoint_step": 250, "task_head": "transformer", "train_images": 100, "val_images": 50,
@@ -37,6 +39,10 @@ for png in learning_knn.png probe_glimpses.png policy_training.png; do
   }
 done
 grep -q "probe of checkpoint 250:" "$dir/out.txt" || { cat "$dir/out.txt" >&2; exit 1; }
+# The supervised baseline's row and its budget (probe.baselines "supervised").
+grep -q "^supervised  *75.0   78.0   45.0   46.0" "$dir/out.txt" &&
+  grep -q "supervised: same backbone and views with labels, 250 steps, trained in 120 s at 133.0 images/s" \
+    "$dir/out.txt" || { cat "$dir/out.txt" >&2; echo "the supervised baseline is missing" >&2; exit 1; }
 # A probe of a backbone file (`saccade probe --backbone`) names the file, not checkpoint -1.
 mkdir "$dir/file"
 sed 's|"checkpoint_step": 250,|"checkpoint_step": -1, "backbone_file": "runs/x/backbone.safetensors",|' \

@@ -16,10 +16,13 @@
 #include <string>
 #include <utility>
 
+#include "common/file_bytes.h"
 #include "dataloader/idx_dataset.h"
 #include "dataloader/ssl_loader.h"
 #include "model/backbone.h"
+#include "model/safetensors.h"
 #include "model/weights.h"
+#include "storage/checkpoint_store.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -356,10 +359,9 @@ TEST(SslTrainer, SupervisedObjectiveLearnsTheLabels) {
   }
 }
 
-TEST(PretrainCommand, RunsCheckpointsAndResumes) {
-  const testing::TempDir scratch("pretrain");
-  const std::filesystem::path dir = scratch.path();
-  // A small IDX set: 64 images of 28 x 28.
+// A job of the smallest real sizes in `dir`: 64 random 28 x 28 IDX images (labels i % 10,
+// validation = training), work_dir dir/run; `probe_keys` are more [probe] keys.
+void write_tiny_job(const std::filesystem::path& dir, const std::string& probe_keys = "") {
   std::vector<uint8_t> pixels(64 * 28 * 28), labels(64);
   cv::RNG rng(5);
   for (auto& p : pixels) p = static_cast<uint8_t>(rng.uniform(0, 256));
@@ -380,10 +382,17 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
          "[ssl]\nepochs = 1\nbatch_size = 8\nhead_prototypes = 32\nhead_hidden = 32\n"
          "head_bottleneck = 8\ncheckpoint_every_steps = 2\nthreads = 1\n"
          "[probe]\nbatch_size = 16\ncs = [0.1, 1.0]\nglimpses = 3\n"
-         "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
+      << probe_keys
+      << "[policy]\nblocks = 1\nmixtures = 2\ngroup_size = 4\nsteps = 3\nepochs = 2\n"
          "batch_size = 8\nupdates = 2\ncurve_every_batches = 4\n"
          "[eval]\nglimpses = 3\nscales = [1.0, 2.0]\n"
          "[logging]\nprogress = false\n";
+}
+
+TEST(PretrainCommand, RunsCheckpointsAndResumes) {
+  const testing::TempDir scratch("pretrain");
+  const std::filesystem::path dir = scratch.path();
+  write_tiny_job(dir);
   const std::string saccade = testing::build_path("saccade");
   const std::vector<std::string> probe = {
       saccade, "probe", (dir / "job.toml").string(), "--max-train-images", "40", "--max-val-images",
@@ -606,6 +615,91 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
 
 namespace saccade::workers {
 namespace {
+
+// probe.baselines = "supervised": the probe trains the same backbone with labels for
+// probe.supervised_steps in work_dir/supervised and probes its teacher beside the others;
+// a second probe finds it trained and does not train it again.
+TEST(PretrainCommand, ProbeTrainsAndProbesTheSupervisedBaseline) {
+  const testing::TempDir scratch("supervised");
+  const std::filesystem::path dir = scratch.path();
+  write_tiny_job(dir, "baselines = [\"random_init\", \"supervised\"]\nsupervised_steps = 6\n");
+  const std::string saccade = testing::build_path("saccade");
+  const std::string config = (dir / "job.toml").string();
+  ASSERT_EQ(testing::run_process({saccade, "pretrain", config, "--steps", "4"}).exit_code, 0);
+  const std::vector<std::string> probe = {
+      saccade, "probe", config, "--max-train-images", "40", "--max-val-images", "24"};
+  auto read_report = [&] {
+    std::ifstream in(dir / "run" / "probe.json");
+    return nlohmann::json::parse(in);
+  };
+  auto row = [](const nlohmann::json& report, const std::string& name) {
+    for (const auto& r : report["rows"])
+      if (r["name"] == name) return r;
+    return nlohmann::json();
+  };
+  const auto first = testing::run_process(probe);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("supervised"), std::string::npos) << first.out;
+  const nlohmann::json report = read_report();
+  const nlohmann::json supervised = row(report, "supervised");
+  ASSERT_FALSE(supervised.is_null()) << report;
+  EXPECT_NE(supervised, row(report, "random_init"));
+  EXPECT_NE(supervised, row(report, "pretrained"));
+  EXPECT_EQ(supervised["step_knn"].size(), 3u) << supervised;  // after every glimpse too
+  EXPECT_EQ(report["supervised"]["steps"], 6) << report;
+  EXPECT_GT(report["supervised"]["seconds"].get<double>(), 0) << report;
+  // It trained on labels (ssl.objective = "supervised": the head has one output per class).
+  {
+    auto store =
+        storage::CheckpointStore::open((dir / "run" / "supervised" / "checkpoints.db").string());
+    ASSERT_TRUE(store->latest());
+    EXPECT_EQ(store->latest()->step, 6);
+    const auto head = model::parse_safetensors(store->read(6, "student"));
+    bool classes_out = false;
+    for (const auto& [name, t] : head)
+      if (name.find("last_layer.weight_v") != std::string::npos)
+        classes_out = t.shape.front() == 10;
+    EXPECT_TRUE(classes_out) << "the supervised head should have 10 outputs";
+  }
+  // The row is the probe of that run's final teacher: the same row as probing its exported
+  // backbone, which is not the pretrained one.
+  std::vector<std::string> from_file = probe;
+  from_file.insert(from_file.begin() + 3,
+                   {"--backbone", (dir / "run" / "supervised" / "backbone.safetensors").string()});
+  ASSERT_EQ(testing::run_process(from_file).exit_code, 0);
+  const nlohmann::json exported = row(read_report(), "pretrained");
+  nlohmann::json renamed = supervised;
+  renamed["name"] = "pretrained";
+  EXPECT_EQ(exported, renamed);
+  // A second probe resumes the finished baseline instead of training it again.
+  const auto again = testing::run_process(probe);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const nlohmann::json second = read_report();
+  EXPECT_EQ(second["supervised"]["steps"], 6) << second;
+  EXPECT_EQ(second["supervised"]["seconds"], 0) << second;
+  EXPECT_EQ(row(second, "supervised"), supervised);
+  // Fewer steps than it holds, or another recipe: trained again, not reused.
+  auto edit_config = [&](const std::string& from, const std::string& to) {
+    std::string text = read_file_bytes(config);
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+    write_file_bytes(config, text);
+  };
+  edit_config("supervised_steps = 6", "supervised_steps = 4");
+  const auto shorter = testing::run_process(probe);
+  ASSERT_EQ(shorter.exit_code, 0) << shorter.err;
+  EXPECT_NE(shorter.err.find("supervised baseline of 6 steps, more than these 4"),
+            std::string::npos)
+      << shorter.err;
+  EXPECT_EQ(read_report()["supervised"]["steps"], 4);
+  EXPECT_GT(read_report()["supervised"]["seconds"].get<double>(), 0);
+  edit_config("head_hidden = 32", "head_hidden = 16");
+  const auto changed = testing::run_process(probe);
+  ASSERT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_NE(changed.err.find("supervised baseline of another recipe"), std::string::npos)
+      << changed.err;
+  EXPECT_GT(read_report()["supervised"]["seconds"].get<double>(), 0);
+}
 
 TEST(SslTrainer, TeacherFeaturesAreOneDeterministicRowPerView) {
   auto ds = shapes(64);

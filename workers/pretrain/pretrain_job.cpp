@@ -130,8 +130,10 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     StepMetrics line = values;
     line.emplace_back("skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt()));
     metrics.append("pretrain", s->step, line);
+    if (run.on_step) run.on_step();
   };
   hooks.checkpoint = checkpoint;
+  hooks.busy = run.on_step;  // before each k-NN check, which takes seconds
   const TrainingLoopResult loop = run_training_loop(
       trainer, {total_steps, config.ssl.checkpoint_every_steps, batch}, knn.get(), hooks, position);
   if (!loop.reached_budget) {  // stopped (SIGINT/SIGTERM): commit where it stands

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,9 @@ struct PretrainRunOptions {
   int64_t max_steps = -1;                   // stop after this step count (-1: the config's epochs)
   bool resume = true;                       // continue from the newest committed checkpoint
   const std::atomic<bool>* stop = nullptr;  // set by a signal handler: checkpoint and return
+  // After every step (may be empty): a caller inside an actor reports progress
+  // with it, so the runtime does not take a long run for a hung one.
+  std::function<void()> on_step;
 };
 
 struct PretrainResult {

@@ -15,6 +15,7 @@
 #include "common/seconds_since.h"
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
+#include "storage/checkpoint_store.h"
 #include "workers/data/data_options.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/pretrain_job.h"
@@ -45,19 +46,24 @@ std::string report_json(const ProbeReport& r, const JobConfig& config) {
     }
     rows.push_back(row);
   }
-  const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
-                                    {"backbone_file", r.backbone_file},
-                                    {"train_images", r.train_images},
-                                    {"val_images", r.val_images},
-                                    {"skipped_corrupt", r.skipped_corrupt},
-                                    {"features", config.probe.features},
-                                    {"head", config.probe.head},
-                                    {"knn_k", config.probe.knn_k},
-                                    {"knn_temperature", config.probe.knn_temperature},
-                                    {"holdout_fraction", config.probe.holdout_fraction},
-                                    {"feature_seconds", r.feature_seconds},
-                                    {"fit_seconds", r.fit_seconds},
-                                    {"rows", rows}};
+  nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                              {"backbone_file", r.backbone_file},
+                              {"train_images", r.train_images},
+                              {"val_images", r.val_images},
+                              {"skipped_corrupt", r.skipped_corrupt},
+                              {"features", config.probe.features},
+                              {"head", config.probe.head},
+                              {"knn_k", config.probe.knn_k},
+                              {"knn_temperature", config.probe.knn_temperature},
+                              {"holdout_fraction", config.probe.holdout_fraction},
+                              {"feature_seconds", r.feature_seconds},
+                              {"fit_seconds", r.fit_seconds},
+                              {"rows", rows}};
+  if (!r.supervised_dir.empty())
+    j["supervised"] = {{"dir", r.supervised_dir},
+                       {"steps", r.supervised_steps},
+                       {"seconds", r.supervised_seconds},
+                       {"images_per_second", r.supervised_images_per_second}};
   return j.dump(1) + "\n";
 }
 
@@ -144,6 +150,79 @@ ProbeHeads fit_transformer_heads(const std::string& name, const ProbeFeatures& t
 }
 
 using Clock = std::chrono::steady_clock;
+
+// What decides the supervised baseline's weights, as TOML: `sup` without
+// the keys that only say where and how a run is watched or placed.
+std::string supervised_recipe(const JobConfig& sup) {
+  const JobConfig defaults = default_config();
+  JobConfig r = sup;
+  r.job.name = r.job.work_dir = "";
+  r.job.stages = {};
+  r.cluster = defaults.cluster;
+  r.logging = defaults.logging;
+  r.probe = defaults.probe;  // probe.supervised_steps: the checkpoints' steps say it
+  r.policy = defaults.policy;
+  r.eval = defaults.eval;
+  return to_toml(r);
+}
+
+// The supervised baseline: `config`'s backbone, views and [ssl] keys trained
+// with labels (a K = `classes` head) for probe.supervised_steps in
+// job.work_dir/supervised. What an earlier probe left there is resumed when it
+// was trained with the same recipe for at most these steps, else trained
+// again. Returns its teacher backbone (as in DINO's rows, the EMA is probed).
+std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
+                                      int64_t dataset_size,
+                                      const std::function<void()>& on_progress,
+                                      ProbeReport& report) {
+  JobConfig sup = config;
+  sup.ssl.objective = "supervised";
+  sup.ssl.head_prototypes = classes;
+  const std::filesystem::path dir =
+      std::filesystem::path(config.job.work_dir) / kSupervisedBaselineDir;
+  sup.job.work_dir = dir.string();
+  sup.logging.progress = false;  // the probe's log says where it stands
+  const int64_t budget = config.ssl.epochs * steps_per_epoch(config, dataset_size);
+  const int64_t steps =
+      config.probe.supervised_steps > 0 ? std::min(config.probe.supervised_steps, budget) : budget;
+  const std::string recipe = supervised_recipe(sup);
+  const std::filesystem::path recipe_file = dir / "recipe.toml";
+  if (std::filesystem::exists(dir)) {
+    std::string why;
+    if (!std::filesystem::exists(recipe_file) || read_file_bytes(recipe_file) != recipe) {
+      why = "another recipe";
+    } else if (std::filesystem::exists(dir / "checkpoints.db")) {
+      storage::StoreOptions read_only;
+      read_only.read_only = true;
+      const auto latest =
+          storage::CheckpointStore::open((dir / "checkpoints.db").string(), read_only)->latest();
+      if (latest && latest->step > steps)
+        why = fmt::format("{} steps, more than these {}", latest->step, steps);
+    }
+    if (!why.empty()) {
+      spdlog::warn("probe: {} holds a supervised baseline of {}: training it again", dir.string(),
+                   why);
+      std::filesystem::remove_all(dir);
+    }
+  }
+  std::filesystem::create_directories(dir);
+  write_file_bytes(recipe_file, recipe);
+  PretrainRunOptions options;
+  options.max_steps = steps;
+  options.on_step = on_progress;
+  spdlog::info("probe: the supervised baseline, {} steps in {}", steps, dir.string());
+  const auto t0 = Clock::now();
+  const PretrainResult trained = run_pretrain(sup, options);
+  report.supervised_dir = dir.string();
+  report.supervised_steps = trained.steps;
+  if (trained.steps > trained.first_step) {
+    report.supervised_seconds = seconds_since(t0);
+    report.supervised_images_per_second = trained.images_per_second;
+  }
+  spdlog::info("probe: supervised baseline at step {} ({} trained now in {:.0f} s)", trained.steps,
+               trained.steps - trained.first_step, report.supervised_seconds);
+  return load_teacher_backbone(sup, trained.steps).safetensors;
+}
 
 }  // namespace
 
@@ -258,25 +337,30 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     heads = fit_transformer_heads(name, train, val, n_state, classes, head_options, report);
   report.fit_seconds += seconds_since(t0);
 
-  if (!run.random_init && wants("random_init")) {
-    model::FovealBackbone initial = model::import_backbone(initial_backbone(config));
+  // A baseline backbone's rows, on the same images, gazes and features.
+  auto probe_baseline = [&](const std::string& row, const std::string& safetensors) {
+    model::FovealBackbone other = model::import_backbone(safetensors);
     t0 = Clock::now();
     FeatureOptions no_pixels = train_features;
     no_pixels.pixels = false;
-    const ProbeFeatures train0 = extract_probe_features(*initial, *train_set, views, no_pixels);
+    const ProbeFeatures train0 = extract_probe_features(*other, *train_set, views, no_pixels);
     no_pixels = val_features;
     no_pixels.pixels = false;
-    const ProbeFeatures val0 = extract_probe_features(*initial, *val_set, views, no_pixels);
+    const ProbeFeatures val0 = extract_probe_features(*other, *val_set, views, no_pixels);
     report.feature_seconds += seconds_since(t0);
     t0 = Clock::now();
     if (first_state)
-      report.rows.push_back(
-          scores_of("random_init", evaluate_backbone(train0, val0, classes, eval)));
-    add_feature_rows("random_init", train0, val0, feature_rows, classes, eval, report);
+      report.rows.push_back(scores_of(row, evaluate_backbone(train0, val0, classes, eval)));
+    add_feature_rows(row, train0, val0, feature_rows, classes, eval, report);
     if (transformer)
-      fit_transformer_heads("random_init", train0, val0, n_state, classes, head_options, report);
+      fit_transformer_heads(row, train0, val0, n_state, classes, head_options, report);
     report.fit_seconds += seconds_since(t0);
-  }
+  };
+  if (!run.random_init && wants("random_init"))
+    probe_baseline("random_init", initial_backbone(config));
+  if (wants("supervised"))
+    probe_baseline("supervised", train_supervised_baseline(config, classes, train_set->size(),
+                                                           run.on_progress, report));
   if (wants("pixels")) {
     t0 = Clock::now();
     ProbeScores pixels;

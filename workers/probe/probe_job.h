@@ -37,7 +37,7 @@ struct ProbeRunOptions {
 
 // One row of the report: one backbone (or the raw pixels), validation top-1.
 struct ProbeScores {
-  std::string name;  // "pretrained", "random_init" or "pixels"
+  std::string name;  // "pretrained", "random_init", "supervised" or "pixels"
   double vit_knn = 0, vit_linear = 0;
   std::vector<double> step_knn, step_linear;  // after glimpse k (empty for pixels)
   double vit_c = 0, task_c = 0;               // the linear probes' C, chosen on held-apart images
@@ -55,8 +55,15 @@ struct ProbeReport {
   int64_t train_images = 0;
   int64_t val_images = 0;
   int64_t skipped_corrupt = 0;
-  double feature_seconds = 0;     // extracting every row's features
-  double fit_seconds = 0;         // k-NN and linear probes
+  double feature_seconds = 0;  // extracting every row's features
+  double fit_seconds = 0;      // k-NN and linear probes
+  // The supervised baseline (probe.baselines), trained in `supervised_dir`:
+  // its steps, and the wall time and images/s of the training this run did
+  // (0 when an earlier run had finished it).
+  std::string supervised_dir;
+  int64_t supervised_steps = 0;
+  double supervised_seconds = 0;
+  double supervised_images_per_second = 0;
   std::vector<ProbeScores> rows;  // rows[0]: the probed backbone; then the baselines
   std::string head_path;          // job.work_dir/probe_head.safetensors ("" with random_init)
   std::string head_safetensors;   // its bytes
