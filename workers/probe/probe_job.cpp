@@ -181,7 +181,6 @@ std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
   const std::filesystem::path dir =
       std::filesystem::path(config.job.work_dir) / kSupervisedBaselineDir;
   sup.job.work_dir = dir.string();
-  sup.logging.progress = false;  // the probe's log says where it stands
   const int64_t budget = config.ssl.epochs * steps_per_epoch(config, dataset_size);
   const int64_t steps =
       config.probe.supervised_steps > 0 ? std::min(config.probe.supervised_steps, budget) : budget;
