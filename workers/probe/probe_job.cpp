@@ -220,7 +220,7 @@ std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
   }
   spdlog::info("probe: supervised baseline at step {} ({} trained now in {:.0f} s)", trained.steps,
                trained.steps - trained.first_step, report.supervised_seconds);
-  return load_teacher_backbone(sup, trained.steps).safetensors;
+  return read_file_bytes(trained.backbone_path);  // the teacher's, exported by run_pretrain
 }
 
 }  // namespace
