@@ -62,7 +62,8 @@ void add_pretrain_command(CLI::App& app, GlobalOptions& global) {
   probe
       ->add_option("--backbone", probe_backbone,
                    "Probe this backbone file (`saccade export`, or pretrain's "
-                   "backbone.safetensors) instead of a checkpoint; no head written")
+                   "backbone.safetensors) instead of a checkpoint; the head it writes names "
+                   "the file, which the policy and eval then read")
       ->check(CLI::ExistingFile)
       ->excludes("--step");
   probe->add_option("--max-train-images", probe_args.max_train_images,

@@ -9,6 +9,7 @@
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
 #      all at once (Fashion-MNIST from the bundle's data/), each in $OUT/train-NAME/;
+#      a run the budget stops is exported from its last checkpoint (backbone.safetensors);
 # then summary.json with every step's exit code. Exits 3 at once without a GPU.
 # SACCADE_GPU_CHECKS picks among steps 1-4 (default: all; "none": training only).
 # Every step runs under `timeout`, within SACCADE_GPU_BUDGET_S seconds (default 480) from
@@ -105,6 +106,15 @@ for config in "${train[@]}"; do
     --fresh >/dev/null &
 done
 wait
+for config in "${train[@]}"; do
+  # A run the budget stopped committed a checkpoint but wrote no backbone: export that
+  # checkpoint's teacher, so the run comes back probe-ready without its checkpoints.db.
+  name=$(basename "$config" .toml)
+  if [ ! -f "$out/train-$name/backbone.safetensors" ] && [ -d "$out/train-$name/checkpoints.db" ]; then
+    "$bundle/bin/saccade" export "$out/train-$name/config.toml" >>"$out/pretrain-$name.log" 2>&1 ||
+      echo "run.sh: could not export the last checkpoint of $name" >&2
+  fi
+done
 shopt -s nullglob
 codes="" status=0
 for f in "$out"/rc/*; do

@@ -462,20 +462,43 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
   const nlohmann::json init_row = row(init_report, "random_init");
   ASSERT_FALSE(init_row.is_null()) << init_report;
   EXPECT_EQ(init_row, row(report, "random_init"));
-  // --backbone probes a backbone file: pretrain's backbone.safetensors is checkpoint 4's
-  // teacher, so its row is the checkpoint's, and no head is written for it.
+  // --backbone probes a backbone file (e.g. one trained on another machine, its checkpoints
+  // left there): pretrain's backbone.safetensors is checkpoint 4's teacher, so its row is the
+  // checkpoint's. The head it writes names that file, which the later stages then read.
+  const std::filesystem::path elsewhere = dir / "elsewhere.safetensors";
+  std::filesystem::copy_file(dir / "run" / "backbone.safetensors", elsewhere);
   std::vector<std::string> from_file = probe;
-  from_file.insert(from_file.begin() + 3,
-                   {"--backbone", (dir / "run" / "backbone.safetensors").string()});
+  from_file.insert(from_file.begin() + 3, {"--backbone", elsewhere.string()});
   std::filesystem::remove(dir / "run" / "probe_head.safetensors");
   const auto probed_file = testing::run_process(from_file);
   ASSERT_EQ(probed_file.exit_code, 0) << probed_file.err;
   EXPECT_NE(probed_file.out.find("probe of the backbone in"), std::string::npos) << probed_file.out;
-  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "probe_head.safetensors"));
   std::ifstream file_report_in(dir / "run" / "probe.json");
   const auto file_report = nlohmann::json::parse(file_report_in);
   EXPECT_EQ(file_report["checkpoint_step"], -1) << file_report;
   EXPECT_EQ(row(file_report, "pretrained"), row(report, "pretrained"));
+  model::Metadata head_meta;
+  model::parse_safetensors(read_file_bytes(dir / "run" / "probe_head.safetensors"), &head_meta);
+  EXPECT_EQ(head_meta["backbone_file"], std::filesystem::absolute(elsewhere).string());
+  EXPECT_EQ(head_meta["checkpoint_step"], "-1");
+  // The evaluation reads the file the head names (not checkpoint 4's store: were it read,
+  // the corrupted copy below would not be noticed), and refuses it once it has changed.
+  const std::vector<std::string> eval_vit = {
+      saccade, "eval", (dir / "job.toml").string(), "--max-images", "8", "--max-sweep-images", "0"};
+  {
+    std::string bytes = read_file_bytes(elsewhere);
+    bytes[bytes.size() / 2] ^= 1;
+    write_file_bytes(elsewhere, bytes);
+  }
+  const auto changed = testing::run_process(eval_vit);
+  EXPECT_EQ(changed.exit_code, 1);
+  EXPECT_NE(changed.err.find(elsewhere.string() + " with CRC-32"), std::string::npos)
+      << changed.err;
+  EXPECT_NE(changed.err.find("changed since; probe it again"), std::string::npos) << changed.err;
+  std::filesystem::remove(elsewhere);
+  const auto missing = testing::run_process(eval_vit);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("which does not exist"), std::string::npos) << missing.err;
   const auto file_and_random =
       testing::run_process({saccade, "probe", (dir / "job.toml").string(), "--init", "random",
                             "--backbone", (dir / "run" / "backbone.safetensors").string()});

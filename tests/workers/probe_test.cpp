@@ -237,19 +237,23 @@ TEST(TransformerProbe, ReadsEveryStateTokenWhereTheLinearProbeSeesOnlyTheFirst) 
 
 TEST(ProbeHeadsFile, BothKindsRoundTripAndBadBytesAreRefusedByName) {
   torch::manual_seed(12);
-  ProbeHeads linear{{torch::randn({3, 6}), torch::randn({3})}, {}, 40};
+  ProbeHeads linear{{torch::randn({3, 6}), torch::randn({3})}, {}, 40, "", 0};
   ProbeHeads parsed = parse_probe_heads(serialize_probe_heads(linear, {{"c", "0.1"}}), "lin");
   EXPECT_EQ(parsed.checkpoint_step, 40);
   EXPECT_STREQ(parsed.task.kind(), "linear");
   EXPECT_TRUE(torch::equal(parsed.task.weight, linear.task.weight));
   EXPECT_FALSE(parsed.vit.defined()) << "no ViT-mode head was written";
+  EXPECT_TRUE(parsed.backbone_file.empty()) << "a checkpoint's head names no backbone file";
 
   auto task = saccade::testing::small_transformer_head(6, 3, 3);
   auto vit = saccade::testing::small_transformer_head(6, 3, 3);
   task->set_input_statistics(torch::randn({3, 6}), torch::rand({3, 6}) + 0.5);
-  const ProbeHeads transformer{TaskHead(task), TaskHead(vit), 70};
+  const ProbeHeads transformer{TaskHead(task), TaskHead(vit), -1, "/runs/a/backbone.safetensors",
+                               4000000000u};
   parsed = parse_probe_heads(serialize_probe_heads(transformer), "tf");
-  EXPECT_EQ(parsed.checkpoint_step, 70);
+  EXPECT_EQ(parsed.checkpoint_step, -1);
+  EXPECT_EQ(parsed.backbone_file, "/runs/a/backbone.safetensors");
+  EXPECT_EQ(parsed.backbone_crc32, 4000000000u) << "a CRC-32 above 2^31 survives";
   ASSERT_TRUE(parsed.task.transformer && parsed.vit.transformer);
   const torch::Tensor states = torch::randn({5, 3, 6});
   EXPECT_TRUE(torch::allclose(parsed.task.logits(states), transformer.task.logits(states)));

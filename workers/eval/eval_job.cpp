@@ -128,6 +128,7 @@ std::string report_json(const EvalReport& r, const JobConfig& config) {
                      {"ms_per_image", p.ms_per_image}});
   const nlohmann::ordered_json j = {
       {"checkpoint_step", r.checkpoint_step},
+      {"backbone_file", r.backbone_file},
       {"task_head", r.task_head},
       {"images", r.images},
       {"sweep_images", r.sweep_images},
@@ -209,6 +210,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
 
   EvalReport report;
   report.checkpoint_step = m.stage.checkpoint_step;
+  report.backbone_file = m.stage.backbone_file;
   report.task_head = m.stage.head.kind();
   report.glimpses = config.eval.glimpses;
   report.policy_sees_state = config.policy.sees_state;

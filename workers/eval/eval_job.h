@@ -74,6 +74,7 @@ struct SweepPoint {
 
 struct EvalReport {
   int64_t checkpoint_step = -1;  // the probe head's
+  std::string backbone_file;     // the probe head's backbone file ("": a checkpoint's teacher)
   std::string task_head;         // its kind: linear | transformer (TaskHead::kind)
   int64_t images = 0;
   int64_t sweep_images = 0;

@@ -18,6 +18,7 @@
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
 #include "workers/pretrain/pretrain_job.h"
+#include "workers/probe/task_head.h"
 
 namespace saccade::workers {
 namespace {
@@ -206,7 +207,13 @@ ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx) {
   in.head_origin = fmt::format("{} from the coordinator", kProbeHeadFile);
   control::CheckpointQuery teacher;
   teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
-  teacher.step = probe_head_step(in.head_bytes, in.head_origin);
+  const ProbeHeads heads = parse_probe_heads(in.head_bytes, in.head_origin);
+  if (!heads.backbone_file.empty())
+    throw std::runtime_error(fmt::format(
+        "{} was fitted on the backbone file {}, not on a checkpoint a job's actors can fetch: "
+        "run the one-process `saccade policy CONFIG` / `saccade eval CONFIG` on it",
+        in.head_origin, heads.backbone_file));
+  teacher.step = heads.checkpoint_step;
   teacher.blobs = {"teacher"};
   in.backbone_safetensors =
       teacher_backbone_from(ctx.config(), fetch_input_blob(ctx, teacher, "teacher"));

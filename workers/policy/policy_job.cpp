@@ -14,6 +14,7 @@
 #include "model/backbone.h"
 #include "model/policy.h"
 #include "model/weights.h"
+#include "storage/checkpoint_store.h"
 #include "workers/data/data_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/policy_trainer.h"
@@ -60,6 +61,7 @@ std::string report_json(const PolicyReport& r) {
                      {"accuracy", c.accuracy},
                      {"gaze_spread", c.gaze_spread}});
   const nlohmann::ordered_json j = {{"checkpoint_step", r.checkpoint_step},
+                                    {"backbone_file", r.backbone_file},
                                     {"task_head", r.task_head},
                                     {"train_images", r.train_images},
                                     {"val_images", r.val_images},
@@ -106,9 +108,24 @@ ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
                     "`saccade probe CONFIG` first",
                     path.string()));
   ProbeHeadInputs in{read_file_bytes(path), path.string(), ""};
-  // The head was trained on one checkpoint's features: the later stages use that backbone.
-  const int64_t step = parse_probe_heads(in.head_bytes, in.head_origin).checkpoint_step;
-  in.backbone_safetensors = load_teacher_backbone(config, step, dir.string()).safetensors;
+  // The head was trained on one backbone's features: the later stages use that backbone,
+  // a checkpoint's teacher or the file the probe read.
+  const ProbeHeads heads = parse_probe_heads(in.head_bytes, in.head_origin);
+  if (heads.backbone_file.empty()) {
+    in.backbone_safetensors =
+        load_teacher_backbone(config, heads.checkpoint_step, dir.string()).safetensors;
+    return in;
+  }
+  if (!std::filesystem::exists(heads.backbone_file))
+    throw std::runtime_error(fmt::format(
+        "{} was fitted on the backbone file {}, which does not exist: probe a backbone again",
+        path.string(), heads.backbone_file));
+  in.backbone_safetensors = read_file_bytes(heads.backbone_file);
+  if (const uint32_t crc = storage::crc32_of(in.backbone_safetensors); crc != heads.backbone_crc32)
+    throw std::runtime_error(fmt::format(
+        "{} was fitted on the backbone file {} with CRC-32 {}, which now has {}: the file "
+        "changed since; probe it again",
+        path.string(), heads.backbone_file, heads.backbone_crc32, crc));
   return in;
 }
 
@@ -126,15 +143,18 @@ PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_b
   const model::BackboneOptions& bo = backbone->options();
   try {
     const std::string what =
-        fmt::format("{} on the backbone of checkpoint {}", head_origin, heads.checkpoint_step);
+        heads.backbone_file.empty()
+            ? fmt::format("{} on the backbone of checkpoint {}", head_origin, heads.checkpoint_step)
+            : fmt::format("{} on the backbone file {}", head_origin, heads.backbone_file);
     heads.task.check_fits(bo.n_state, bo.width, what);
     if (heads.vit.defined()) heads.vit.check_fits(bo.n_state, bo.width, what + " (ViT mode)");
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
   }
   model::PolicyOptions po = policy_options_for(config, bo);
-  return PolicyStage{std::move(heads.task), std::move(heads.vit), heads.checkpoint_step,
-                     std::move(backbone), po};
+  return PolicyStage{
+      std::move(heads.task), std::move(heads.vit), heads.checkpoint_step, std::move(backbone), po,
+      heads.backbone_file};
 }
 
 model::PolicyOptions policy_options_for(const JobConfig& config,
@@ -148,10 +168,6 @@ model::PolicyOptions policy_options_for(const JobConfig& config,
   po.n_mix = config.policy.mixtures;
   po.validate();
   return po;
-}
-
-int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin) {
-  return parse_probe_heads(head_bytes, head_origin).checkpoint_step;
 }
 
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {
@@ -298,6 +314,7 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   const std::filesystem::path dir = config.job.work_dir;
   PolicyReport report;
   report.checkpoint_step = stage.checkpoint_step;
+  report.backbone_file = stage.backbone_file;
   report.task_head = stage.head.kind();
   const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
   const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));

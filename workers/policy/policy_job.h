@@ -59,6 +59,7 @@ struct PolicyCurvePoint {
 
 struct PolicyReport {
   int64_t checkpoint_step = -1;  // the probe head's
+  std::string backbone_file;     // the probe head's backbone file ("": a checkpoint's teacher)
   std::string task_head;         // its kind, the reward's: linear | transformer
   int64_t train_images = 0;
   int64_t val_images = 0;

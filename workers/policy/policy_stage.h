@@ -43,6 +43,7 @@ struct PolicyStage {
   int64_t checkpoint_step = -1;
   model::FovealBackbone backbone{nullptr};
   model::PolicyOptions policy_options;  // config [policy] on the backbone's state
+  std::string backbone_file;  // the probe read this backbone file, not a checkpoint ("" if not)
 };
 
 // `saccade policy` (one process): the head and checkpoint read from
@@ -55,8 +56,6 @@ PolicyStage load_policy_stage(const JobConfig& config);
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
                               const std::string& head_origin,
                               const std::string& backbone_safetensors);
-// The checkpoint step a probe head was trained on; throws like policy_stage_from.
-int64_t probe_head_step(const std::string& head_bytes, const std::string& head_origin);
 // Config [policy] on a backbone of `backbone` options (validated; throws
 // std::invalid_argument naming the field).
 model::PolicyOptions policy_options_for(const JobConfig& config,

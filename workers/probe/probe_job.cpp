@@ -146,7 +146,7 @@ ProbeHeads fit_transformer_heads(const std::string& name, const ProbeFeatures& t
   row.task_lr = task.lr;
   row.task_steps = task.steps;
   report.rows.push_back(row);
-  return {task.head, vit.head, -1};
+  return {task.head, vit.head, -1, "", 0};
 }
 
 using Clock = std::chrono::steady_clock;
@@ -331,7 +331,9 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   add_feature_rows(name, train, val, feature_rows, classes, eval, report);
   ProbeHeads heads{{probed.task_head.weight, probed.task_head.bias},
                    {probed.vit_head.weight, probed.vit_head.bias},
-                   step};
+                   step,
+                   "",
+                   0};
   if (transformer)
     heads = fit_transformer_heads(name, train, val, n_state, classes, head_options, report);
   report.fit_seconds += seconds_since(t0);
@@ -377,10 +379,15 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const std::filesystem::path dir = config.job.work_dir;
   std::filesystem::create_directories(dir);
   report.report_path = (dir / (run.random_init ? "probe_random_init.json" : "probe.json")).string();
-  // The policy stage reads the head beside the checkpoint it was fitted on.
-  if (!run.random_init && run.backbone_file.empty()) {
+  // The policy stage reads the head beside the checkpoint it was fitted on, or beside the
+  // name of the backbone file it was fitted on (a backbone trained on another machine).
+  if (!run.random_init) {
     report.head_path = (dir / kProbeHeadFile).string();
     heads.checkpoint_step = report.checkpoint_step;
+    if (!run.backbone_file.empty()) {
+      heads.backbone_file = std::filesystem::absolute(run.backbone_file).string();
+      heads.backbone_crc32 = storage::crc32_of(backbone_safetensors);
+    }
     std::map<std::string, std::string> extra;
     if (!transformer) extra["c"] = fmt::format("{}", probed.task_head.c);
     report.head_safetensors = serialize_probe_heads(heads, extra);

@@ -26,7 +26,7 @@ inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
 struct ProbeRunOptions {
   int64_t step = -1;             // the checkpoint to probe; -1 = the newest
   bool random_init = false;      // probe the backbone's initial weights instead (no checkpoint)
-  std::string backbone_file;     // or this backbone safetensors file (no checkpoint, no head)
+  std::string backbone_file;     // or this backbone safetensors file (no checkpoint)
   int64_t max_train_images = 0;  // overrides probe.train_images when > 0
   int64_t max_val_images = 0;    // overrides probe.val_images when > 0
   // After each feature batch and each linear fit (may be empty): the probe

@@ -79,6 +79,10 @@ std::string serialize_probe_heads(const ProbeHeads& heads,
                                   const std::map<std::string, std::string>& extra) {
   model::Metadata meta = extra;
   meta["checkpoint_step"] = std::to_string(heads.checkpoint_step);
+  if (!heads.backbone_file.empty()) {
+    meta["backbone_file"] = heads.backbone_file;
+    meta["backbone_crc32"] = std::to_string(heads.backbone_crc32);
+  }
   if (!heads.task.transformer) {
     meta["format"] = kLinearFormat;
     meta["input"] = "first state token";
@@ -125,6 +129,15 @@ ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin
     heads.checkpoint_step = std::stoll(meta_or_throw(meta, "checkpoint_step", origin));
   } catch (const std::logic_error&) {
     throw std::runtime_error(fmt::format("{}: checkpoint_step is not an integer", origin));
+  }
+  if (meta.count("backbone_file")) {
+    heads.backbone_file = meta["backbone_file"];
+    try {
+      heads.backbone_crc32 =
+          static_cast<uint32_t>(std::stoul(meta_or_throw(meta, "backbone_crc32", origin)));
+    } catch (const std::logic_error&) {
+      throw std::runtime_error(fmt::format("{}: backbone_crc32 is not an integer", origin));
+    }
   }
   if (format == kLinearFormat) {
     heads.task = linear_head(tensors, "", true, origin);

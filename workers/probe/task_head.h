@@ -50,6 +50,11 @@ struct ProbeHeads {
   TaskHead task;
   TaskHead vit;  // may be undefined (files written before the probe kept one)
   int64_t checkpoint_step = -1;
+  // Set when the probe read a backbone file (`saccade probe --backbone`, e.g. one trained on
+  // another machine) instead of a checkpoint: the later stages read that file, and refuse it
+  // when its CRC-32 no longer matches.
+  std::string backbone_file;
+  uint32_t backbone_crc32 = 0;
 };
 
 // Metadata format "saccade.linear_probe" (tensors weight, bias, vit_weight,
