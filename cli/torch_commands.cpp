@@ -23,6 +23,7 @@
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/probe_actor.h"
 #include "workers/probe/probe_job.h"
+#include "workers/probe/task_head.h"
 
 namespace {
 
@@ -48,12 +49,6 @@ int with_config(const char* config_path, const char* command,
     fmt::print(stderr, "saccade {}: {}\n", command, e.what());
     return 1;
   }
-}
-
-// What the probe head (and so the policy and the evaluation) was fitted on.
-std::string backbone_origin(int64_t checkpoint_step, const std::string& backbone_file) {
-  return backbone_file.empty() ? fmt::format("checkpoint {}", checkpoint_step)
-                               : fmt::format("backbone file {}", backbone_file);
 }
 
 }  // namespace
@@ -166,8 +161,8 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
     fmt::print(
         "gaze policy for {}: GRPO on {} training images, {} epochs, rewarded by the {} task "
         "head\n",
-        backbone_origin(r.checkpoint_step, r.backbone_file), r.train_images, r.epochs.size(),
-        r.task_head);
+        workers::backbone_origin(r.checkpoint_step, r.backbone_file), r.train_images,
+        r.epochs.size(), r.task_head);
     for (size_t e = 0; e < r.epochs.size(); ++e)
       fmt::print("  epoch {}: mean reward {:.4f}, sampled top-1 after the last glimpse {:.2f}%\n",
                  e + 1, r.epochs[e].mean_reward, 100 * r.epochs[e].final_accuracy);
@@ -206,8 +201,8 @@ extern "C" int saccade_torch_eval(const saccade::cli::EvalArgs* args) {
     run.max_sweep_images = args->max_sweep_images;
     const workers::EvalReport r = workers::run_eval(config, run);
     fmt::print("evaluation of {}\n{}report: {}\n",
-               backbone_origin(r.checkpoint_step, r.backbone_file), workers::format_eval_table(r),
-               r.report_path);
+               workers::backbone_origin(r.checkpoint_step, r.backbone_file),
+               workers::format_eval_table(r), r.report_path);
     return 0;
   });
 }

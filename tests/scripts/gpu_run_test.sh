@@ -2,7 +2,8 @@
 # scripts/gpu/run.sh (the GPU machine's half of scripts/gpu/bundle.sh) on this machine,
 # with nvidia-smi and python's torch replaced and a payload of this build's saccade:
 # the training step runs every config at once on the bundle's data, each in its own
-# folder; the step budget stops a long run (exit 124, which still checkpoints); packing
+# folder; the step budget stops a long run (exit 124, which still checkpoints, and its
+# checkpoint is exported as its backbone); packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
 # unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
 set -euo pipefail
@@ -87,6 +88,9 @@ fi
   { cat "$dir/budget.txt" >&2; fail "exit code $(cat "$dir/budget/rc/pretrain-long"), expected 124"; }
 grep -q "checkpoint [0-9]* committed" "$dir/budget/pretrain-long.log" ||
   { cat "$dir/budget/pretrain-long.log" >&2; fail "the stopped run did not checkpoint"; }
+# ...and that checkpoint's teacher comes back as the run's backbone, ready for `probe --backbone`.
+[[ -s $dir/budget/train-long/backbone.safetensors ]] ||
+  { cat "$dir/budget/pretrain-long.log" >&2; fail "the stopped run's checkpoint was not exported"; }
 
 # Refused before anything runs.
 if run bad SACCADE_GPU_CHECKS="model nonsense"; then fail "an unknown check ran"; fi

@@ -20,6 +20,7 @@
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
 #include "workers/pretrain/pretrain_job.h"
+#include "workers/probe/task_head.h"
 
 namespace saccade::workers {
 namespace {
@@ -143,9 +144,8 @@ PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_b
   const model::BackboneOptions& bo = backbone->options();
   try {
     const std::string what =
-        heads.backbone_file.empty()
-            ? fmt::format("{} on the backbone of checkpoint {}", head_origin, heads.checkpoint_step)
-            : fmt::format("{} on the backbone file {}", head_origin, heads.backbone_file);
+        fmt::format("{} on the backbone of {}", head_origin,
+                    backbone_origin(heads.checkpoint_step, heads.backbone_file));
     heads.task.check_fits(bo.n_state, bo.width, what);
     if (heads.vit.defined()) heads.vit.check_fits(bo.n_state, bo.width, what + " (ViT mode)");
   } catch (const std::invalid_argument& e) {
@@ -324,8 +324,9 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   const int64_t max_val = run.max_val_images > 0 ? run.max_val_images : config.policy.val_images;
   const PolicyTrainOptions train = policy_train_options(config, max_train);
   report.train_images = max_train > 0 ? std::min(max_train, train_set->size()) : train_set->size();
-  spdlog::info("policy: GRPO on {} images of checkpoint {} ({} traces x {} glimpses per image)",
-               report.train_images, stage.checkpoint_step, train.group, train.steps);
+  spdlog::info("policy: GRPO on {} images of {} ({} traces x {} glimpses per image)",
+               report.train_images, backbone_origin(stage.checkpoint_step, stage.backbone_file),
+               train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
   LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
   GazeEvalOptions eval;  // the final evaluation's; the curve's points use the first images

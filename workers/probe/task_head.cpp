@@ -111,6 +111,11 @@ std::string serialize_probe_heads(const ProbeHeads& heads,
   return model::save_modules(modules, meta);
 }
 
+std::string backbone_origin(int64_t checkpoint_step, const std::string& backbone_file) {
+  return backbone_file.empty() ? fmt::format("checkpoint {}", checkpoint_step)
+                               : fmt::format("backbone file {}", backbone_file);
+}
+
 ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin) {
   model::Metadata meta;
   model::RawTensorMap tensors;

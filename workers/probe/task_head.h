@@ -57,6 +57,10 @@ struct ProbeHeads {
   uint32_t backbone_crc32 = 0;
 };
 
+// What a probe head (and so the policy and the evaluation on it) was fitted on:
+// "checkpoint N", or "backbone file F" when backbone_file is set.
+std::string backbone_origin(int64_t checkpoint_step, const std::string& backbone_file);
+
 // Metadata format "saccade.linear_probe" (tensors weight, bias, vit_weight,
 // vit_bias) or "saccade.transformer_probe" (task.* and vit.* of two
 // model::TaskHead, their options in the metadata). Extra metadata is kept.
