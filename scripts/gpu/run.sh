@@ -63,7 +63,8 @@ export LD_LIBRARY_PATH="$bundle/lib:$libs:${LD_LIBRARY_PATH:-}"
 gpus=$(grep -c "^GPU " "$out/gpus.txt")
 mkdir -p "$out/rc"
 step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the budget),
-  local name=$1 cap=$2  # logs to $out/NAME.log, its exit code to $out/rc/NAME (124: timed out)
+  local name=$1 cap=$2  # logs to $out/NAME.log, its exit code to $out/rc/NAME (124: timed out;
+  # SIGTERM first, and 30 s to drain: a stopped pretraining run commits a checkpoint)
   shift 2
   local left=$((budget - ($(date +%s) - start)))
   [ "$left" -lt "$cap" ] && cap=$left
@@ -73,7 +74,7 @@ step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the 
     return
   fi
   echo "== $name ($cap s at most): $*"
-  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee "$out/$name.log"
+  timeout --kill-after=30 "$cap" "$@" 2>&1 | tee "$out/$name.log"
   echo "${PIPESTATUS[0]}" >"$out/rc/$name"
 }
 wants() { [[ " $checks " == *" $1 "* ]]; }
