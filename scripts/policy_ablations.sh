@@ -2,15 +2,16 @@
 # The policy stage's ablations (docs/policy.md, "Rewards and the fixed path"): GRPO
 # against the frozen backbone and task head of a finished job (BASE, default
 # configs/ablations/tiny-transformer-head.toml: run that job first), one
-# one-process `saccade policy` per variant, each in runs/ablations/<job>-<variant>
-# with the same budget, seeds and validation images:
+# one-process `saccade policy` per variant, each in $OUT/<job>-<variant> (OUT default
+# runs/ablations) with the same budget, seeds and validation images:
 #   probability    policy.reward = "probability" (the default, the paper's)
 #   increase       policy.reward = "increase"
 #   final_correct  policy.reward = "final_correct"
 #   fixed_path     policy.sees_state = false: the learned fixed path alone
 #   KEY=VALUE[,KEY=VALUE...]  other [policy] keys, e.g. group_size=8, std_start=0.3,
 #                  kl_beta=0.1, fixed_path_baseline=false (every variant's report has its
-#                  own learned fixed path unless this turns it off)
+#                  own learned fixed path unless this turns it off); a bare word is a
+#                  string (reward=increase is reward = "increase")
 # Usage: [BASE=CONFIG] bash scripts/policy_ablations.sh [VARIANT...]
 #   (default variants: probability increase final_correct fixed_path)
 # SACCADE=path/to/saccade picks another build (default build/saccade).
@@ -35,14 +36,17 @@ input=$(sed -n 's/^work_dir = "\(.*\)"$/\1/p' "$base" | head -1)
 }
 variants=("$@")
 [[ ${#variants[@]} -gt 0 ]] || variants=(probability increase final_correct fixed_path)
-mkdir -p runs/ablations
+out=${OUT:-runs/ablations}
+mkdir -p "$out"
 for v in "${variants[@]}"; do
   case "$v" in
     probability | increase | final_correct) pairs="reward=\"$v\"" ;;
     fixed_path) pairs="sees_state=false" ;;
     [a-z]*=*)
       # [policy] keys: the config check refuses an unknown key or a bad value by name.
-      pairs=$v
+      # A bare word (reward=increase) is a TOML string: quote it, as the shell ate quotes.
+      pairs=$(echo "$v" | tr ',' '\n' | sed -E \
+        '/=(-?[0-9][0-9.eE+-]*|true|false|".*"|\[.*)$/!s/=(.*)$/="\1"/' | paste -sd,)
       v=$(echo "$v" | tr -d '"' | tr '=.,' '-p_')
       ;;
     *)
@@ -51,7 +55,7 @@ for v in "${variants[@]}"; do
       exit 2
       ;;
   esac
-  dir=runs/ablations/$job-$v
+  dir=$out/$job-$v
   config=$dir.toml
   # Lines "key = value" for sed's append (\n between them), and the keys as one
   # alternation: the base's own lines for them give way to the variant's.
@@ -64,7 +68,11 @@ for v in "${variants[@]}"; do
     -e "/^\[policy\]/a input_dir = \"$input\"\n$lines" "$base" >"$config"
   echo "== $v ($config; log $dir.log)"
   start=$(date +%s)
-  "${SACCADE:-build/saccade}" policy "$config" >"$dir.log" 2>&1
+  if ! "${SACCADE:-build/saccade}" policy "$config" >"$dir.log" 2>&1; then
+    echo "policy_ablations: $v failed; the end of $dir.log:" >&2
+    tail -n 5 "$dir.log" >&2
+    exit 1
+  fi
   # The command's table (stdout lines; the log's other lines are spdlog's, stamped).
   grep -v '^\[' "$dir.log" || true
   echo "  $(($(date +%s) - start)) s"

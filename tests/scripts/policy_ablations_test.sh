@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# scripts/policy_ablations.sh's variants: a bare word becomes a TOML string and numbers
+# stay numbers, each key replaces the base's line in [policy], and a variant whose run
+# fails stops the script with the run's own error (here a probe head that is not one)
+# instead of an empty table; an unknown variant is refused before anything runs.
+set -euo pipefail
+saccade="$1" script="$2"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/tiny_job_lib.sh"
+mkdir -p "$dir/base-run"
+echo "not a safetensors file" >"$dir/base-run/probe_head.safetensors"
+{
+  printf '[job]\nname = "pabl"\nwork_dir = "%s"\n' "$dir/base-run"
+  tiny_fmnist_sections
+  printf '[policy]\nreward = "probability"\ngroup_size = 4\nepochs = 1\n'
+  printf '[logging]\nprogress = false\n'
+} >"$dir/base.toml"
+fail() {
+  echo "policy_ablations_test: $*" >&2
+  exit 1
+}
+export BASE="$dir/base.toml" OUT="$dir/out" SACCADE="$saccade"
+if bash "$script" 'reward=increase,group_size=8' >"$dir/out.txt" 2>&1; then
+  fail "a variant on a broken probe head succeeded"
+fi
+config="$dir/out/pabl-reward-increase_group_size-8.toml"
+[[ -f "$config" ]] || { cat "$dir/out.txt" >&2; fail "no $config"; }
+policy=$(sed -n '/^\[policy\]/,/^\[/p' "$config")
+grep -q '^reward = "increase"$' <<<"$policy" || fail "reward not quoted: $(grep reward "$config")"
+[[ $(grep -c '^reward = ' "$config") == 1 ]] || fail "the base's reward line was not replaced"
+grep -q '^group_size = 8$' <<<"$policy" || fail "group_size not 8: $(grep group_size "$config")"
+grep -q "^input_dir = \"$dir/base-run\"$" <<<"$policy" || fail "input_dir is not the base's work_dir"
+grep -q 'policy_ablations: reward-increase_group_size-8 failed' "$dir/out.txt" ||
+  { cat "$dir/out.txt" >&2; fail "the failure was not reported"; }
+grep -q 'probe_head.safetensors' "$dir/out.txt" ||
+  { cat "$dir/out.txt" >&2; fail "the run's own error (naming the head file) was not shown"; }
+if bash "$script" 'no such variant' >"$dir/bad.txt" 2>&1; then fail "an unknown variant ran"; fi
+grep -q 'unknown variant' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown variant not named"; }
+echo "policy_ablations_test: ok"
