@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -67,17 +68,19 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 struct Problems {
   std::string source;
   std::vector<std::string> list;
-  std::map<std::string, toml::source_position> where;  // key path -> position, for cross-key checks
+  std::map<std::string, toml::source_region> where;  // key path -> position, for cross-key checks
 
-  std::string at(const toml::source_position& p) const {
-    return p.line ? fmt::format("{}:{}:{}", source, p.line, p.column) : source;
+  // A node's region names its own file: a key from an included base is reported there.
+  std::string at(const toml::source_region& r) const {
+    const std::string& file = r.path && !r.path->empty() ? *r.path : source;
+    return r.begin.line ? fmt::format("{}:{}:{}", file, r.begin.line, r.begin.column) : file;
   }
-  void add(const toml::source_position& p, const std::string& path, const std::string& what) {
-    list.push_back(fmt::format("{}: {}: {}", at(p), path, what));
+  void add(const toml::source_region& r, const std::string& path, const std::string& what) {
+    list.push_back(fmt::format("{}: {}: {}", at(r), path, what));
   }
   void add(const std::string& path, const std::string& what) {
     auto it = where.find(path);
-    add(it == where.end() ? toml::source_position{} : it->second, path, what);
+    add(it == where.end() ? toml::source_region{} : it->second, path, what);
   }
 };
 
@@ -93,7 +96,7 @@ class Reader {
     const toml::table* sub = n ? n->as_table() : nullptr;
     if (n && !sub) {
       problems_.add(
-          n->source().begin, join_path(prefix_, name),
+          n->source(), join_path(prefix_, name),
           fmt::format("expected a table [{}], got {}", join_path(prefix_, name), type_name(*n)));
     }
     Reader child(problems_, sub, join_path(prefix_, name));
@@ -108,7 +111,7 @@ class Reader {
     if (!n->is_integer()) return wrong(*n, name, fmt::format("an integer in [{}, {}]", lo, hi));
     int64_t x = n->as_integer()->get();
     if (x < lo || x > hi) {
-      return problems_.add(n->source().begin, path(name),
+      return problems_.add(n->source(), path(name),
                            fmt::format("expected an integer in [{}, {}], got {}", lo, hi, x));
     }
     f = x;
@@ -121,7 +124,7 @@ class Reader {
     std::optional<double> x = n->value<double>();  // integers are accepted as numbers
     if (!n->is_number() || !x) return wrong(*n, name, fmt::format("a number in [{}, {}]", lo, hi));
     if (!(*x >= lo && *x <= hi)) {
-      return problems_.add(n->source().begin, path(name),
+      return problems_.add(n->source(), path(name),
                            fmt::format("expected a number in [{}, {}], got {}", lo, hi, *x));
     }
     f = *x;
@@ -152,7 +155,7 @@ class Reader {
     if (!n->is_string()) return wrong(*n, name, expected);
     const std::string& x = n->as_string()->get();
     if (std::find(options.begin(), options.end(), x) == options.end()) {
-      return problems_.add(n->source().begin, path(name),
+      return problems_.add(n->source(), path(name),
                            fmt::format("expected {}, got \"{}\"", expected, x));
     }
     f = x;
@@ -173,7 +176,7 @@ class Reader {
       std::optional<double> x = e.value<double>();
       if (!e.is_number() || !x || !(*x >= lo && *x <= hi)) {
         return problems_.add(
-            e.source().begin, fmt::format("{}[{}]", path(name), i),
+            e.source(), fmt::format("{}[{}]", path(name), i),
             fmt::format("expected {}, got {}", expected, x ? fmt::format("{}", *x) : type_name(e)));
       }
       out.push_back(*x);
@@ -197,7 +200,7 @@ class Reader {
       if (!s || std::find(options.begin(), options.end(), *s) == options.end() ||
           std::find(out.begin(), out.end(), *s) != out.end()) {
         return problems_.add(
-            e.source().begin, fmt::format("{}[{}]", path(name), i),
+            e.source(), fmt::format("{}[{}]", path(name), i),
             fmt::format("expected {}, got {}", expected, s ? quote_text(*s) : type_name(e)));
       }
       out.push_back(*s);
@@ -240,7 +243,7 @@ class Reader {
         hint = fmt::format("; valid keys{}: {}", prefix_.empty() ? "" : " in [" + prefix_ + "]",
                            fmt::join(known_, ", "));
       }
-      problems_.add(key.source().begin, path(k), "unknown key" + hint);
+      problems_.add(key.source(), path(k), "unknown key" + hint);
     }
   }
 
@@ -250,12 +253,12 @@ class Reader {
   const toml::node* lookup(const char* name) {
     known_.insert(name);
     const toml::node* n = table_ ? table_->get(name) : nullptr;
-    if (n) problems_.where[path(name)] = n->source().begin;
+    if (n) problems_.where[path(name)] = n->source();
     return n;
   }
 
   void wrong(const toml::node& n, const char* name, const std::string& expected) {
-    problems_.add(n.source().begin, path(name),
+    problems_.add(n.source(), path(name),
                   fmt::format("expected {}, got {}", expected, type_name(n)));
   }
 
@@ -462,6 +465,83 @@ void check_consistency(const JobConfig& c, Problems& p) {
   }
 }
 
+// Moves `top`'s keys over `base`'s: tables merge key by key, any other value (an
+// array of tables too) replaces the base's. Moves keep each node's source region.
+void merge_over(toml::table& base, toml::table&& top) {
+  for (auto&& [key, node] : top) {
+    toml::node* below = base.get(key.str());
+    if (below && below->is_table() && node.is_table()) {
+      merge_over(*below->as_table(), std::move(*node.as_table()));
+    } else {
+      base.insert_or_assign(key, std::move(node));
+    }
+  }
+}
+
+// The files being read, outermost first, to refuse an include cycle.
+struct IncludeChain {
+  std::vector<std::string> ids;    // weakly canonical paths
+  std::vector<std::string> names;  // as the messages name them
+};
+
+constexpr size_t kMaxIncludeDepth = 16;
+
+std::string canonical_id(const std::filesystem::path& file) {
+  std::error_code ec;
+  const std::filesystem::path id = std::filesystem::weakly_canonical(file, ec);
+  return ec ? file.lexically_normal().string() : id.string();
+}
+
+// Replaces `root` (read from `file`) by its top-level `include` (a path relative to
+// `file`'s folder) with root's keys merged over it, recursively. Problems are added,
+// not thrown, so that a refusal lists them all.
+void resolve_include(toml::table& root, const std::string& file, IncludeChain& chain,
+                     Problems& problems) {
+  const toml::node* include = root.get("include");
+  if (!include) return;
+  const toml::source_region where = include->source();
+  if (!include->is_string()) {
+    return problems.add(
+        where, "include",
+        fmt::format("expected a string, the path of a base config, got {}", type_name(*include)));
+  }
+  std::filesystem::path target(include->as_string()->get());
+  if (target.is_relative()) target = std::filesystem::path(file).parent_path() / target;
+  const std::string name = target.lexically_normal().string();
+  const std::string id = canonical_id(target);
+  if (std::find(chain.ids.begin(), chain.ids.end(), id) != chain.ids.end()) {
+    return problems.add(where, "include",
+                        fmt::format("\"{}\" includes itself: {} -> {}", name,
+                                    fmt::join(chain.names, " -> "), name));
+  }
+  if (chain.ids.size() >= kMaxIncludeDepth) {
+    return problems.add(where, "include",
+                        fmt::format("expected at most {} nested includes, reached at \"{}\"",
+                                    kMaxIncludeDepth, name));
+  }
+  std::ifstream in(target, std::ios::binary);
+  if (!in) return problems.add(where, "include", fmt::format("cannot open \"{}\"", name));
+  std::ostringstream text;
+  text << in.rdbuf();
+  toml::table base;
+  try {
+    base = toml::parse(text.str(), name);
+  } catch (const toml::parse_error& e) {
+    problems.list.push_back(fmt::format("{}: TOML syntax error (included from {}): {}",
+                                        problems.at(e.source()), problems.at(where),
+                                        e.description()));
+    return;
+  }
+  root.erase("include");
+  chain.ids.push_back(id);
+  chain.names.push_back(name);
+  resolve_include(base, name, chain, problems);
+  chain.ids.pop_back();
+  chain.names.pop_back();
+  merge_over(base, std::move(root));
+  root = std::move(base);
+}
+
 }  // namespace
 
 ConfigError::ConfigError(std::vector<std::string> problems)
@@ -486,9 +566,12 @@ JobConfig parse_config(std::string_view toml_text, std::string_view source_name)
     root = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& e) {
     problems.list.push_back(
-        fmt::format("{}: TOML syntax error: {}", problems.at(e.source().begin), e.description()));
+        fmt::format("{}: TOML syntax error: {}", problems.at(e.source()), e.description()));
     throw ConfigError(problems.list);
   }
+  IncludeChain chain{{canonical_id(std::string(source_name))}, {std::string(source_name)}};
+  resolve_include(root, std::string(source_name), chain, problems);
+  if (!problems.list.empty()) throw ConfigError(problems.list);
   JobConfig config;
   Reader reader(problems, &root, "");
   describe(reader, config);

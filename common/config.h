@@ -260,8 +260,12 @@ double effective_lr(const SslConfig& ssl);
 // Every key at its default.
 JobConfig default_config();
 
-// Parses and validates; throws ConfigError before anything starts.
+// Parses and validates; throws ConfigError before anything starts. A top-level
+// `include = "base.toml"` (relative to the including file's folder) reads that
+// config first and merges this one's keys over it: tables key by key, any other
+// value (arrays of tables too) replacing the base's; bases may include further.
 JobConfig load_config(const std::filesystem::path& file);
+// `source_name` names the text in messages and is the folder an include is relative to.
 JobConfig parse_config(std::string_view toml_text, std::string_view source_name);
 
 // The resolved config (defaults filled in) as TOML; parse_config(to_toml(c)) == c.

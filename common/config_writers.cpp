@@ -169,7 +169,20 @@ std::string config_reference_markdown() {
          "keys,\n"
          "defaults and ranges are declared. A job is one TOML file; every key is optional.\n"
          "Unknown keys, wrong types and out-of-range values are refused before anything starts,\n"
-         "with the file, line, key path and what was expected.\n" +
+         "with the file, line, key path and what was expected.\n\n"
+         "A file may start from another: a top-level `include = \"base.toml\"` (a path relative "
+         "to the\n"
+         "including file's folder) reads that config first, then merges this file's keys over "
+         "it.\n"
+         "Tables merge key by key; any other value replaces the base's, arrays of tables such "
+         "as\n"
+         "`[[cluster.nodes]]` as a whole. A base may include another (at most 16 deep; a cycle "
+         "is\n"
+         "refused), and a problem in a base is reported at the base's file and line. "
+         "`saccade config\n"
+         "show FILE` prints the merged result; what a job runs and ships to its nodes is that "
+         "result,\n"
+         "so only the launching node reads the files.\n" +
          writer.str();
 }
 

@@ -11,7 +11,7 @@
 #   KEY=VALUE[,KEY=VALUE...]  other [policy] keys, e.g. group_size=8, std_start=0.3,
 #                  kl_beta=0.1, fixed_path_baseline=false (every variant's report has its
 #                  own learned fixed path unless this turns it off); a bare word is a
-#                  string (reward=increase is reward = "increase")
+#                  string (reward=increase is reward = "increase"; scripts/config_variant.sh)
 # Usage: [BASE=CONFIG] bash scripts/policy_ablations.sh [VARIANT...]
 #   (default variants: probability increase final_correct fixed_path)
 # SACCADE=path/to/saccade picks another build (default build/saccade).
@@ -23,10 +23,12 @@ base=${BASE:-configs/ablations/tiny-transformer-head.toml}
   echo "policy_ablations: BASE=$base: no such config" >&2
   exit 2
 }
-job=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$base" | head -1)
-input=$(sed -n 's/^work_dir = "\(.*\)"$/\1/p' "$base" | head -1)
+source scripts/config_variant.sh
+# The resolved keys: BASE may include its own base.
+job=$(config_value "$base" job name)
+input=$(config_value "$base" job work_dir)
 [[ -n "$job" && -n "$input" ]] || {
-  echo "policy_ablations: $base: expected job.name and job.work_dir lines" >&2
+  echo "policy_ablations: $base: cannot read job.name and job.work_dir" >&2
   exit 2
 }
 [[ -f "$input/probe_head.safetensors" ]] || {
@@ -40,13 +42,12 @@ out=${OUT:-runs/ablations}
 mkdir -p "$out"
 for v in "${variants[@]}"; do
   case "$v" in
-    probability | increase | final_correct) pairs="reward=\"$v\"" ;;
-    fixed_path) pairs="sees_state=false" ;;
+    probability | increase | final_correct) pairs=("reward=$v") ;;
+    fixed_path) pairs=("sees_state=false") ;;
     [a-z]*=*)
-      # [policy] keys: the config check refuses an unknown key or a bad value by name.
-      # A bare word (reward=increase) is a TOML string: quote it, as the shell ate quotes.
-      pairs=$(echo "$v" | tr ',' '\n' | sed -E \
-        '/=(-?[0-9][0-9.eE+-]*|true|false|".*"|\[.*)$/!s/=(.*)$/="\1"/' | paste -sd,)
+      # [policy] keys: config_variant quotes a bare word (reward=increase) and the config
+      # check refuses an unknown key or a bad value by name.
+      IFS=',' read -r -a pairs <<<"$v"
       v=$(echo "$v" | tr -d '"' | tr '=.,' '-p_')
       ;;
     *)
@@ -57,15 +58,8 @@ for v in "${variants[@]}"; do
   esac
   dir=$out/$job-$v
   config=$dir.toml
-  # Lines "key = value" for sed's append (\n between them), and the keys as one
-  # alternation: the base's own lines for them give way to the variant's.
-  lines=$(echo "$pairs" | sed -e 's/=/ = /g' -e 's/,/\\n/g')
-  keys=$(echo "$pairs" | tr ',' '\n' | sed 's/=.*//' | paste -sd'|' | sed 's/|/\\|/g')
-  sed -e "0,/^name = /s|^name = .*|name = \"$job-$v\"|" \
-    -e "s|^work_dir = .*|work_dir = \"$dir\"|" \
-    -e "s|^stages = .*|stages = [\"policy\"]|" \
-    -e "/^\[policy\]/,/^\[/{/^\($keys\) = /d}" \
-    -e "/^\[policy\]/a input_dir = \"$input\"\n$lines" "$base" >"$config"
+  config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" \
+    "policy.input_dir=$input" "${pairs[@]/#/policy.}"
   echo "== $v ($config; log $dir.log)"
   start=$(date +%s)
   if ! "${SACCADE:-build/saccade}" policy "$config" >"$dir.log" 2>&1; then

@@ -7,8 +7,9 @@
 # The schedules stay BASE's (the first STEPS steps of its budget), so every
 # variant is compared with BASE at the same steps by the held-apart k-NN check
 # (ssl.knn_every_steps) that the log prints.
-#   SECTION.KEY=VALUE[,SECTION.KEY=VALUE...]  e.g. ssl.teacher_centering='"ema"',
-#                  ssl.koleo_weight=0, views.local_views=8, ssl.lr=0.004
+#   SECTION.KEY=VALUE[,SECTION.KEY=VALUE...]  e.g. ssl.teacher_centering=ema,
+#                  ssl.koleo_weight=0, views.local_views=8, ssl.lr=0.004 (a bare word is a
+#                  string; each variant includes BASE: scripts/config_variant.sh)
 #   base           BASE unchanged
 # Usage: [BASE=CONFIG] [STEPS=N] [PROBE=1] bash scripts/ssl_ablations.sh VARIANT...
 #   PROBE=1 also runs `saccade probe` on each (the reference protocol; ~10 min).
@@ -23,9 +24,10 @@ out=${OUT:-runs/ablations}
   echo "ssl_ablations: BASE=$base: no such config" >&2
   exit 2
 }
-job=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$base" | head -1)
+source scripts/config_variant.sh
+job=$(config_value "$base" job name)  # resolved: BASE may include its own base
 [[ -n "$job" ]] || {
-  echo "ssl_ablations: $base: expected a job.name line" >&2
+  echo "ssl_ablations: $base: cannot read job.name" >&2
   exit 2
 }
 [[ $# -gt 0 ]] || {
@@ -35,7 +37,7 @@ job=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$base" | head -1)
 }
 mkdir -p "$out"
 for v in "$@"; do
-  edits=()
+  pairs=()
   name=base
   if [[ "$v" != base ]]; then
     name=""
@@ -45,23 +47,14 @@ for v in "$@"; do
         echo "ssl_ablations: variant \"$pair\": expected SECTION.KEY=VALUE" >&2
         exit 2
       }
-      section=${BASH_REMATCH[1]} key=${BASH_REMATCH[2]} value=${BASH_REMATCH[3]}
-      grep -q "^\[$section\]" "$base" || {
-        echo "ssl_ablations: $base has no [$section] section for $pair" >&2
-        exit 2
-      }
-      # The base's own line for the key gives way to the variant's.
-      edits+=(-e "/^\[$section\]/,/^\[/{/^$key = /d}" -e "/^\[$section\]/a $key = $value")
-      name+=${name:+_}$key-$(echo "$value" | tr -d '"' | tr '.' 'p')
+      name+=${name:+_}${BASH_REMATCH[2]}-$(echo "${BASH_REMATCH[3]}" | tr -d '"' | tr '.' 'p')
     done
   fi
   v=$name
   dir=$out/$job-$v
   config=$dir.toml
-  sed -e "0,/^name = /s|^name = .*|name = \"$job-$v\"|" \
-    -e "s|^work_dir = .*|work_dir = \"$dir\"|" "${edits[@]}" "$base" >"$config"
   # A bad key or value is refused here, by name, before anything runs.
-  "$saccade" config check "$config" >/dev/null
+  config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" "${pairs[@]}"
   echo "== $v ($config; log $dir.log)"
   start=$(date +%s)
   "$saccade" pretrain "$config" --fresh --steps "$steps" >"$dir.log" 2>&1

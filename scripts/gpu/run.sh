@@ -18,6 +18,7 @@ set -uo pipefail
 start=$(date +%s)
 budget=${SACCADE_GPU_BUDGET_S:-480}
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 known="kernels_cuda_tests extract model allreduce_nccl allreduce_gloo"
@@ -97,11 +98,15 @@ for config in "${train[@]}"; do
   # with data loader threads to feed a GPU; the runs share the GPU and the cores.
   name=$(basename "$config" .toml)
   mkdir -p "$out/train-$name"
-  sed -e "s|^work_dir = .*|work_dir = \"$out/train-$name\"|" \
-    -e "s|^loader_threads = .*|loader_threads = ${SACCADE_GPU_LOADER_THREADS:-8}|" \
-    -e "s|^checkpoint_every_steps = .*|checkpoint_every_steps = ${SACCADE_GPU_CHECKPOINT_EVERY:-1250}|" \
-    -e "s|^\\[data\\]|[data]\\nidx_images = \"$data/train-images-idx3-ubyte.gz\"\\nidx_labels = \"$data/train-labels-idx1-ubyte.gz\"\\nval_idx_images = \"$data/t10k-images-idx3-ubyte.gz\"\\nval_idx_labels = \"$data/t10k-labels-idx1-ubyte.gz\"|" \
-    "$config" >"$out/train-$name/config.toml"
+  SACCADE="$bundle/bin/saccade" config_variant "$config" "$out/train-$name/variant.toml" \
+    "job.work_dir=$out/train-$name" "data.loader_threads=${SACCADE_GPU_LOADER_THREADS:-8}" \
+    "ssl.checkpoint_every_steps=${SACCADE_GPU_CHECKPOINT_EVERY:-1250}" \
+    "data.idx_images=$data/train-images-idx3-ubyte.gz" \
+    "data.idx_labels=$data/train-labels-idx1-ubyte.gz" \
+    "data.val_idx_images=$data/t10k-images-idx3-ubyte.gz" \
+    "data.val_idx_labels=$data/t10k-labels-idx1-ubyte.gz" || exit 2
+  # Resolved, so that the run's folder holds the whole config it ran.
+  "$bundle/bin/saccade" config show "$out/train-$name/variant.toml" >"$out/train-$name/config.toml"
   # No cap of its own: the budget stops it (and it checkpoints on the way out).
   step "pretrain-$name" "$budget" "$bundle/bin/saccade" pretrain "$out/train-$name/config.toml" \
     --fresh >/dev/null &

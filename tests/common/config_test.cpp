@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace saccade {
 namespace {
@@ -46,13 +49,15 @@ TEST(Config, AKeyOverridesOnlyItself) {
 
 TEST(Config, ShippedConfigsValidate) {
   int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(SACCADE_SOURCE_DIR "/configs")) {
+  // The presets and configs/ablations, whose files mostly include a base.
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(SACCADE_SOURCE_DIR "/configs")) {
     if (entry.path().extension() != ".toml") continue;
     SCOPED_TRACE(entry.path().string());
     EXPECT_NO_THROW(load_config(entry.path()));
     ++n;
   }
-  EXPECT_GE(n, 2);
+  EXPECT_GE(n, 40);
   const JobConfig vit_s = load_config(SACCADE_SOURCE_DIR "/configs/vit-s-imagenet.toml");
   EXPECT_EQ(vit_s.cluster.nodes.size(), 8u);
   EXPECT_EQ(vit_s.cluster.nodes[7].gpus, 8);
@@ -261,6 +266,104 @@ TEST(Config, ShowRoundTrips) {
   // Doubles survive exactly.
   const JobConfig c = parse_config("[ssl]\nlr = 0.0001234567890123\n", "job.toml");
   EXPECT_EQ(parse_config(to_toml(c), "shown.toml").ssl.lr, c.ssl.lr);
+}
+
+// Writes `files` (path relative to a fresh folder -> text) and returns the folder.
+std::filesystem::path write_files(const std::vector<std::pair<std::string, std::string>>& files) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      ("config_include_" +
+       std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  std::filesystem::remove_all(dir);
+  for (const auto& [name, text] : files) {
+    std::filesystem::create_directories((dir / name).parent_path());
+    std::ofstream(dir / name) << text;
+  }
+  return dir;
+}
+
+std::string load_refusal(const std::filesystem::path& file) {
+  try {
+    load_config(file);
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+TEST(Config, IncludeMergesTablesKeyByKeyAndReplacesArrays) {
+  const auto dir = write_files({
+      {"bases/base.toml",
+       "[job]\nname = \"base\"\nwork_dir = \"runs/base\"\n"
+       "[model]\ndepth = 4\nwidth = 128\nheads = 4\n"
+       "[views]\nfovea_grid = 3\n"
+       "[[cluster.nodes]]\nname = \"a\"\nhost = \"h1\"\nlearners = 2\ndata_actors = 2\n"
+       "[[cluster.nodes]]\nname = \"b\"\nhost = \"h2\"\n"},
+      {"variant.toml",
+       "include = \"bases/base.toml\"\n[job]\nname = \"variant\"\n[model]\ndepth = 6\n"
+       "[[cluster.nodes]]\nname = \"c\"\nhost = \"h3\"\n"},
+  });
+  const JobConfig c = load_config(dir / "variant.toml");
+  EXPECT_EQ(c.job.name, "variant");        // overridden
+  EXPECT_EQ(c.job.work_dir, "runs/base");  // the rest of [job] kept
+  EXPECT_EQ(c.model.depth, 6);
+  EXPECT_EQ(c.model.width, 128);
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.views.fovea_grid, 3);       // a section the variant does not name
+  ASSERT_EQ(c.cluster.nodes.size(), 1u);  // an array of tables replaces the base's whole
+  EXPECT_EQ(c.cluster.nodes[0].name, "c");
+  EXPECT_EQ(c.cluster.nodes[0].learners, 1);  // its own defaults, not node "a"'s
+  // The merged config is what `config show` prints and a job ships: no include left.
+  EXPECT_EQ(to_toml(parse_config(to_toml(c), "shown.toml")), to_toml(c));
+  EXPECT_EQ(to_toml(c).find("include"), std::string::npos);
+}
+
+TEST(Config, IncludesChainRelativeToEachFile) {
+  const auto dir = write_files({
+      {"a/root.toml", "[model]\ndepth = 2\nwidth = 64\nheads = 2\n"},
+      {"a/b/mid.toml", "include = \"../root.toml\"\n[model]\ndepth = 3\n"},
+      {"top.toml", "include = \"a/b/mid.toml\"\n[model]\nwidth = 96\n"},
+  });
+  const JobConfig c = load_config(dir / "top.toml");
+  EXPECT_EQ(c.model.depth, 3);
+  EXPECT_EQ(c.model.width, 96);
+  EXPECT_EQ(c.model.heads, 2);
+}
+
+TEST(Config, IncludeProblemsNameTheirFileAndLine) {
+  const auto dir = write_files({
+      {"base.toml", "[model]\nwidth = \"wide\"\n"},
+      {"top.toml", "include = \"base.toml\"\n[model]\ndepht = 3\n"},
+      {"cycle1.toml", "include = \"cycle2.toml\"\n"},
+      {"cycle2.toml", "include = \"cycle1.toml\"\n"},
+      {"missing.toml", "include = \"nope.toml\"\n"},
+      {"number.toml", "include = 3\n"},
+      {"syntax.toml", "include = \"broken.toml\"\n"},
+      {"broken.toml", "[model\n"},
+      {"nested.toml", "[job]\ninclude = \"base.toml\"\n"},
+  });
+  // Both problems at once, each at its own file's line.
+  const std::string both = load_refusal(dir / "top.toml");
+  EXPECT_NE(both.find((dir / "base.toml").string() + ":2:9: model.width: expected an integer"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(both.find((dir / "top.toml").string() + ":3:1: model.depht: unknown key"),
+            std::string::npos)
+      << both;
+  const std::string cycle = load_refusal(dir / "cycle1.toml");
+  EXPECT_NE(cycle.find("include: \"" + (dir / "cycle1.toml").string() + "\" includes itself"),
+            std::string::npos)
+      << cycle;
+  EXPECT_NE(load_refusal(dir / "missing.toml")
+                .find("missing.toml:1:11: include: cannot open \"" + (dir / "nope.toml").string()),
+            std::string::npos);
+  EXPECT_NE(load_refusal(dir / "number.toml").find("include: expected a string"),
+            std::string::npos);
+  const std::string syntax = load_refusal(dir / "syntax.toml");
+  EXPECT_NE(syntax.find("broken.toml:1:"), std::string::npos) << syntax;
+  EXPECT_NE(syntax.find("TOML syntax error (included from"), std::string::npos) << syntax;
+  // Only the top level includes; elsewhere it is an unknown key.
+  EXPECT_NE(load_refusal(dir / "nested.toml").find("job.include: unknown key"), std::string::npos);
 }
 
 TEST(Config, ReferenceDocIsUpToDate) {

@@ -20,6 +20,7 @@ fail() {
 # The bundle: run.sh, a payload (python's tarfile reads a plain tar too), the data.
 mkdir -p "$dir/bundle" "$dir/stage/bin" "$dir/fake/bin" "$dir/fake/py/torch"
 cp "$script" "$dir/bundle/run.sh"
+cp "$(dirname "$script")/../config_variant.sh" "$dir/bundle/"
 ln -s "$saccade" "$dir/stage/bin/saccade"
 ln -s "$(dirname "$saccade")/libsaccade_torch.so" "$dir/stage/bin/libsaccade_torch.so"
 tar -C "$dir/stage" -chf "$dir/bundle/payload.tar.xz" bin

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/policy_ablations.sh's variants: a bare word becomes a TOML string and numbers
-# stay numbers, each key replaces the base's line in [policy], and a variant whose run
+# stay numbers, each key overrides the base's in [policy] (the variant includes it), and a variant whose run
 # fails stops the script with the run's own error (here a probe head that is not one)
 # instead of an empty table; an unknown variant is refused before anything runs.
 set -euo pipefail
@@ -28,7 +28,8 @@ config="$dir/out/pabl-reward-increase_group_size-8.toml"
 [[ -f "$config" ]] || { cat "$dir/out.txt" >&2; fail "no $config"; }
 policy=$(sed -n '/^\[policy\]/,/^\[/p' "$config")
 grep -q '^reward = "increase"$' <<<"$policy" || fail "reward not quoted: $(grep reward "$config")"
-[[ $(grep -c '^reward = ' "$config") == 1 ]] || fail "the base's reward line was not replaced"
+[[ $(grep -c '^reward = ' "$config") == 1 ]] || fail "more than one reward line"
+"$saccade" config show "$config" | sed -n '/^\[policy\]/,/^\[/p' | grep '^epochs = 1 ' >/dev/null || fail "the base's [policy] keys are lost"
 grep -q '^group_size = 8$' <<<"$policy" || fail "group_size not 8: $(grep group_size "$config")"
 grep -q "^input_dir = \"$dir/base-run\"$" <<<"$policy" || fail "input_dir is not the base's work_dir"
 grep -q 'policy_ablations: reward-increase_group_size-8 failed' "$dir/out.txt" ||

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/ssl_ablations.sh on a tiny Fashion-MNIST config: a two-key variant
-# replaces the base's lines (one line per key, in the right section), pretrains
-# STEPS steps and prints the held-apart k-NN checks; a bad key or section is
-# refused by name before anything runs.
+# includes the base and overrides its keys (one line per key, in the right section),
+# pretrains STEPS steps and prints the held-apart k-NN checks; a bad key or section is
+# refused by name before anything runs; a bare word is a string.
 set -euo pipefail
 saccade="$1" script="$2"
 dir=$(mktemp -d)
@@ -52,6 +52,15 @@ grep -q '^step 2 k-NN' "$dir/out.txt" || { cat "$dir/out.txt" >&2; fail "no k-NN
 if bash "$script" 'ssl.no_such_key=1' > "$dir/bad.txt" 2>&1; then fail "a bad key ran"; fi
 grep -q 'ssl.no_such_key: unknown key' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "bad key not named"; }
 [[ ! -e "$dir/out/abl-no_such_key-1" ]] || fail "a refused variant left a run folder"
-if bash "$script" 'policy.steps=2' > "$dir/bad.txt" 2>&1; then fail "a missing section ran"; fi
-grep -q 'has no \[policy\] section' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "missing section not named"; }
+if bash "$script" 'nosuch.steps=2' > "$dir/bad.txt" 2>&1; then fail "an unknown section ran"; fi
+grep -q 'nosuch: unknown key' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown section not named"; }
+# A bare word is a string, and a section BASE does not write takes the key: the variant
+# includes BASE and holds only its own keys.
+STEPS=1 bash "$script" 'ssl.teacher_centering=ema,policy.steps=2' > "$dir/str.txt" 2>&1 ||
+  { cat "$dir/str.txt" >&2; fail "a string-valued variant failed"; }
+config="$dir/out/abl-teacher_centering-ema_steps-2.toml"
+grep -q '^teacher_centering = "ema"$' "$config" || fail "ema not quoted: $(cat "$config")"
+grep -q '^include = "\.\./base.toml"$' "$config" || fail "the variant does not include BASE: $(cat "$config")"
+[[ $(grep -c ' = ' "$config") == 5 ]] || fail "the variant holds more than its own keys: $(cat "$config")"
+"$saccade" config show "$config" | grep '^knn_bank_images = 64 ' >/dev/null || fail "BASE's keys are not in the variant"
 echo "ssl_ablations_test: ok"
