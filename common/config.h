@@ -88,6 +88,7 @@ struct DataConfig {
   int64_t canvas_size{};  // translated / cluttered canvas side
   int64_t clutter_pieces{};
   int64_t clutter_size{};
+  double item_scale{};  // translated / cluttered: digits resized by this before they are placed
   int64_t seed{};
   std::vector<double> pixel_mean;  // per channel, 0..1 scale
   std::vector<double> pixel_std;

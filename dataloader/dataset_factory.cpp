@@ -1,11 +1,13 @@
 #include "dataloader/dataset_factory.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "dataloader/idx_dataset.h"
 #include "dataloader/image_folder_dataset.h"
+#include "dataloader/resized_dataset.h"
 #include "dataloader/translated_dataset.h"
 
 namespace saccade::data {
@@ -41,8 +43,16 @@ std::shared_ptr<Dataset> make_dataset(const DatasetSpec& spec) {
     options.n_clutter = spec.kind == "cluttered" ? spec.n_clutter : 0;
     options.clutter_size = spec.clutter_size;
     options.seed = spec.seed;
-    return std::make_shared<TranslatedDataset>(make_plain(spec.base_kind, spec, "base_kind"),
-                                               options);
+    std::shared_ptr<const Dataset> digits = make_plain(spec.base_kind, spec, "base_kind");
+    if (!(spec.item_scale > 0)) {
+      throw std::invalid_argument(
+          fmt::format("make_dataset: item_scale must be > 0, got {}", spec.item_scale));
+    }
+    if (spec.item_scale != 1.0) {
+      digits = std::make_shared<ResizedDataset>(std::move(digits), spec.item_scale,
+                                                /*bilinear=*/true);
+    }
+    return std::make_shared<TranslatedDataset>(std::move(digits), options);
   }
   return make_plain(spec.kind, spec, "kind");
 }

@@ -26,6 +26,7 @@ struct DatasetSpec {
   int canvas_size = 60;
   int n_clutter = 4;
   int clutter_size = 8;
+  double item_scale = 1.0;  // the digits resized by this before they are placed
   uint64_t seed = 0;
 };
 

@@ -47,6 +47,25 @@ TEST(MakeDataset, BuildsEveryKind) {
   EXPECT_EQ(c->get(4)->label, 4);
   EXPECT_EQ(dynamic_cast<TranslatedDataset*>(c.get())->layout(4)->clutter.size(), 3u);
 
+  // item_scale resizes the digits before they are placed: a 28 px digit takes 56 x 56
+  // pixels of the canvas, and its content is the digit's, enlarged.
+  DatasetSpec large = cluttered;
+  large.kind = "translated";
+  large.canvas_size = 80;
+  large.item_scale = 2.0;
+  auto l = make_dataset(large);
+  const cv::Rect item = dynamic_cast<TranslatedDataset*>(l.get())->layout(4)->digit;
+  EXPECT_EQ(item.size(), cv::Size(56, 56));
+  const cv::Mat canvas = l->get(4)->image;
+  EXPECT_EQ(cv::countNonZero(canvas), cv::countNonZero(canvas(item)));  // nothing outside it
+  // Enlarged, not cut or padded: the item's mean brightness is the digit's.
+  EXPECT_NEAR(cv::mean(canvas(item))[0], cv::mean(plain->get(4)->image)[0], 3.0);
+  EXPECT_GT(cv::countNonZero(canvas(item)), 56 * 56 / 4);
+  large.item_scale = 0;
+  expect_error<std::invalid_argument>([&] { make_dataset(large); }, {"item_scale"});
+  large.item_scale = 3.0;  // 84 px on an 80 px canvas
+  expect_error<std::invalid_argument>([&] { make_dataset(large)->get(4); }, {"canvas"});
+
   DatasetSpec translated = cluttered;
   translated.kind = "translated";
   auto t = make_dataset(translated);

@@ -16,6 +16,7 @@ data::DatasetSpec dataset_spec(const JobConfig& config, bool validation) {
   spec.canvas_size = static_cast<int>(d.canvas_size);
   spec.n_clutter = static_cast<int>(d.clutter_pieces);
   spec.clutter_size = static_cast<int>(d.clutter_size);
+  spec.item_scale = d.item_scale;
   spec.seed = static_cast<uint64_t>(d.seed) +
               (validation ? 1 : 0);  // validation canvases differ from training ones
   if (d.dataset == "folder") {
