@@ -58,7 +58,7 @@ for v in "${variants[@]}"; do
   esac
   dir=$out/$job-$v
   config=$dir.toml
-  config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" \
+  config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" 'job.stages=["policy"]' \
     "policy.input_dir=$input" "${pairs[@]/#/policy.}"
   echo "== $v ($config; log $dir.log)"
   start=$(date +%s)

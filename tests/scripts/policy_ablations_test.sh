@@ -12,9 +12,12 @@ mkdir -p "$dir/base-run"
 echo "not a safetensors file" >"$dir/base-run/probe_head.safetensors"
 {
   printf '[job]\nname = "pabl"\nwork_dir = "%s"\n' "$dir/base-run"
+  printf 'stages = ["pretrain", "probe", "policy", "eval"]\n'
   tiny_fmnist_sections
   printf '[policy]\nreward = "probability"\ngroup_size = 4\nepochs = 1\n'
   printf '[logging]\nprogress = false\n'
+  # A job whose stages include policy needs a rollout actor (the variant runs that stage).
+  printf '[[cluster.nodes]]\nname = "local"\nhost = "127.0.0.1"\nrollout_actors = 1\n'
 } >"$dir/base.toml"
 fail() {
   echo "policy_ablations_test: $*" >&2
@@ -36,6 +39,11 @@ grep -q 'policy_ablations: reward-increase_group_size-8 failed' "$dir/out.txt" |
   { cat "$dir/out.txt" >&2; fail "the failure was not reported"; }
 grep -q 'probe_head.safetensors' "$dir/out.txt" ||
   { cat "$dir/out.txt" >&2; fail "the run's own error (naming the head file) was not shown"; }
+# The variant runs the policy stage alone: a base whose eval stage evaluates the learned
+# fixed path still takes fixed_path_baseline=false (it fails at the head, not the config).
+if bash "$script" 'fixed_path_baseline=false' >"$dir/nofp.txt" 2>&1; then fail "ran on a broken head"; fi
+grep -q 'probe_head.safetensors' "$dir/nofp.txt" ||
+  { cat "$dir/nofp.txt" >&2; fail "fixed_path_baseline=false was refused before the run"; }
 if bash "$script" 'no such variant' >"$dir/bad.txt" 2>&1; then fail "an unknown variant ran"; fi
 grep -q 'unknown variant' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown variant not named"; }
 echo "policy_ablations_test: ok"
