@@ -10,12 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "common/config_schema.h"
+#include "common/file_bytes.h"
 #include "common/quoted.h"
 
 namespace saccade {
@@ -519,13 +518,15 @@ void resolve_include(toml::table& root, const std::string& file, IncludeChain& c
                         fmt::format("expected at most {} nested includes, reached at \"{}\"",
                                     kMaxIncludeDepth, name));
   }
-  std::ifstream in(target, std::ios::binary);
-  if (!in) return problems.add(where, "include", fmt::format("cannot open \"{}\"", name));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  try {
+    text = read_file_bytes(target);
+  } catch (const std::runtime_error&) {
+    return problems.add(where, "include", fmt::format("cannot open \"{}\"", name));
+  }
   toml::table base;
   try {
-    base = toml::parse(text.str(), name);
+    base = toml::parse(text, name);
   } catch (const toml::parse_error& e) {
     problems.list.push_back(fmt::format("{}: TOML syntax error (included from {}): {}",
                                         problems.at(e.source()), problems.at(where),
@@ -582,11 +583,13 @@ JobConfig parse_config(std::string_view toml_text, std::string_view source_name)
 }
 
 JobConfig load_config(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError({fmt::format("{}: cannot open the config file", file.string())});
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), file.string());
+  std::string text;
+  try {
+    text = read_file_bytes(file);
+  } catch (const std::runtime_error&) {
+    throw ConfigError({fmt::format("{}: cannot open the config file", file.string())});
+  }
+  return parse_config(text, file.string());
 }
 
 }  // namespace saccade
