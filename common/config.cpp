@@ -477,11 +477,12 @@ void merge_over(toml::table& base, toml::table&& top) {
   }
 }
 
-// The files being read, outermost first, to refuse an include cycle.
-struct IncludeChain {
-  std::vector<std::string> ids;    // weakly canonical paths
-  std::vector<std::string> names;  // as the messages name them
+// One file being read; the chain of them, outermost first, refuses an include cycle.
+struct IncludedFile {
+  std::string id;    // weakly canonical path
+  std::string name;  // as the messages name it
 };
+using IncludeChain = std::vector<IncludedFile>;
 
 constexpr size_t kMaxIncludeDepth = 16;
 
@@ -508,12 +509,14 @@ void resolve_include(toml::table& root, const std::string& file, IncludeChain& c
   if (target.is_relative()) target = std::filesystem::path(file).parent_path() / target;
   const std::string name = target.lexically_normal().string();
   const std::string id = canonical_id(target);
-  if (std::find(chain.ids.begin(), chain.ids.end(), id) != chain.ids.end()) {
-    return problems.add(where, "include",
-                        fmt::format("\"{}\" includes itself: {} -> {}", name,
-                                    fmt::join(chain.names, " -> "), name));
+  if (std::any_of(chain.begin(), chain.end(), [&](const IncludedFile& f) { return f.id == id; })) {
+    std::vector<std::string> names;
+    for (const IncludedFile& f : chain) names.push_back(f.name);
+    return problems.add(
+        where, "include",
+        fmt::format("\"{}\" includes itself: {} -> {}", name, fmt::join(names, " -> "), name));
   }
-  if (chain.ids.size() >= kMaxIncludeDepth) {
+  if (chain.size() >= kMaxIncludeDepth) {
     return problems.add(where, "include",
                         fmt::format("expected at most {} nested includes, reached at \"{}\"",
                                     kMaxIncludeDepth, name));
@@ -534,11 +537,9 @@ void resolve_include(toml::table& root, const std::string& file, IncludeChain& c
     return;
   }
   root.erase("include");
-  chain.ids.push_back(id);
-  chain.names.push_back(name);
+  chain.push_back({id, name});
   resolve_include(base, name, chain, problems);
-  chain.ids.pop_back();
-  chain.names.pop_back();
+  chain.pop_back();
   merge_over(base, std::move(root));
   root = std::move(base);
 }
@@ -570,7 +571,7 @@ JobConfig parse_config(std::string_view toml_text, std::string_view source_name)
         fmt::format("{}: TOML syntax error: {}", problems.at(e.source()), e.description()));
     throw ConfigError(problems.list);
   }
-  IncludeChain chain{{canonical_id(std::string(source_name))}, {std::string(source_name)}};
+  IncludeChain chain{{canonical_id(std::string(source_name)), std::string(source_name)}};
   resolve_include(root, std::string(source_name), chain, problems);
   if (!problems.list.empty()) throw ConfigError(problems.list);
   JobConfig config;
