@@ -338,12 +338,14 @@ void describe(V& v, ProbeConfig& c) {
             "pretraining's schedules (as `saccade pretrain --steps N`); 0 = pretraining's "
             "whole budget (ssl.epochs x ssl.steps_per_epoch). probe.json reports its wall time.");
   v.choices("features", c.features, {"first_state"},
-            {"first_state", "all_states", "state_and_patch_mean"},
+            {"first_state", "all_states", "state_and_patch_mean", "glimpse_mean"},
             "Features reported per backbone: first_state (the paper's; the task head written for "
             "the policy reads it), all_states (every state token concatenated, rows named "
             "NAME/all_states) and state_and_patch_mean (the first state token beside the mean "
             "patch token, DINOv2's linear-eval input; after glimpse k the mean over every patch of "
-            "glimpses 1..k; rows NAME/state_and_patch_mean).");
+            "glimpses 1..k; rows NAME/state_and_patch_mean) and glimpse_mean (after glimpse k the "
+            "first state token averaged over glimpses 1..k, so what an earlier glimpse gave "
+            "counts even where the carried state lost it; rows NAME/glimpse_mean).");
 }
 
 template <class V>

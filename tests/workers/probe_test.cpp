@@ -183,6 +183,28 @@ TEST(EvaluateBackbone, ScoresViTModeAndEveryGlimpseWithOneTaskHead) {
   EXPECT_THROW(evaluate_backbone(train, other, 3, EvaluationOptions{}), std::invalid_argument);
 }
 
+TEST(MeanOverGlimpses, KeepsWhatAnEarlierGlimpseSawWhereTheLastStateForgotIt) {
+  const torch::Tensor steps = torch::tensor({1.f, 2.f, 3.f, 5.f, 7.f, 9.f}).reshape({3, 1, 2});
+  const torch::Tensor mean = mean_over_glimpses(steps);
+  ASSERT_EQ(mean.sizes(), steps.sizes());
+  EXPECT_TRUE(
+      torch::allclose(mean.reshape({-1}), torch::tensor({1.f, 2.f, 2.f, 3.5f, 11.f / 3, 16.f / 3})))
+      << mean;
+  // A forgetting sequence: the class is in glimpse 1's state only, later states are noise.
+  ProbeFeatures train = three_classes(300, 5), val = three_classes(150, 6);
+  for (ProbeFeatures* f : {&train, &val}) {
+    const int64_t n = f->labels.size(0);
+    f->steps = torch::cat({f->vit.unsqueeze(0), torch::randn({3, n, f->vit.size(1)})});
+  }
+  const BackboneEvaluation last = evaluate_backbone(train, val, 3, EvaluationOptions{});
+  EXPECT_LT(last.steps[3].linear, 0.5) << "the last state alone has forgotten the class";
+  train.steps = mean_over_glimpses(train.steps);
+  val.steps = mean_over_glimpses(val.steps);
+  const BackboneEvaluation mean_of = evaluate_backbone(train, val, 3, EvaluationOptions{});
+  EXPECT_GT(mean_of.steps[3].linear, 0.7) << "the mean still holds glimpse 1's class";
+  EXPECT_THROW(mean_over_glimpses(torch::zeros({2, 3})), std::invalid_argument);
+}
+
 // [V, N, S, D] state tokens whose class (of 3) is written only in token 2:
 // the first state token is noise.
 torch::Tensor class_in_third_token(const torch::Tensor& labels, int64_t views) {

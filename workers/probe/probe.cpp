@@ -98,6 +98,14 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
   return f;
 }
 
+at::Tensor mean_over_glimpses(const at::Tensor& steps) {
+  if (!steps.defined() || steps.dim() != 3)
+    throw std::invalid_argument("mean_over_glimpses: expected [K, N, D] glimpse features");
+  const at::Tensor counts =
+      torch::arange(1, steps.size(0) + 1, steps.options()).reshape({-1, 1, 1});
+  return steps.cumsum(0) / counts;
+}
+
 ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels,
                          const at::Tensor& val, const at::Tensor& val_labels, int64_t classes,
                          const EvaluationOptions& o, LinearClassifier* head) {

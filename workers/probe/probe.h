@@ -55,6 +55,12 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
                                      const data::Dataset& dataset, const data::ViewOptions& views,
                                      const FeatureOptions& options);
 
+// steps [K, N, D] -> [K, N, D] whose k-th entry is the mean of steps[0..k]: what
+// the glimpses so far gave, each read on its own, with nothing carried between
+// them (the glimpse_mean feature; it tells what the carried state lost).
+// Throws std::invalid_argument on a tensor that is not 3-D.
+at::Tensor mean_over_glimpses(const at::Tensor& steps);
+
 // One way of reading the image, scored both ways on the validation split.
 struct ModeScores {
   double knn = 0;     // DINO's weighted k-NN top-1, bank = the training split

@@ -83,8 +83,9 @@ ProbeScores scores_of(const std::string& name, const BackboneEvaluation& e) {
 
 // Which rows beyond NAME (the first state token) probe.features asks for.
 struct FeatureRows {
-  bool all_states = false;  // NAME/all_states: every state token concatenated
-  bool patch_mean = false;  // NAME/state_and_patch_mean: first state token + mean patch token
+  bool all_states = false;    // NAME/all_states: every state token concatenated
+  bool patch_mean = false;    // NAME/state_and_patch_mean: first state token + mean patch token
+  bool glimpse_mean = false;  // NAME/glimpse_mean: first state token averaged over glimpses 1..k
 };
 
 // The rows NAME/FEATURE: the same images and labels, other features of the same backbone.
@@ -112,6 +113,10 @@ void add_feature_rows(const std::string& name, const ProbeFeatures& train, const
         [](const ProbeFeatures& f) {
           return torch::cat({f.steps, f.steps_patch_mean}, 2);
         });
+  if (rows.glimpse_mean)
+    add(
+        "glimpse_mean", [](const ProbeFeatures& f) { return f.vit; },
+        [](const ProbeFeatures& f) { return mean_over_glimpses(f.steps); });
 }
 
 // Every state token of features [.., N, S*D] as [V, N, S, D].
@@ -286,6 +291,8 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
       std::find(features.begin(), features.end(), "all_states") != features.end();
   feature_rows.patch_mean =
       std::find(features.begin(), features.end(), "state_and_patch_mean") != features.end();
+  feature_rows.glimpse_mean =
+      std::find(features.begin(), features.end(), "glimpse_mean") != features.end();
   const bool transformer = config.probe.head == "transformer";  // reads every state token
   train_features.all_states = feature_rows.all_states || transformer;
   train_features.patch_mean = feature_rows.patch_mean;
