@@ -199,19 +199,24 @@ TEST(Search, APolicyFindsTheBarWhereAFixedPathAndAFlippedAdvantageDoNot) {
   FlippedRewards flipped_rollouts(train_rollouts);
   const GazeEvaluation flipped = train_and_measure(flipped_rollouts, false);
 
-  // After glimpse 2 a fixed path is on the bar in half the images (about 75%
-  // right: the other half are guesses); the policy reads the state and is on
+  // After glimpse 2 a fixed path is on the bar in half the images at best (about
+  // 75% right: the other half are guesses); the policy reads the state and is on
   // it in most (0.875 when this was written, the fixed path 0.742); the flipped
-  // policy looks away from it.
+  // policy looks away from it. The margins hold under every BLAS kernel set tried
+  // (OPENBLAS_CORETYPE SkylakeX, Haswell, Zen): float rounding changes which half
+  // a fixed path settles on (0.52-0.74) and how far the searching policy's two
+  // components sit apart, not whether it searches.
   EXPECT_GT(searching.accuracy[1], 0.8)
       << "the policy does not find the bar (spread " << searching.gaze_spread[1] << ")";
   EXPECT_GT(searching.accuracy[1], fixed.accuracy[1] + 0.08)
       << "search " << searching.accuracy[1] << " vs fixed path " << fixed.accuracy[1];
-  EXPECT_LT(flipped.accuracy[1], fixed.accuracy[1] - 0.1)
+  EXPECT_LT(flipped.accuracy[1], 0.7)
       << "with the advantage's sign flipped the policy must not find the bar: "
       << flipped.accuracy[1];
-  // Its second gazes depend on the image; the fixed path's do not.
-  EXPECT_GT(searching.gaze_spread[1], 0.2);
+  EXPECT_LT(flipped.accuracy[1], searching.accuracy[1] - 0.2);
+  // Its second gazes depend on the image (half centres a half-side apart); the
+  // fixed path's do not.
+  EXPECT_GT(searching.gaze_spread[1], 0.12);
   EXPECT_LT(fixed.gaze_spread[1], 1e-5);
 }
 
