@@ -284,15 +284,14 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
       run.max_train_images > 0 ? run.max_train_images : config.probe.train_images;
   train_features.pixels = wants("pixels");
   const auto& features = config.probe.features;
-  const bool first_state =
-      std::find(features.begin(), features.end(), "first_state") != features.end();
+  auto asks_for = [&](const char* feature) {
+    return std::find(features.begin(), features.end(), feature) != features.end();
+  };
+  const bool first_state = asks_for("first_state");
   FeatureRows feature_rows;
-  feature_rows.all_states =
-      std::find(features.begin(), features.end(), "all_states") != features.end();
-  feature_rows.patch_mean =
-      std::find(features.begin(), features.end(), "state_and_patch_mean") != features.end();
-  feature_rows.glimpse_mean =
-      std::find(features.begin(), features.end(), "glimpse_mean") != features.end();
+  feature_rows.all_states = asks_for("all_states");
+  feature_rows.patch_mean = asks_for("state_and_patch_mean");
+  feature_rows.glimpse_mean = asks_for("glimpse_mean");
   const bool transformer = config.probe.head == "transformer";  // reads every state token
   train_features.all_states = feature_rows.all_states || transformer;
   train_features.patch_mean = feature_rows.patch_mean;
