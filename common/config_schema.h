@@ -180,12 +180,15 @@ void describe(V& v, ModelConfig& c) {
   v.number("mlp_ratio", c.mlp_ratio, 4.0, 0.25, 64.0, "MLP hidden width / width.");
   v.integer("n_state", c.n_state, 8, 1, 1024, "State tokens carried between glimpses.");
   v.number("layerscale_init", c.layerscale_init, 1e-5, 0.0, 10.0, "Initial LayerScale value.");
-  v.choice("state_input", c.state_input, "normed", {"normed", "projected", "memory"},
+  v.choice("state_input", c.state_input, "normed", {"normed", "projected", "memory", "gated"},
            "How the state carried from the previous glimpse re-enters the next: normed = the "
            "previous step's final-LayerNorm output plus the state embedding, as it is (the "
            "paper); projected = through a learned linear layer, initialised at zero, plus the "
            "state embedding; memory = the state tokens start afresh each step and read the "
-           "carried state as n_state more tokens. With normed, the carried state (unit variance "
+           "carried state as n_state more tokens; gated = as memory, and the new state is then "
+           "mixed per channel with the carried one through a learned sigmoid gate (old + g * "
+           "(new - old)), so a glimpse that adds nothing can keep what earlier ones saw. With "
+           "normed, the carried state (unit variance "
            "per feature) dwarfs what a freshly initialised step adds, so at first later glimpses "
            "barely change it (docs/ssl.md, \"Glimpses\").");
   v.integer("pos_mlp_hidden", c.pos_mlp_hidden, 128, 1, 65536,

@@ -28,8 +28,12 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
   using StateInput = BackboneOptions::StateInput;
   if (options_.state_input == StateInput::kProjected)
     state_proj_ = register_module("state_proj", torch::nn::Linear(w, w));
-  if (options_.state_input == StateInput::kMemory)
+  const bool reads_memory =
+      options_.state_input == StateInput::kMemory || options_.state_input == StateInput::kGated;
+  if (reads_memory)
     memory_embed_ = register_parameter("memory_embed", torch::zeros({options_.n_state, w}));
+  if (options_.state_input == StateInput::kGated)
+    state_gate_ = register_module("state_gate", torch::nn::Linear(2 * w, w));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options_.depth; ++i) {
     blocks_->push_back(Block(w, options_.heads, options_.mlp_hidden(), options_.layerscale_init,
@@ -43,6 +47,11 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
   if (!state_proj_.is_empty()) {  // zero: at initialisation a step reads only its own glimpse
     torch::NoGradGuard no_grad;
     state_proj_->weight.zero_();
+  }
+  if (!state_gate_.is_empty()) {  // the same gate for every image until it learns otherwise
+    torch::NoGradGuard no_grad;
+    state_gate_->weight.zero_();
+    state_gate_->bias.fill_(BackboneOptions::kGateBiasInit);
   }
 }
 
@@ -77,7 +86,7 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   check_inputs(patches, positions, state);
   const int64_t b = patches.size(0), t = patches.size(1);
   // No backprop through time: the incoming state is a constant of this step.
-  const bool memory = options_.state_input == BackboneOptions::StateInput::kMemory;
+  const bool memory = memory_embed_.defined();  // memory or gated
   auto s = !state.defined() || memory ? initial_state(b)
            : state_proj_.is_empty()   ? state.detach()
                                       : state_proj_(state.detach());
@@ -90,6 +99,11 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   x = norm_(x);
   StepOutput out;
   out.state = x.narrow(1, 0, options_.n_state);
+  if (!state_gate_.is_empty() && state.defined()) {
+    const auto carried = state.detach();
+    const auto g = torch::sigmoid(state_gate_(torch::cat({out.state, carried}, -1)));
+    out.state = carried + g * (out.state - carried);
+  }
   out.patch_tokens = x.narrow(1, x.size(1) - t, t);
   return out;
 }

@@ -35,7 +35,8 @@ class FovealBackboneImpl : public torch::nn::Module {
   // the state tokens start from the embedding alone and the incoming state plus
   // memory_embed follows them as n_state more tokens. The transformer runs over
   // [state tokens, (memory tokens,) patch tokens]; the new state is the normed
-  // output at the state positions.
+  // output at the state positions. gated: as memory, then the new state is
+  // state + g * (new - state), g = sigmoid(state_gate([new, state])) per channel.
   StepOutput step(const torch::Tensor& patches, const torch::Tensor& positions,
                   const torch::Tensor& state = {});
 
@@ -53,7 +54,8 @@ class FovealBackboneImpl : public torch::nn::Module {
   Mlp pos_mlp_{nullptr};                    // (x, y, z) -> width
   torch::Tensor state_embed_;               // [n_state, width]
   torch::nn::Linear state_proj_{nullptr};   // carried state -> width (projected only)
-  torch::Tensor memory_embed_;              // [n_state, width] (memory only)
+  torch::Tensor memory_embed_;              // [n_state, width] (memory and gated)
+  torch::nn::Linear state_gate_{nullptr};   // [new, carried] 2*width -> width (gated only)
   torch::nn::ModuleList blocks_{nullptr};
   torch::nn::LayerNorm norm_{nullptr};
 };

@@ -33,6 +33,8 @@ const char* state_input_name(BackboneOptions::StateInput s) {
       return "projected";
     case BackboneOptions::StateInput::kMemory:
       return "memory";
+    case BackboneOptions::StateInput::kGated:
+      return "gated";
     default:
       return "normed";
   }
@@ -40,10 +42,10 @@ const char* state_input_name(BackboneOptions::StateInput s) {
 
 BackboneOptions::StateInput parse_state_input(const std::string& name) {
   for (auto s : {BackboneOptions::StateInput::kNormed, BackboneOptions::StateInput::kProjected,
-                 BackboneOptions::StateInput::kMemory})
+                 BackboneOptions::StateInput::kMemory, BackboneOptions::StateInput::kGated})
     if (name == state_input_name(s)) return s;
-  throw std::invalid_argument("model.state_input: expected normed, projected or memory, got \"" +
-                              name + "\"");
+  throw std::invalid_argument(
+      "model.state_input: expected normed, projected, memory or gated, got \"" + name + "\"");
 }
 
 void DinoHeadOptions::validate() const {
@@ -77,14 +79,16 @@ StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens, bool carrie
   o.validate();
   if (patch_tokens < 0) throw std::invalid_argument("patch_tokens: expected >= 0");
   // A step that carries a state (every glimpse but the first): state_proj, or
-  // n_state memory tokens more.
-  const bool memory = carries_state && o.state_input == BackboneOptions::StateInput::kMemory;
+  // n_state memory tokens more (and the gate's [2w -> w] per state token).
+  using StateInput = BackboneOptions::StateInput;
+  const bool gated = carries_state && o.state_input == StateInput::kGated;
+  const bool memory = gated || (carries_state && o.state_input == StateInput::kMemory);
   const int64_t n = o.n_state * (memory ? 2 : 1) + patch_tokens, w = o.width, h = o.mlp_hidden();
   StepFlops f;
   f.tokens = n;
   f.embed = 2 * patch_tokens * (o.patch_dim() * w + 3 * o.pos_mlp_hidden + o.pos_mlp_hidden * w);
-  if (carries_state && o.state_input == BackboneOptions::StateInput::kProjected)
-    f.embed += 2 * o.n_state * w * w;
+  if (carries_state && o.state_input == StateInput::kProjected) f.embed += 2 * o.n_state * w * w;
+  if (gated) f.embed += 2 * o.n_state * 2 * w * w;
   // per block: qkv (3 w^2), scores QK^T (n w), weighted sum AV (n w), projection (w^2)
   f.attention = o.depth * 2 * n * (3 * w * w + 2 * n * w + w * w);
   f.mlp = o.depth * 2 * n * (2 * w * h);

@@ -26,8 +26,13 @@ struct BackboneOptions {
   // fresh step's small updates are not drowned by it; kMemory: the state tokens start
   // afresh every step and the carried state comes in as n_state more tokens (plus
   // memory_embed) that they read through attention, so nothing is copied forward by
-  // the residual stream.
-  enum class StateInput { kNormed, kProjected, kMemory };
+  // the residual stream; kGated: as kMemory, and the step's new state is then mixed with the
+  // carried one per channel, old + g * (new - old), g = sigmoid(state_gate(new, old)), so that
+  // a glimpse that sees nothing new can leave what an earlier one saw in place (a GRU-like
+  // update without backprop through time: the gate learns from the current step's loss).
+  enum class StateInput { kNormed, kProjected, kMemory, kGated };
+  // Initial bias of the gate (kGated): sigmoid(2) = 0.88 of the new state at initialisation.
+  static constexpr double kGateBiasInit = 2.0;
   StateInput state_input = StateInput::kNormed;
 
   // ViT-S/16 of the paper: 12 blocks, 384 wide, 6 heads, 8 state tokens.
@@ -48,7 +53,7 @@ struct BackboneOptions {
   void validate() const;
 };
 
-// "normed", "projected", "memory" (config and export metadata); parse throws
+// "normed", "projected", "memory", "gated" (config and export metadata); parse throws
 // std::invalid_argument naming model.state_input.
 const char* state_input_name(BackboneOptions::StateInput s);
 BackboneOptions::StateInput parse_state_input(const std::string& name);

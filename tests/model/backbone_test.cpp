@@ -172,14 +172,17 @@ TEST(Backbone, ALaterGlimpseChangesTheCarriedState) {
   const auto [first, projected] = step_sensitivity(StateInput::kProjected);
   const double normed = step_sensitivity(StateInput::kNormed).second;
   const double memory = step_sensitivity(StateInput::kMemory).second;
+  const double gated = step_sensitivity(StateInput::kGated).second;
   std::printf(
       "sensitivity to its glimpse: step 1 %.3f; step 2 projected %.3f, normed %.3f, memory "
-      "%.3f\n",
-      first, projected, normed, memory);
+      "%.3f, gated %.3f\n",
+      first, projected, normed, memory, gated);
   EXPECT_GT(projected, 3 * normed);
   EXPECT_GT(projected, 0.5 * first);
   EXPECT_GT(memory, 3 * normed);
   EXPECT_GT(memory, 0.5 * first);
+  EXPECT_GT(gated, 3 * normed);  // the initial gate takes 0.88 of the new state
+  EXPECT_GT(gated, 0.5 * first);
 }
 
 // Memory tokens: a later step reads the carried state (its output depends on it), as
@@ -203,6 +206,63 @@ TEST(Backbone, MemoryTokensCarryTheStateIntoTheNextStep) {
   // The FLOP count knows the extra tokens of a carrying step.
   EXPECT_EQ(step_flops(o, 6, true).tokens, 2 * o.n_state + 6);
   EXPECT_EQ(step_flops(o, 6).tokens, o.n_state + 6);
+}
+
+// The gated state: a closed gate keeps the carried state exactly (what an earlier glimpse
+// saw survives a glimpse that adds nothing), an open one is the memory-token step, and the
+// gate learns from the current step's loss alone.
+TEST(Backbone, GatedStateKeepsOrReplacesTheCarriedStateAsItsGateSays) {
+  using StateInput = BackboneOptions::StateInput;
+  torch::manual_seed(6);
+  auto o = small_tiny();
+  o.layerscale_init = 1.0;
+  o.state_input = StateInput::kGated;
+  FovealBackbone gated(o);
+  o.state_input = StateInput::kMemory;
+  FovealBackbone memory(o);
+  {  // the memory model gets the gated one's weights (every name it has)
+    torch::NoGradGuard no_grad;
+    const auto from = gated->named_parameters();
+    for (auto& p : memory->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  auto p = torch::randn({4, 6, 3, 16, 16}), x = torch::rand({4, 6, 3});
+  auto p2 = torch::randn({4, 6, 3, 16, 16}), x2 = torch::rand({4, 6, 3});
+  const auto s1 = gated->step(p, x).state.detach();
+  // Step 1 has nothing to mix: the memory model's step 1.
+  EXPECT_TRUE(torch::allclose(s1, memory->step(p, x).state, 1e-5, 1e-5));
+  auto bias = gated->named_parameters()["state_gate.bias"];  // shares the parameter
+  {
+    torch::NoGradGuard no_grad;
+    bias.fill_(-40.0);  // closed
+  }
+  EXPECT_TRUE(torch::allclose(gated->step(p2, x2, s1).state, s1, 0, 1e-6));
+  {
+    torch::NoGradGuard no_grad;
+    bias.fill_(40.0);  // open
+  }
+  const auto open = gated->step(p2, x2, s1).state;
+  EXPECT_TRUE(torch::allclose(open, memory->step(p2, x2, s1).state, 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(open, s1, 1e-3, 1e-3));
+  {
+    torch::NoGradGuard no_grad;
+    bias.fill_(BackboneOptions::kGateBiasInit);
+  }
+  // The gate's weights get a gradient from step 2's output; step 1 never touches them.
+  gated->zero_grad();
+  gated->step(p, x).state.pow(2).sum().backward();
+  const auto gate_w = gated->named_parameters()["state_gate.weight"];
+  EXPECT_FALSE(gate_w.grad().defined() && gate_w.grad().abs().sum().item<float>() > 0);
+  gated->zero_grad();
+  gated->step(p2, x2, s1).state.pow(2).sum().backward();
+  ASSERT_TRUE(gate_w.grad().defined());
+  EXPECT_GT(gate_w.grad().abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(parse_state_input("gated"), StateInput::kGated);
+  EXPECT_STREQ(state_input_name(StateInput::kGated), "gated");
+  // FLOPs: the memory tokens, plus the gate's 2w -> w per state token.
+  o.state_input = StateInput::kGated;
+  const auto f = step_flops(o, 6, true), m = step_flops(memory->options(), 6, true);
+  EXPECT_EQ(f.tokens, 2 * o.n_state + 6);
+  EXPECT_EQ(f.embed - m.embed, 2 * o.n_state * 2 * o.width * o.width);
 }
 
 TEST(Backbone, OutputDoesNotDependOnTheSourceImageSize) {

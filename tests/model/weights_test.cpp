@@ -133,6 +133,17 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   EXPECT_EQ(plain.count("state_proj.weight"), 0u);
   EXPECT_EQ(backbone_options_from_metadata(plain_meta).state_input,
             BackboneOptions::StateInput::kNormed);
+  // The gated state input exports its gate and memory embedding under the documented names.
+  auto go = small_tiny();
+  go.state_input = BackboneOptions::StateInput::kGated;
+  Metadata gated_meta;
+  const RawTensorMap gated = parse_safetensors(export_backbone(*FovealBackbone(go)), &gated_meta);
+  EXPECT_EQ(gated_meta.at("state_input"), "gated");
+  EXPECT_EQ(gated.at("state_gate.weight").shape, (std::vector<int64_t>{192, 384}));
+  EXPECT_EQ(gated.at("state_gate.bias").shape, (std::vector<int64_t>{192}));
+  EXPECT_EQ(gated.at("memory_embed").shape, (std::vector<int64_t>{8, 192}));
+  EXPECT_EQ(backbone_options_from_metadata(gated_meta).state_input,
+            BackboneOptions::StateInput::kGated);
   FovealBackbone other(back);
   load_modules({{"", other.get()}}, bytes);
   expect_same_tensors(*bb, *other);
