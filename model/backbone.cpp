@@ -28,9 +28,7 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
   using StateInput = BackboneOptions::StateInput;
   if (options_.state_input == StateInput::kProjected)
     state_proj_ = register_module("state_proj", torch::nn::Linear(w, w));
-  const bool reads_memory =
-      options_.state_input == StateInput::kMemory || options_.state_input == StateInput::kGated;
-  if (reads_memory)
+  if (options_.reads_memory_tokens())
     memory_embed_ = register_parameter("memory_embed", torch::zeros({options_.n_state, w}));
   if (options_.state_input == StateInput::kGated)
     state_gate_ = register_module("state_gate", torch::nn::Linear(2 * w, w));

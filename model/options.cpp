@@ -82,7 +82,7 @@ StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens, bool carrie
   // n_state memory tokens more (and the gate's [2w -> w] per state token).
   using StateInput = BackboneOptions::StateInput;
   const bool gated = carries_state && o.state_input == StateInput::kGated;
-  const bool memory = gated || (carries_state && o.state_input == StateInput::kMemory);
+  const bool memory = carries_state && o.reads_memory_tokens();
   const int64_t n = o.n_state * (memory ? 2 : 1) + patch_tokens, w = o.width, h = o.mlp_hidden();
   StepFlops f;
   f.tokens = n;

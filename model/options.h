@@ -50,6 +50,10 @@ struct BackboneOptions {
     return static_cast<int64_t>(static_cast<double>(width) * mlp_ratio + 0.5);
   }
   int64_t patch_dim() const { return channels * patch_size * patch_size; }
+  // kMemory and kGated read the carried state as n_state more tokens.
+  bool reads_memory_tokens() const {
+    return state_input == StateInput::kMemory || state_input == StateInput::kGated;
+  }
   void validate() const;
 };
 
