@@ -9,7 +9,9 @@
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
 #      all at once (Fashion-MNIST from the bundle's data/), each in $OUT/train-NAME/;
-#      a run the budget stops is exported from its last checkpoint (backbone.safetensors);
+#      a run the budget stops is exported from its last checkpoint (backbone.safetensors),
+#      and with SACCADE_GPU_EXPORT_STEPS="N ..." checkpoint N of each run too
+#      (backbone-stepN.safetensors; a missing checkpoint is a failed export-NAME-stepN);
 # then summary.json with every step's exit code. Exits 3 at once without a GPU.
 # SACCADE_GPU_CHECKS picks among steps 1-4 (default: all; "none": training only).
 # Every step runs under `timeout`, within SACCADE_GPU_BUDGET_S seconds (default 480) from
@@ -120,6 +122,13 @@ for config in "${train[@]}"; do
     "$bundle/bin/saccade" export "$out/train-$name/config.toml" >>"$out/pretrain-$name.log" 2>&1 ||
       echo "run.sh: could not export the last checkpoint of $name" >&2
   fi
+  # SACCADE_GPU_EXPORT_STEPS="4000 ...": those checkpoints' teachers too (backbone-stepN), so
+  # a run compares with another at the same step and its checkpoints.db can stay behind.
+  for s in ${SACCADE_GPU_EXPORT_STEPS:-}; do
+    "$bundle/bin/saccade" export "$out/train-$name/config.toml" --step "$s" \
+      --out "$out/train-$name/backbone-step$s.safetensors" >>"$out/pretrain-$name.log" 2>&1
+    echo $? >"$out/rc/export-$name-step$s"
+  done
 done
 shopt -s nullglob
 codes="" status=0

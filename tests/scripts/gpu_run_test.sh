@@ -59,14 +59,16 @@ run() {  # run OUT [VAR=VALUE...]: run.sh with the fakes, output in $dir/OUT.txt
 }
 
 # Two runs at once, packed, one run's checkpoints left behind.
+# Checkpoint 1 of each run exported beside its final backbone.
 run two SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml $dir/b.toml" SACCADE_GPU_PACK=1 \
-  SACCADE_GPU_PACK_EXCLUDE="train-b/checkpoints.db" ||
+  SACCADE_GPU_PACK_EXCLUDE="train-b/checkpoints.db" SACCADE_GPU_EXPORT_STEPS=1 SACCADE_GPU_CHECKPOINT_EVERY=1 ||
   { cat "$dir/two.txt" >&2; fail "two training runs failed"; }
 [[ $(ls "$dir/two") == $'gpu-out.tgz.00\nsummary.json' ]] || fail "packed output: $(ls "$dir/two")"
 python3 - "$dir/two/summary.json" <<'PY' || fail "summary.json: $(cat "$dir/two/summary.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
-assert s["exit_codes"] == {"pretrain-a": 0, "pretrain-b": 0}, s["exit_codes"]
+assert s["exit_codes"] == {"pretrain-a": 0, "pretrain-b": 0, "export-a-step1": 0,
+                           "export-b-step1": 0}, s["exit_codes"]
 assert any("steps 0 -> 2" in l for l in s["pretrain-a"]), s["pretrain-a"]
 PY
 mkdir "$dir/two-unpacked"
@@ -74,10 +76,23 @@ cat "$dir"/two/gpu-out.tgz.* | tar -C "$dir/two-unpacked" -xzf -
 [[ -d $dir/two-unpacked/train-a/checkpoints.db ]] || fail "run a's checkpoints were not packed"
 [[ ! -e $dir/two-unpacked/train-b/checkpoints.db ]] || fail "run b's checkpoints were packed"
 [[ -f $dir/two-unpacked/train-b/backbone.safetensors ]] || fail "run b's backbone is missing"
+# The step-1 teacher is not the final (step-2) one: the export read the step asked for.
+for r in a b; do
+  [[ -s $dir/two-unpacked/train-$r/backbone-step1.safetensors ]] || fail "run $r's step 1 was not exported"
+  ! cmp -s "$dir/two-unpacked/train-$r/backbone-step1.safetensors" \
+    "$dir/two-unpacked/train-$r/backbone.safetensors" || fail "run $r's step-1 export is its final backbone"
+done
 grep -q "^idx_images = \"$dir/bundle/data/train-images-idx3-ubyte.gz\"" \
   "$dir/two-unpacked/train-a/config.toml" || fail "the config does not read the bundle's data"
 grep -q "^work_dir = \"$dir/two/train-a\"" "$dir/two-unpacked/train-a/config.toml" ||
   fail "the run's work_dir is not under OUT"
+
+# A step with no checkpoint is a failed export, named in the exit codes.
+if run nostep SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml" SACCADE_GPU_EXPORT_STEPS=7; then
+  fail "exporting a step that has no checkpoint exited 0"
+fi
+[[ $(cat "$dir/nostep/rc/export-a-step7") != 0 && ! -e $dir/nostep/train-a/backbone-step7.safetensors ]] ||
+  fail "the export of a missing step did not fail"
 
 # The budget stops a long run: exit code 124, checkpointed on the way out, run.sh exits 1.
 # (run.sh sets its checkpoint_every_steps: at 1000000 a checkpoint can only come from the drain.)
