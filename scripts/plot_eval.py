@@ -20,8 +20,19 @@ COLORS = {"vit": "tab:blue", "random": "tab:gray", "scan": "tab:orange",
           "policy": "tab:red", "vit_fixed_patch": "tab:purple"}
 
 
+def probed(report, short=False):
+    """What a report scored: a checkpoint step, or a backbone file (`--backbone`); short =
+    the file's folder and name, for a plot's title."""
+    path = report.get("backbone_file")
+    if not path:
+        return f"checkpoint {report['checkpoint_step']}"
+    if short:
+        path = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
+    return f"backbone {path}"
+
+
 def print_eval(r):
-    print(f"evaluation of checkpoint {r['checkpoint_step']}: top-1 % after each glimpse "
+    print(f"evaluation of {probed(r)}: top-1 % after each glimpse "
           f"({r['images']} validation images)")
     for c in r["curves"]:
         note = "   (one step over the ViT-mode grid)" if c["mode"] == "vit" else ""
@@ -53,7 +64,7 @@ def plot_glimpses(r, out):
     ax.set_xlabel("glimpse")
     ax.set_ylabel("validation top-1 (%)")
     head = f", {r['task_head']} task head" if r.get("task_head") else ""
-    ax.set_title(f"checkpoint {r['checkpoint_step']}, {r['images']} validation images{head}")
+    ax.set_title(f"{probed(r, short=True)}, {r['images']} validation images{head}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -96,7 +96,7 @@ def plot_glimpses(probe_path, out):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation top-1 (%)")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(f"probe of {probed(report)}: "
+    fig.suptitle(f"probe of {plot_eval.probed(report, short=True)}: "
                  f"{report['train_images']} train / {report['val_images']} val images")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -128,25 +128,18 @@ def plot_policy(policy_path, out):
     ax2 = ax.twinx()
     ax2.plot(batches, [p["reward"] for p in curve], color="tab:red", alpha=0.6, lw=1)
     ax2.set_ylabel(f"training reward ({r.get('reward', 'probability')})", color="tab:red")
-    ax.set_title(f"GRPO on checkpoint {r['checkpoint_step']} ({r.get('task_head', 'linear')} head,"
+    ax.set_title(f"GRPO on {plot_eval.probed(r, short=True)} ({r.get('task_head', 'linear')} head,"
                  f" {'policy' if r.get('sees_state', True) else 'fixed path'})")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     return True
 
 
-def probed(report):
-    """What a probe report scored: a checkpoint step, or a backbone file (`--backbone`)."""
-    if report.get("backbone_file"):
-        return f"backbone {report['backbone_file']}"
-    return f"checkpoint {report['checkpoint_step']}"
-
-
 def print_probe(probe_path):
     with open(probe_path) as f:
         r = json.load(f)
     glimpses = max((len(row["step_knn"]) for row in r["rows"]), default=0)
-    print(f"probe of {probed(r)}: {r['train_images']} train / "
+    print(f"probe of {plot_eval.probed(r)}: {r['train_images']} train / "
           f"{r['val_images']} val images, top-1 % (k-NN / linear)")
     print(f"{'':<30}{'ViT mode':>14}" + "".join(f"{f'glimpse {g + 1}':>14}" for g in range(glimpses)))
     for row in r["rows"]:
@@ -163,7 +156,7 @@ def print_probe(probe_path):
 def print_policy(policy_path):
     with open(policy_path) as f:
         r = json.load(f)
-    print(f"gaze policy on checkpoint {r['checkpoint_step']}: GRPO on {r['train_images']} images, "
+    print(f"gaze policy on {plot_eval.probed(r)}: GRPO on {r['train_images']} images, "
           f"validation top-1 % after each glimpse ({r['val_images']} images)")
     for name, label in (("random", "random"), ("scan", "scan"), ("fixed_path", "fixed path"),
                         ("policy", "policy")):

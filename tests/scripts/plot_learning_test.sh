@@ -47,10 +47,14 @@ grep -q "^supervised  *75.0   78.0   45.0   46.0" "$dir/out.txt" &&
 mkdir "$dir/file"
 sed 's|"checkpoint_step": 250,|"checkpoint_step": -1, "backbone_file": "runs/x/backbone.safetensors",|' \
   "$dir/probe.json" > "$dir/file/probe.json"
+# ...and so does GRPO against it (saccade policy on a probe of a file).
+sed 's|"checkpoint_step": 250,|"checkpoint_step": -1, "backbone_file": "runs/x/backbone.safetensors",|' \
+  "$dir/policy.json" > "$dir/file/policy.json"
 "$PY" "$script" "$dir/file" "$dir/file/out" > "$dir/file.txt"
-grep -q "probe of backbone runs/x/backbone.safetensors:" "$dir/file.txt" || {
+grep -q "probe of backbone runs/x/backbone.safetensors:" "$dir/file.txt" &&
+  grep -q "gaze policy on backbone runs/x/backbone.safetensors:" "$dir/file.txt" || {
   cat "$dir/file.txt" >&2
-  echo "a backbone file's probe does not name the file" >&2
+  echo "a backbone file's probe or policy does not name the file" >&2
   exit 1
 }
 mkdir "$dir/empty"
