@@ -43,6 +43,10 @@ struct PatchPlan {
   // regular, nc = P + 1 borders; irregular, nc = 2P (cell k's left at 2k, right at 2k + 1).
   int nc = 0;
   std::int32_t col[2 * kMaxPatchSize];
+  // The distinct 64-byte lines among those columns (entry offsets of line starts), for
+  // prefetching: corners closer than a line apart share one.
+  int nl = 0;
+  std::int32_t line[2 * kMaxPatchSize];
   // Distinct table rows read, in order (consecutive duplicates removed), and for cell
   // row r the positions in that list of its top and bottom rows (non-decreasing).
   int ny = 0;
@@ -97,6 +101,11 @@ void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* 
     plan->inv_h[k] = 1.0f / static_cast<float>(yr - by[k]);
   }
   plan->ny = ny;
+  plan->nl = 0;
+  for (int j = 0; j < plan->nc; ++j) {
+    const std::int32_t l = plan->col[j] & ~(kEntriesPerLine - 1);
+    if (plan->nl == 0 || plan->line[plan->nl - 1] != l) plan->line[plan->nl++] = l;
+  }
   plan->regular_x = regular;
   plan->fast = max_w * max_h <= kMaxFastCellPixels;
 }
@@ -114,110 +123,137 @@ inline int block_end(const PatchPlan& plan, int r0) {
   return r1;
 }
 
-// Portable path: any C, any P. Per block of cell rows, first every corner of the block
-// is loaded back to back into `g` (many independent cache misses in flight: a large
-// patch touches ~150-290 distinct lines the hardware prefetchers cannot predict), then
-// each gathered row is turned into per-cell horizontal differences in place, and cell
-// (r, k) = bottom row's difference - top row's (mod 2^32).
+// Tables smaller than this stay in a core's L2 (1-2 MiB on current x86 servers) once
+// touched: prefetching their lines only costs instructions.
+constexpr std::size_t kPrefetchMinTableBytes = std::size_t{2} << 20;
+
+// The patch to be cut after the current one, whose corner lines the current one's kernel
+// prefetches a table row at a time between its cell rows: those misses then overlap the
+// current patch's arithmetic instead of stalling the next patch's gather (with fresh gazes
+// nearly every line of a large table is a DRAM miss).
+class NextPatch {
+ public:
+  NextPatch() = default;  // nothing to prefetch
+  NextPatch(const IntegralImage* img, const PatchPlan* plan) : img_(img), plan_(plan) {}
+  // Prefetches the lines of the next `n` table rows of the next patch.
+  void prefetch_rows(int n) {
+    if (img_ == nullptr) return;
+    const int end = std::min(plan_->ny, row_ + n);
+    for (; row_ < end; ++row_) {
+      const std::uint32_t* row = img_->row(plan_->rows[row_]);
+      for (int j = 0; j < plan_->nl; ++j) prefetch_line(row + plan_->line[j]);
+    }
+  }
+  void prefetch_rest() { prefetch_rows(kMaxPatchSize * 2); }
+
+ private:
+  static void prefetch_line(const std::uint32_t* p) {
+#if defined(__SSE2__)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+#else
+    __builtin_prefetch(p);
+#endif
+  }
+  const IntegralImage* img_ = nullptr;  // not owned
+  const PatchPlan* plan_ = nullptr;     // not owned
+  int row_ = 0;                         // next table row (index into plan_->rows) to prefetch
+};
+
+// Portable path: any C, any P. Per block of cell rows, first each table row of the block
+// is gathered straight into per-cell horizontal differences in `g` (the loads are
+// independent, so many misses are in flight), then cell (r, k) = bottom row's difference
+// - top row's (mod 2^32).
 template <int C, bool kRegular>
-void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out) {
-  const int p = plan.p, nc = plan.nc;
+void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
+  const int p = plan.p;
   alignas(64) std::uint32_t g[kGatherCorners][C];
   for (int r0 = 0; r0 < p;) {
     const int r1 = block_end(plan, r0);
     const int ia = plan.top[r0], ib = plan.bot[r1 - 1];
-    for (int i = ia; i <= ib; ++i) {  // gather
+    for (int i = ia; i <= ib; ++i) {  // gather + horizontal differences
       const std::uint32_t* row = img.row(plan.rows[i]);
-      std::uint32_t(*d)[C] = g + (i - ia) * nc;
-      for (int j = 0; j < nc; ++j)
-        for (int c = 0; c < C; ++c) d[j][c] = row[plan.col[j] + c];
-    }
-    for (int i = 0; i <= ib - ia; ++i) {  // horizontal differences, at 1 + step * k
-      std::uint32_t(*d)[C] = g + i * nc;
-      if constexpr (kRegular) {
-        for (int j = nc - 1; j >= 1; --j)
-          for (int c = 0; c < C; ++c) d[j][c] -= d[j - 1][c];
-      } else {
-        for (int k = 0; k < p; ++k)
-          for (int c = 0; c < C; ++c) d[2 * k + 1][c] -= d[2 * k][c];
+      std::uint32_t(*d)[C] = g + (i - ia) * p;
+      for (int k = 0; k < p; ++k) {
+        const std::uint32_t* left = row + plan.col[kRegular ? k : 2 * k];
+        const std::uint32_t* right = row + plan.col[kRegular ? k + 1 : 2 * k + 1];
+        for (int c = 0; c < C; ++c) d[k][c] = right[c] - left[c];
       }
     }
-    constexpr int kStep = kRegular ? 1 : 2;
     for (int r = r0; r < r1; ++r) {
-      const std::uint32_t(*t)[C] = g + (plan.top[r] - ia) * nc + 1;
-      const std::uint32_t(*b)[C] = g + (plan.bot[r] - ia) * nc + 1;
+      next->prefetch_rows(1);
+      const std::uint32_t(*t)[C] = g + (plan.top[r] - ia) * p;
+      const std::uint32_t(*b)[C] = g + (plan.bot[r] - ia) * p;
       const float inv_h = plan.inv_h[r];
       for (int c = 0; c < C; ++c) {
         float* o = out + (c * p + r) * p;
         // Cell sums are < 2^31 on the fast path: the signed conversion is exact-rounded.
         for (int k = 0; k < p; ++k)
-          o[k] = static_cast<float>(static_cast<std::int32_t>(b[kStep * k][c] - t[kStep * k][c])) *
+          o[k] = static_cast<float>(static_cast<std::int32_t>(b[k][c] - t[k][c])) *
                  (inv_h * plan.inv_w[k]);
       }
     }
     r0 = r1;
   }
+  next->prefetch_rest();
 }
 
 #if defined(__SSE2__)
 // RGB, P % 4 == 0: one 16-byte load fetches a corner's three channels (plus one
-// ignored lane; the packed layout keeps it within the corner's line). Same gather /
-// differences / cells structure as extract_generic; four cells at a time are
-// converted, scaled and transposed to the planar output.
+// ignored lane; the packed layout keeps it within the corner's line). Same structure as
+// extract_generic; four cells at a time are converted, transposed to the planar output
+// and scaled (the same products as the generic path, so the results are identical).
 template <bool kRegular>
-void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out) {
+void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
   const int p = plan.p, nc = plan.nc;
   alignas(64) __m128i g[kGatherCorners];
   const std::size_t plane = static_cast<std::size_t>(p) * p;
-  constexpr int kStep = kRegular ? 1 : 2;
   for (int r0 = 0; r0 < p;) {
     const int r1 = block_end(plan, r0);
     const int ia = plan.top[r0], ib = plan.bot[r1 - 1];
-    for (int i = ia; i <= ib; ++i) {  // gather: nothing but loads and stores
+    for (int i = ia; i <= ib; ++i) {  // gather + horizontal differences
       const std::uint32_t* row = img.row(plan.rows[i]);
-      __m128i* d = g + (i - ia) * nc;
-      for (int j = 0; j < nc; ++j)
-        d[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + plan.col[j]));
-    }
-    for (int i = 0; i <= ib - ia; ++i) {
-      __m128i* d = g + i * nc;
+      __m128i* d = g + (i - ia) * p;
+      const auto corner = [&](int j) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + plan.col[j]));
+      };
       if constexpr (kRegular) {
-        for (int j = nc - 1; j >= 1; --j) d[j] = _mm_sub_epi32(d[j], d[j - 1]);
+        __m128i left = corner(0);
+        for (int j = 1; j < nc; ++j) {
+          const __m128i right = corner(j);
+          d[j - 1] = _mm_sub_epi32(right, left);
+          left = right;
+        }
       } else {
-        for (int k = 0; k < p; ++k) d[2 * k + 1] = _mm_sub_epi32(d[2 * k + 1], d[2 * k]);
+        for (int k = 0; k < p; ++k) d[k] = _mm_sub_epi32(corner(2 * k + 1), corner(2 * k));
       }
     }
     for (int r = r0; r < r1; ++r) {
-      const __m128i* t = g + (plan.top[r] - ia) * nc + 1;
-      const __m128i* b = g + (plan.bot[r] - ia) * nc + 1;
+      next->prefetch_rows(1);
+      const __m128i* t = g + (plan.top[r] - ia) * p;
+      const __m128i* b = g + (plan.bot[r] - ia) * p;
       const __m128 inv_h = _mm_set1_ps(plan.inv_h[r]);
       float* o = out + static_cast<std::size_t>(r) * p;
       for (int k = 0; k < p; k += 4) {
-        const __m128 scale = _mm_mul_ps(inv_h, _mm_load_ps(plan.inv_w + k));
-        __m128 f0 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * k], t[kStep * k])),
-                               _mm_shuffle_ps(scale, scale, 0x00));
-        __m128 f1 =
-            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 1)], t[kStep * (k + 1)])),
-                       _mm_shuffle_ps(scale, scale, 0x55));
-        __m128 f2 =
-            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 2)], t[kStep * (k + 2)])),
-                       _mm_shuffle_ps(scale, scale, 0xAA));
-        __m128 f3 =
-            _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(b[kStep * (k + 3)], t[kStep * (k + 3)])),
-                       _mm_shuffle_ps(scale, scale, 0xFF));
+        __m128 f0 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k], t[k]));
+        __m128 f1 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 1], t[k + 1]));
+        __m128 f2 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 2], t[k + 2]));
+        __m128 f3 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 3], t[k + 3]));
         _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f_c = channel c of cells k..k+3
-        _mm_storeu_ps(o + k, f0);
-        _mm_storeu_ps(o + plane + k, f1);
-        _mm_storeu_ps(o + 2 * plane + k, f2);
+        const __m128 scale = _mm_mul_ps(inv_h, _mm_load_ps(plan.inv_w + k));
+        _mm_storeu_ps(o + k, _mm_mul_ps(f0, scale));
+        _mm_storeu_ps(o + plane + k, _mm_mul_ps(f1, scale));
+        _mm_storeu_ps(o + 2 * plane + k, _mm_mul_ps(f2, scale));
       }
     }
     r0 = r1;
   }
+  next->prefetch_rest();
 }
 #endif
 
 // Cells too large for the fast path (only huge crops with small P): exact strip sums.
-void extract_exact(const IntegralImage& img, const PatchPlan& plan, float* out) {
+void extract_exact(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
+  next->prefetch_rest();
   const int p = plan.p, C = img.channels();
   for (int c = 0; c < C; ++c)
     for (int r = 0; r < p; ++r)
@@ -230,21 +266,21 @@ void extract_exact(const IntegralImage& img, const PatchPlan& plan, float* out) 
       }
 }
 
-// Extracts the patch planned in `plan`.
-void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out) {
-  if (!plan.fast) return extract_exact(img, plan, out);
+// Extracts the patch planned in `plan`, prefetching `next`'s lines as it goes.
+void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
+  if (!plan.fast) return extract_exact(img, plan, out, next);
   if (img.channels() == 3) {
 #if defined(__SSE2__)
     if (plan.p % 4 == 0) {
-      if (plan.regular_x) return extract_rgb_sse<true>(img, plan, out);
-      return extract_rgb_sse<false>(img, plan, out);
+      if (plan.regular_x) return extract_rgb_sse<true>(img, plan, out, next);
+      return extract_rgb_sse<false>(img, plan, out, next);
     }
 #endif
-    if (plan.regular_x) return extract_generic<3, true>(img, plan, out);
-    return extract_generic<3, false>(img, plan, out);
+    if (plan.regular_x) return extract_generic<3, true>(img, plan, out, next);
+    return extract_generic<3, false>(img, plan, out, next);
   }
-  if (plan.regular_x) return extract_generic<1, true>(img, plan, out);
-  return extract_generic<1, false>(img, plan, out);
+  if (plan.regular_x) return extract_generic<1, true>(img, plan, out, next);
+  return extract_generic<1, false>(img, plan, out, next);
 }
 
 }  // namespace
@@ -293,13 +329,21 @@ void extract_patches(std::span<const IntegralImage> images, std::span<const Crop
   constexpr int kChunk = 32;
   const int num_chunks = static_cast<int>((boxes.size() + kChunk - 1) / kChunk);
   parallel_for(num_threads, num_chunks, [&](int chunk) {
-    PatchPlan plan;
+    // Plan patch i + 1 before cutting patch i, so that patch i's kernel can prefetch it.
+    PatchPlan plans[2];
     const std::size_t begin = static_cast<std::size_t>(chunk) * kChunk;
     const std::size_t end = std::min(boxes.size(), begin + kChunk);
+    plan_patch(boxes[begin], images[boxes[begin].image], p, &plans[0]);
     for (std::size_t i = begin; i < end; ++i) {
-      const IntegralImage& img = images[boxes[i].image];
-      plan_patch(boxes[i], img, p, &plan);
-      extract_planned(img, plan, out + i * patch_floats);
+      const PatchPlan& plan = plans[(i - begin) & 1];
+      NextPatch next;
+      if (i + 1 < end) {
+        PatchPlan& next_plan = plans[(i + 1 - begin) & 1];
+        const IntegralImage& next_img = images[boxes[i + 1].image];
+        plan_patch(boxes[i + 1], next_img, p, &next_plan);
+        if (next_img.bytes() >= kPrefetchMinTableBytes) next = NextPatch(&next_img, &next_plan);
+      }
+      extract_planned(images[boxes[i].image], plan, out + i * patch_floats, &next);
     }
   });
 }

@@ -240,6 +240,60 @@ TEST(Extract, BatchOfImagesAndThreadsGiveTheSameResult) {
   }
 }
 
+// Tables above 2 MiB take the path that prefetches the next box's lines while cutting
+// the current one, across images of different sizes and every kernel (RGB SSE regular
+// and irregular, P not a multiple of 4, multi-block P = 128). Prefetching must not change
+// a value: every box of the batch equals that box cut alone (no next box to prefetch).
+TEST(Extract, PrefetchingAcrossLargeTablesChangesNothing) {
+  const TestImage a = make_image(520, 700, 3, 5, 1), b = make_image(33, 47, 3, 6, 1);
+  std::vector<IntegralImage> tables;
+  tables.push_back(IntegralImage::build(a.view()));
+  tables.push_back(IntegralImage::build(b.view()));
+  ASSERT_GE(tables[0].bytes(), std::size_t{2} << 20);
+  std::mt19937_64 rng(11);
+  for (int p : {16, 12, 128}) {
+    std::vector<CropBox> boxes;
+    for (int i = 0; i < 70; ++i) {
+      const int img = i % 5 == 4 ? 1 : 0;
+      const float x = static_cast<float>(rng() % 700) - 40.3f,
+                  y = static_cast<float>(rng() % 520) - 30.7f;
+      // Tiny (irregular: fewer pixels than cells), medium and image-sized crops.
+      const float s = i % 3 == 0 ? 3.5f : i % 3 == 1 ? 60.0f : 450.0f;
+      boxes.push_back({x, y, x + s, y + s * 0.9f, img});
+    }
+    const std::size_t floats = std::size_t{3} * p * p;
+    std::vector<float> batch(boxes.size() * floats), threaded(batch.size());
+    extract_patches(tables, boxes, p, batch.data(), 1);
+    extract_patches(tables, boxes, p, threaded.data(), 2);
+    ASSERT_EQ(batch, threaded) << "p=" << p;
+    for (std::size_t n = 0; n < boxes.size(); ++n) {
+      CropBox single = boxes[n];
+      single.image = 0;
+      const auto alone = run(tables[boxes[n].image], {single}, p);
+      for (std::size_t i = 0; i < floats; ++i)
+        ASSERT_EQ(alone[i], batch[n * floats + i]) << "p=" << p << " box " << n << " i=" << i;
+    }
+  }
+  // And a gray table above 2 MiB (the generic kernel), against the brute-force sum.
+  const TestImage g = make_image(900, 800, 1, 7, 1);
+  const IntegralImage gt = IntegralImage::build(g.view());
+  ASSERT_GE(gt.bytes(), std::size_t{2} << 20);
+  std::vector<CropBox> boxes;
+  for (int i = 0; i < 20; ++i)
+    boxes.push_back({static_cast<float>(37 * i), static_cast<float>(29 * i),
+                     static_cast<float>(37 * i + 160), static_cast<float>(29 * i + 160), 0});
+  const auto out = run(gt, boxes, 16);
+  for (std::size_t n = 0; n < boxes.size(); ++n)
+    for (int r = 0; r < 16; ++r)
+      for (int k = 0; k < 16; ++k) {
+        const auto x0 = static_cast<std::int64_t>(boxes[n].x0) + 10 * k,
+                   y0 = static_cast<std::int64_t>(boxes[n].y0) + 10 * r;
+        const float want = static_cast<float>(brute_sum(g, x0, y0, x0 + 10, y0 + 10, 0)) *
+                           (1.0f / 10.0f * (1.0f / 10.0f));
+        ASSERT_EQ(out[(n * 16 + r) * 16 + k], want) << "box " << n << " r=" << r << " k=" << k;
+      }
+}
+
 TEST(Extract, ExtractorInterfaceCpuBackend) {
   auto ex = make_extractor({Backend::kCpu, 2, 0});
   EXPECT_EQ(ex->backend(), Backend::kCpu);
