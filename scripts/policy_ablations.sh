@@ -14,7 +14,8 @@
 #                  string (reward=increase is reward = "increase"; scripts/config_variant.sh)
 # Usage: [BASE=CONFIG] bash scripts/policy_ablations.sh [VARIANT...]
 #   (default variants: probability increase final_correct fixed_path)
-# SACCADE=path/to/saccade picks another build (default build/saccade).
+# SACCADE=path/to/saccade picks another build (default build/saccade). A second BASE whose
+# job.name equals the first's is refused (its variants would overwrite the first's folders).
 # Prints each variant's validation top-1 per glimpse (policy, random, scan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,16 @@ for v in "${variants[@]}"; do
   esac
   dir=$out/$job-$v
   config=$dir.toml
+  # Two BASE configs with the same job.name would share $dir and overwrite each other's
+  # report: each variant's dir remembers the BASE that wrote it.
+  owner=$(realpath "$base")
+  if [[ -f "$dir.base" && $(cat "$dir.base") != "$owner" ]]; then
+    echo "policy_ablations: $dir was written for BASE=$(cat "$dir.base"), and BASE=$owner has" \
+      "the same job.name \"$job\": set OUT to another folder or give the job another name" >&2
+    exit 2
+  fi
+  mkdir -p "$(dirname "$dir")"
+  echo "$owner" >"$dir.base"
   config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" 'job.stages=["policy"]' \
     "policy.input_dir=$input" "${pairs[@]/#/policy.}"
   echo "== $v ($config; log $dir.log)"

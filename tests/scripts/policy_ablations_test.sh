@@ -2,7 +2,8 @@
 # scripts/policy_ablations.sh's variants: a bare word becomes a TOML string and numbers
 # stay numbers, each key overrides the base's in [policy] (the variant includes it), and a variant whose run
 # fails stops the script with the run's own error (here a probe head that is not one)
-# instead of an empty table; an unknown variant is refused before anything runs.
+# instead of an empty table; an unknown variant is refused before anything runs, and so is a
+# second BASE whose job.name would put its report in the first one's folder.
 set -euo pipefail
 saccade="$1" script="$2"
 dir=$(mktemp -d)
@@ -44,6 +45,17 @@ grep -q 'probe_head.safetensors' "$dir/out.txt" ||
 if bash "$script" 'fixed_path_baseline=false' >"$dir/nofp.txt" 2>&1; then fail "ran on a broken head"; fi
 grep -q 'probe_head.safetensors' "$dir/nofp.txt" ||
   { cat "$dir/nofp.txt" >&2; fail "fixed_path_baseline=false was refused before the run"; }
+# Another BASE with the same job.name would overwrite that variant's report: refused, naming
+# both; the first BASE may still re-run it.
+cp "$dir/base.toml" "$dir/other-base.toml"
+if BASE="$dir/other-base.toml" bash "$script" 'fixed_path_baseline=false' >"$dir/same.txt" 2>&1; then
+  fail "a second BASE with the same job.name ran into the first one's folder"
+fi
+grep -q "was written for BASE=$dir/base.toml.*BASE=$dir/other-base.toml has the same job.name" \
+  "$dir/same.txt" || { cat "$dir/same.txt" >&2; fail "the shared folder was not refused by name"; }
+if bash "$script" 'fixed_path_baseline=false' >"$dir/again.txt" 2>&1; then fail "ran on a broken head"; fi
+grep -q 'probe_head.safetensors' "$dir/again.txt" ||
+  { cat "$dir/again.txt" >&2; fail "the same BASE could not re-run its variant"; }
 if bash "$script" 'no such variant' >"$dir/bad.txt" 2>&1; then fail "an unknown variant ran"; fi
 grep -q 'unknown variant' "$dir/bad.txt" || { cat "$dir/bad.txt" >&2; fail "unknown variant not named"; }
 echo "policy_ablations_test: ok"
