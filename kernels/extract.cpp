@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +14,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #include <xmmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SACCADE_EXTRACT_AVX2 1  // an AVX2 cell pass, chosen at run time (use_avx2)
 #endif
 
 namespace saccade::kernels {
@@ -61,6 +67,47 @@ inline std::int64_t cell_end(const std::int64_t* b, int k) {
   return std::max(b[k + 1], b[k] + 1);
 }
 
+// The distinct lines among plan->col (consecutive duplicates removed).
+void plan_lines(PatchPlan* plan) {
+  plan->nl = 0;
+  for (int j = 0; j < plan->nc; ++j) {
+    const std::int32_t l = plan->col[j] & ~(kEntriesPerLine - 1);
+    if (plan->nl == 0 || plan->line[plan->nl - 1] != l) plan->line[plan->nl++] = l;
+  }
+}
+
+// The common case, with nothing to clip or merge: every cell at least a pixel on each side
+// and the crop inside the image, so the table rows are the P + 1 borders themselves and
+// cell k spans border k to k + 1. Branch-free loops (the divisions vectorise); the same
+// values as the general plan below.
+void plan_interior(const IntegralImage& img, int p, PatchPlan* plan) {
+  const std::int64_t* bx = plan->bx;
+  const std::int64_t* by = plan->by;
+  std::int32_t w[kMaxPatchSize], h[kMaxPatchSize];
+  std::int32_t max_w = 0, max_h = 0;
+  for (int k = 0; k < p; ++k) {
+    w[k] = static_cast<std::int32_t>(bx[k + 1] - bx[k]);
+    h[k] = static_cast<std::int32_t>(by[k + 1] - by[k]);
+    max_w = std::max(max_w, w[k]);
+    max_h = std::max(max_h, h[k]);
+  }
+  for (int k = 0; k < p; ++k) plan->inv_w[k] = 1.0f / static_cast<float>(w[k]);
+  for (int k = 0; k < p; ++k) plan->inv_h[k] = 1.0f / static_cast<float>(h[k]);
+  for (int k = 0; k <= p; ++k) {
+    plan->col[k] = static_cast<std::int32_t>(img.column(bx[k]));
+    plan->rows[k] = static_cast<std::int32_t>(by[k]);
+  }
+  for (int k = 0; k < p; ++k) {
+    plan->top[k] = static_cast<std::int16_t>(k);
+    plan->bot[k] = static_cast<std::int16_t>(k + 1);
+  }
+  plan->nc = p + 1;
+  plan->ny = p + 1;
+  plan->regular_x = true;
+  plan->fast = static_cast<std::int64_t>(max_w) * max_h <= kMaxFastCellPixels;
+  plan_lines(plan);
+}
+
 void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* plan) {
   const std::int64_t W = img.width(), H = img.height();
   plan->p = p;
@@ -68,8 +115,13 @@ void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* 
   borders(box.y0, box.y1, p, plan->by);
   const std::int64_t* bx = plan->bx;
   const std::int64_t* by = plan->by;
-  bool regular = true;
-  for (int k = 0; k < p; ++k) regular &= bx[k + 1] > bx[k];
+  bool regular = true, regular_y = true;
+  for (int k = 0; k < p; ++k) {
+    regular &= bx[k + 1] > bx[k];
+    regular_y &= by[k + 1] > by[k];
+  }
+  if (regular && regular_y && bx[0] >= 0 && bx[p] <= W && by[0] >= 0 && by[p] <= H)
+    return plan_interior(img, p, plan);
   std::int64_t max_w = 0, max_h = 0;
   if (regular) {
     for (int k = 0; k <= p; ++k)
@@ -101,11 +153,7 @@ void plan_patch(const CropBox& box, const IntegralImage& img, int p, PatchPlan* 
     plan->inv_h[k] = 1.0f / static_cast<float>(yr - by[k]);
   }
   plan->ny = ny;
-  plan->nl = 0;
-  for (int j = 0; j < plan->nc; ++j) {
-    const std::int32_t l = plan->col[j] & ~(kEntriesPerLine - 1);
-    if (plan->nl == 0 || plan->line[plan->nl - 1] != l) plan->line[plan->nl++] = l;
-  }
+  plan_lines(plan);
   plan->regular_x = regular;
   plan->fast = max_w * max_h <= kMaxFastCellPixels;
 }
@@ -198,11 +246,79 @@ void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out
 }
 
 #if defined(__SSE2__)
+// One cell row, RGB, cells [k0, p) four at a time: bottom minus top differences (mod 2^32),
+// convert, 4x4 transpose to the planar output, scale by inv_h * inv_w[k].
+void cells_row_sse(const __m128i* t, const __m128i* b, float inv_h_s, const float* inv_w, int k0,
+                   int p, std::size_t plane, float* o) {
+  const __m128 inv_h = _mm_set1_ps(inv_h_s);
+  for (int k = k0; k < p; k += 4) {
+    __m128 f0 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k], t[k]));
+    __m128 f1 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 1], t[k + 1]));
+    __m128 f2 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 2], t[k + 2]));
+    __m128 f3 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 3], t[k + 3]));
+    _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f_c = channel c of cells k..k+3
+    const __m128 scale = _mm_mul_ps(inv_h, _mm_loadu_ps(inv_w + k));
+    _mm_storeu_ps(o + k, _mm_mul_ps(f0, scale));
+    _mm_storeu_ps(o + plane + k, _mm_mul_ps(f1, scale));
+    _mm_storeu_ps(o + 2 * plane + k, _mm_mul_ps(f2, scale));
+  }
+}
+
+#if defined(SACCADE_EXTRACT_AVX2)
+// Cells k and k + 1 of a cell row (RGBx each), converted.
+__attribute__((target("avx2"))) inline __m256 cell_pair_avx2(const __m128i* t, const __m128i* b,
+                                                             int k) {
+  const __m256i bot = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k));
+  const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + k));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(bot, top));
+}
+
+// The same cell row eight cells at a time (two cells per register): half the subtracts,
+// converts and multiplies of the SSE pass, and the same IEEE operations on the same
+// values, so the output is identical. The rest (p % 8) goes by four.
+__attribute__((target("avx2"))) void cells_row_avx2(const __m128i* t, const __m128i* b,
+                                                    float inv_h_s, const float* inv_w, int p,
+                                                    std::size_t plane, float* o) {
+  const __m256 inv_h = _mm256_set1_ps(inv_h_s);
+  // After the in-lane transpose lane 0 holds cells k, k+2, k+4, k+6 and lane 1 the odd ones.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int k = 0;
+  for (; k + 8 <= p; k += 8) {
+    const __m256 f0 = cell_pair_avx2(t, b, k), f1 = cell_pair_avx2(t, b, k + 2),
+                 f2 = cell_pair_avx2(t, b, k + 4), f3 = cell_pair_avx2(t, b, k + 6);
+    const __m256 lo01 = _mm256_unpacklo_ps(f0, f1), hi01 = _mm256_unpackhi_ps(f0, f1);
+    const __m256 lo23 = _mm256_unpacklo_ps(f2, f3), hi23 = _mm256_unpackhi_ps(f2, f3);
+    const __m256 red = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo01, lo23, 0x44), order);
+    const __m256 green = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo01, lo23, 0xEE), order);
+    const __m256 blue = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(hi01, hi23, 0x44), order);
+    const __m256 scale = _mm256_mul_ps(inv_h, _mm256_loadu_ps(inv_w + k));
+    _mm256_storeu_ps(o + k, _mm256_mul_ps(red, scale));
+    _mm256_storeu_ps(o + plane + k, _mm256_mul_ps(green, scale));
+    _mm256_storeu_ps(o + 2 * plane + k, _mm256_mul_ps(blue, scale));
+  }
+  if (k < p) cells_row_sse(t, b, inv_h_s, inv_w, k, p, plane, o);
+}
+
+// Whether the AVX2 cell pass runs: where the CPU has AVX2, unless SACCADE_EXTRACT_ISA=sse2
+// (the tests run both passes on one machine; benchmarks compare them). Read once.
+bool use_avx2() {
+  static const char* const isa = std::getenv("SACCADE_EXTRACT_ISA");
+  static const int choice = isa == nullptr || std::strcmp(isa, "auto") == 0
+                                ? (__builtin_cpu_supports("avx2") ? 1 : 0)
+                            : std::strcmp(isa, "sse2") == 0 ? 0
+                                                            : -1;
+  if (choice < 0)
+    throw std::invalid_argument(
+        std::string("SACCADE_EXTRACT_ISA must be \"auto\" or \"sse2\", got \"") + isa + "\"");
+  return choice == 1;
+}
+#endif
+
 // RGB, P % 4 == 0: one 16-byte load fetches a corner's three channels (plus one
 // ignored lane; the packed layout keeps it within the corner's line). Same structure as
-// extract_generic; four cells at a time are converted, transposed to the planar output
-// and scaled (the same products as the generic path, so the results are identical).
-template <bool kRegular>
+// extract_generic; the cell pass is cells_row_sse or, kAvx2, cells_row_avx2 (the same
+// products as the generic path, so the results are identical).
+template <bool kRegular, bool kAvx2>
 void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
   const int p = plan.p, nc = plan.nc;
   alignas(64) __m128i g[kGatherCorners];
@@ -231,19 +347,14 @@ void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out
       next->prefetch_rows(1);
       const __m128i* t = g + (plan.top[r] - ia) * p;
       const __m128i* b = g + (plan.bot[r] - ia) * p;
-      const __m128 inv_h = _mm_set1_ps(plan.inv_h[r]);
       float* o = out + static_cast<std::size_t>(r) * p;
-      for (int k = 0; k < p; k += 4) {
-        __m128 f0 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k], t[k]));
-        __m128 f1 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 1], t[k + 1]));
-        __m128 f2 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 2], t[k + 2]));
-        __m128 f3 = _mm_cvtepi32_ps(_mm_sub_epi32(b[k + 3], t[k + 3]));
-        _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f_c = channel c of cells k..k+3
-        const __m128 scale = _mm_mul_ps(inv_h, _mm_load_ps(plan.inv_w + k));
-        _mm_storeu_ps(o + k, _mm_mul_ps(f0, scale));
-        _mm_storeu_ps(o + plane + k, _mm_mul_ps(f1, scale));
-        _mm_storeu_ps(o + 2 * plane + k, _mm_mul_ps(f2, scale));
+#if defined(SACCADE_EXTRACT_AVX2)
+      if constexpr (kAvx2) {
+        cells_row_avx2(t, b, plan.inv_h[r], plan.inv_w, p, plane, o);
+        continue;
       }
+#endif
+      cells_row_sse(t, b, plan.inv_h[r], plan.inv_w, 0, p, plane, o);
     }
     r0 = r1;
   }
@@ -272,8 +383,14 @@ void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out
   if (img.channels() == 3) {
 #if defined(__SSE2__)
     if (plan.p % 4 == 0) {
-      if (plan.regular_x) return extract_rgb_sse<true>(img, plan, out, next);
-      return extract_rgb_sse<false>(img, plan, out, next);
+#if defined(SACCADE_EXTRACT_AVX2)
+      if (plan.p >= 8 && use_avx2()) {
+        if (plan.regular_x) return extract_rgb_sse<true, true>(img, plan, out, next);
+        return extract_rgb_sse<false, true>(img, plan, out, next);
+      }
+#endif
+      if (plan.regular_x) return extract_rgb_sse<true, false>(img, plan, out, next);
+      return extract_rgb_sse<false, false>(img, plan, out, next);
     }
 #endif
     if (plan.regular_x) return extract_generic<3, true>(img, plan, out, next);
