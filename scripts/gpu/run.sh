@@ -9,7 +9,8 @@
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
 #      all at once (Fashion-MNIST from the bundle's data/), each in $OUT/train-NAME/;
-#      a run the budget stops is exported from its last checkpoint (backbone.safetensors),
+#      a run the budget stops is exported from its last checkpoint (backbone.safetensors;
+#      its exit code is export-NAME),
 #      and with SACCADE_GPU_EXPORT_STEPS="N ..." checkpoint N of each run too
 #      (backbone-stepN.safetensors; a missing checkpoint is a failed export-NAME-stepN);
 # then summary.json with every step's exit code. Exits 3 at once without a GPU.
@@ -119,8 +120,11 @@ for config in "${train[@]}"; do
   # checkpoint's teacher, so the run comes back probe-ready without its checkpoints.db.
   name=$(basename "$config" .toml)
   if [ ! -f "$out/train-$name/backbone.safetensors" ] && [ -d "$out/train-$name/checkpoints.db" ]; then
-    "$bundle/bin/saccade" export "$out/train-$name/config.toml" >>"$out/pretrain-$name.log" 2>&1 ||
-      echo "run.sh: could not export the last checkpoint of $name" >&2
+    "$bundle/bin/saccade" export "$out/train-$name/config.toml" >>"$out/pretrain-$name.log" 2>&1
+    code=$?
+    echo "$code" >"$out/rc/export-$name"  # in summary.json; a failure fails the call
+    [ "$code" -eq 0 ] ||
+      echo "run.sh: could not export the last checkpoint of $name (pretrain-$name.log)" >&2
   fi
   # SACCADE_GPU_EXPORT_STEPS="4000 ...": those checkpoints' teachers too (backbone-stepN), so
   # a run compares with another at the same step and its checkpoints.db can stay behind.

@@ -107,6 +107,8 @@ grep -q "checkpoint [0-9]* committed" "$dir/budget/pretrain-long.log" ||
 # ...and that checkpoint's teacher comes back as the run's backbone, ready for `probe --backbone`.
 [[ -s $dir/budget/train-long/backbone.safetensors ]] ||
   { cat "$dir/budget/pretrain-long.log" >&2; fail "the stopped run's checkpoint was not exported"; }
+[[ $(cat "$dir/budget/rc/export-long" 2>/dev/null) == 0 ]] ||
+  fail "the last checkpoint's export has no exit code 0 in rc/ (summary.json)"
 
 # Refused before anything runs.
 if run bad SACCADE_GPU_CHECKS="model nonsense"; then fail "an unknown check ran"; fi
