@@ -183,6 +183,26 @@ TEST(EvaluateBackbone, ScoresViTModeAndEveryGlimpseWithOneTaskHead) {
   EXPECT_THROW(evaluate_backbone(train, other, 3, EvaluationOptions{}), std::invalid_argument);
 }
 
+// A row that differs from NAME only in its glimpse features (glimpse_mean) takes NAME's ViT
+// mode as it is, head included, and fits its own glimpse head.
+TEST(EvaluateBackbone, CopiesViTModeFromAnEvaluationOfTheSameFeatures) {
+  const ProbeFeatures train = three_classes(300, 5), val = three_classes(150, 6);
+  BackboneEvaluation first = evaluate_backbone(train, val, 3, EvaluationOptions{});
+  first.vit.linear = -1.0;  // marked: a refit could not give this
+  first.vit.knn = -2.0;
+  ProbeFeatures t = train, v = val;
+  t.steps = train.steps.flip({0});  // other glimpse features, same ViT mode
+  v.steps = val.steps.flip({0});
+  const BackboneEvaluation e = evaluate_backbone(t, v, 3, EvaluationOptions{}, &first);
+  EXPECT_EQ(e.vit.linear, -1.0);
+  EXPECT_EQ(e.vit.knn, -2.0);
+  EXPECT_TRUE(torch::equal(e.vit_head.weight, first.vit_head.weight));
+  ASSERT_EQ(e.steps.size(), 2u);
+  EXPECT_LT(e.steps[1].linear, e.steps[0].linear) << "the glimpses were swapped";
+  EXPECT_DOUBLE_EQ(e.steps[0].linear,
+                   evaluate_backbone(t, v, 3, EvaluationOptions{}).steps[0].linear);
+}
+
 TEST(MeanOverGlimpses, KeepsWhatAnEarlierGlimpseSawWhereTheLastStateForgotIt) {
   const torch::Tensor steps = torch::tensor({1.f, 2.f, 3.f, 5.f, 7.f, 9.f}).reshape({3, 1, 2});
   const torch::Tensor mean = mean_over_glimpses(steps);

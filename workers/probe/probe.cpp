@@ -118,7 +118,8 @@ ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels
 }
 
 BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeatures& val,
-                                     int64_t classes, const EvaluationOptions& o) {
+                                     int64_t classes, const EvaluationOptions& o,
+                                     const BackboneEvaluation* vit_from) {
   if (!train.steps.defined() || train.steps.dim() != 3 || !val.steps.defined() ||
       val.steps.dim() != 3 || val.steps.size(2) != train.steps.size(2) ||
       val.steps.size(0) != train.steps.size(0) || !train.vit.defined() || !val.vit.defined() ||
@@ -127,7 +128,12 @@ BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeat
         "evaluate_backbone: expected [K, N, D] glimpse states and [N, D] ViT-mode features of "
         "equal K and D in both splits");
   BackboneEvaluation e;
-  e.vit = evaluate_view(train.vit, train.labels, val.vit, val.labels, classes, o, &e.vit_head);
+  if (vit_from != nullptr) {
+    e.vit = vit_from->vit;
+    e.vit_head = vit_from->vit_head;
+  } else {
+    e.vit = evaluate_view(train.vit, train.labels, val.vit, val.labels, classes, o, &e.vit_head);
+  }
   e.task_head = fit_linear_probe(train.steps, train.labels, classes, o.linear);
   for (int64_t k = 0; k < train.steps.size(0); ++k) {
     ModeScores s;

@@ -82,9 +82,12 @@ struct BackboneEvaluation {
   LinearClassifier vit_head, task_head;
 };
 
-// Throws std::invalid_argument on mismatched features.
+// Throws std::invalid_argument on mismatched features. `vit_from`, when given, is an
+// evaluation of the same ViT-mode features (train.vit, val.vit): its ViT scores and head are
+// copied instead of refitted (rows that differ only in their glimpse features).
 BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeatures& val,
-                                     int64_t classes, const EvaluationOptions& options);
+                                     int64_t classes, const EvaluationOptions& options,
+                                     const BackboneEvaluation* vit_from = nullptr);
 
 // One feature row per image ([N, D] each): a head and a k-NN bank of its own.
 ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "common/file_bytes.h"
@@ -89,16 +90,20 @@ struct FeatureRows {
 };
 
 // The rows NAME/FEATURE: the same images and labels, other features of the same backbone.
+// `first_state`: NAME's own evaluation when it has one (the glimpse_mean row's ViT mode is
+// NAME's, the same features: copied, not refitted).
 void add_feature_rows(const std::string& name, const ProbeFeatures& train, const ProbeFeatures& val,
                       const FeatureRows& rows, int64_t classes, const EvaluationOptions& eval,
-                      ProbeReport& report) {
-  auto add = [&](const char* feature, auto vit_of, auto steps_of) {
+                      const BackboneEvaluation* first_state, ProbeReport& report) {
+  auto add = [&](const char* feature, auto vit_of, auto steps_of,
+                 const BackboneEvaluation* vit_from = nullptr) {
     ProbeFeatures t = train, v = val;
     t.vit = vit_of(train);
     t.steps = steps_of(train);
     v.vit = vit_of(val);
     v.steps = steps_of(val);
-    report.rows.push_back(scores_of(name + "/" + feature, evaluate_backbone(t, v, classes, eval)));
+    report.rows.push_back(
+        scores_of(name + "/" + feature, evaluate_backbone(t, v, classes, eval, vit_from)));
   };
   if (rows.all_states)
     add(
@@ -116,7 +121,7 @@ void add_feature_rows(const std::string& name, const ProbeFeatures& train, const
   if (rows.glimpse_mean)
     add(
         "glimpse_mean", [](const ProbeFeatures& f) { return f.vit; },
-        [](const ProbeFeatures& f) { return mean_over_glimpses(f.steps); });
+        [](const ProbeFeatures& f) { return mean_over_glimpses(f.steps); }, first_state);
 }
 
 // Every state token of features [.., N, S*D] as [V, N, S, D].
@@ -334,7 +339,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   const BackboneEvaluation probed = evaluate_backbone(train, val, classes, eval);
   const std::string name = run.random_init ? "random_init" : "pretrained";
   if (first_state) report.rows.push_back(scores_of(name, probed));
-  add_feature_rows(name, train, val, feature_rows, classes, eval, report);
+  add_feature_rows(name, train, val, feature_rows, classes, eval, &probed, report);
   ProbeHeads heads{{probed.task_head.weight, probed.task_head.bias},
                    {probed.vit_head.weight, probed.vit_head.bias},
                    step,
@@ -356,9 +361,13 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     const ProbeFeatures val0 = extract_probe_features(*other, *val_set, views, no_pixels);
     report.feature_seconds += seconds_since(t0);
     t0 = Clock::now();
-    if (first_state)
-      report.rows.push_back(scores_of(row, evaluate_backbone(train0, val0, classes, eval)));
-    add_feature_rows(row, train0, val0, feature_rows, classes, eval, report);
+    std::optional<BackboneEvaluation> first0;
+    if (first_state) {
+      first0 = evaluate_backbone(train0, val0, classes, eval);
+      report.rows.push_back(scores_of(row, *first0));
+    }
+    add_feature_rows(row, train0, val0, feature_rows, classes, eval, first0 ? &*first0 : nullptr,
+                     report);
     if (transformer)
       fit_transformer_heads(row, train0, val0, n_state, classes, head_options, report);
     report.fit_seconds += seconds_since(t0);
