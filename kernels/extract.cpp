@@ -245,6 +245,25 @@ void extract_generic(const IntegralImage& img, const PatchPlan& plan, float* out
   next->prefetch_rest();
 }
 
+// Whether the AVX2 cell pass runs: where the CPU has AVX2, unless SACCADE_EXTRACT_ISA=sse2
+// (the tests run both passes on one machine; benchmarks compare them). Read once per process;
+// extract_patches asks once per call.
+bool use_avx2() {
+#if defined(SACCADE_EXTRACT_AVX2)
+  static const char* const isa = std::getenv("SACCADE_EXTRACT_ISA");
+  static const int choice = isa == nullptr || std::strcmp(isa, "auto") == 0
+                                ? (__builtin_cpu_supports("avx2") ? 1 : 0)
+                            : std::strcmp(isa, "sse2") == 0 ? 0
+                                                            : -1;
+  if (choice < 0)
+    throw std::invalid_argument(
+        std::string("SACCADE_EXTRACT_ISA must be \"auto\" or \"sse2\", got \"") + isa + "\"");
+  return choice == 1;
+#else
+  return false;
+#endif
+}
+
 #if defined(__SSE2__)
 // One cell row, RGB, cells [k0, p) four at a time: bottom minus top differences (mod 2^32),
 // convert, 4x4 transpose to the planar output, scale by inv_h * inv_w[k].
@@ -299,27 +318,15 @@ __attribute__((target("avx2"))) void cells_row_avx2(const __m128i* t, const __m1
   if (k < p) cells_row_sse(t, b, inv_h_s, inv_w, k, p, plane, o);
 }
 
-// Whether the AVX2 cell pass runs: where the CPU has AVX2, unless SACCADE_EXTRACT_ISA=sse2
-// (the tests run both passes on one machine; benchmarks compare them). Read once.
-bool use_avx2() {
-  static const char* const isa = std::getenv("SACCADE_EXTRACT_ISA");
-  static const int choice = isa == nullptr || std::strcmp(isa, "auto") == 0
-                                ? (__builtin_cpu_supports("avx2") ? 1 : 0)
-                            : std::strcmp(isa, "sse2") == 0 ? 0
-                                                            : -1;
-  if (choice < 0)
-    throw std::invalid_argument(
-        std::string("SACCADE_EXTRACT_ISA must be \"auto\" or \"sse2\", got \"") + isa + "\"");
-  return choice == 1;
-}
 #endif
 
 // RGB, P % 4 == 0: one 16-byte load fetches a corner's three channels (plus one
 // ignored lane; the packed layout keeps it within the corner's line). Same structure as
-// extract_generic; the cell pass is cells_row_sse or, kAvx2, cells_row_avx2 (the same
+// extract_generic; the cell pass is cells_row_sse or, `avx2`, cells_row_avx2 (the same
 // products as the generic path, so the results are identical).
-template <bool kRegular, bool kAvx2>
-void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
+template <bool kRegular>
+void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next,
+                     bool avx2) {
   const int p = plan.p, nc = plan.nc;
   alignas(64) __m128i g[kGatherCorners];
   const std::size_t plane = static_cast<std::size_t>(p) * p;
@@ -349,7 +356,7 @@ void extract_rgb_sse(const IntegralImage& img, const PatchPlan& plan, float* out
       const __m128i* b = g + (plan.bot[r] - ia) * p;
       float* o = out + static_cast<std::size_t>(r) * p;
 #if defined(SACCADE_EXTRACT_AVX2)
-      if constexpr (kAvx2) {
+      if (avx2) {
         cells_row_avx2(t, b, plan.inv_h[r], plan.inv_w, p, plane, o);
         continue;
       }
@@ -377,20 +384,16 @@ void extract_exact(const IntegralImage& img, const PatchPlan& plan, float* out, 
       }
 }
 
-// Extracts the patch planned in `plan`, prefetching `next`'s lines as it goes.
-void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next) {
+// Extracts the patch planned in `plan`, prefetching `next`'s lines as it goes; `avx2`: the
+// RGB cell pass is cells_row_avx2 (use_avx2()).
+void extract_planned(const IntegralImage& img, const PatchPlan& plan, float* out, NextPatch* next,
+                     bool avx2) {
   if (!plan.fast) return extract_exact(img, plan, out, next);
   if (img.channels() == 3) {
 #if defined(__SSE2__)
     if (plan.p % 4 == 0) {
-#if defined(SACCADE_EXTRACT_AVX2)
-      if (plan.p >= 8 && use_avx2()) {
-        if (plan.regular_x) return extract_rgb_sse<true, true>(img, plan, out, next);
-        return extract_rgb_sse<false, true>(img, plan, out, next);
-      }
-#endif
-      if (plan.regular_x) return extract_rgb_sse<true, false>(img, plan, out, next);
-      return extract_rgb_sse<false, false>(img, plan, out, next);
+      if (plan.regular_x) return extract_rgb_sse<true>(img, plan, out, next, avx2);
+      return extract_rgb_sse<false>(img, plan, out, next, avx2);
     }
 #endif
     if (plan.regular_x) return extract_generic<3, true>(img, plan, out, next);
@@ -440,6 +443,7 @@ void extract_patches(std::span<const IntegralImage> images, std::span<const Crop
                                   "].channels must equal images[0]'s (" +
                                   std::to_string(images[0].channels()) + ")");
   }
+  const bool avx2 = use_avx2();
   const int p = patch_size;
   const std::size_t patch_floats = static_cast<std::size_t>(images[0].channels()) * p * p;
   // Chunks of consecutive boxes: neighbouring boxes (a foveal grid) share table lines.
@@ -460,7 +464,7 @@ void extract_patches(std::span<const IntegralImage> images, std::span<const Crop
         plan_patch(boxes[i + 1], next_img, p, &next_plan);
         if (next_img.bytes() >= kPrefetchMinTableBytes) next = NextPatch(&next_img, &next_plan);
       }
-      extract_planned(images[boxes[i].image], plan, out + i * patch_floats, &next);
+      extract_planned(images[boxes[i].image], plan, out + i * patch_floats, &next, avx2);
     }
   });
 }

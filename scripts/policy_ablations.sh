@@ -67,7 +67,6 @@ for v in "${variants[@]}"; do
       "the same job.name \"$job\": set OUT to another folder or give the job another name" >&2
     exit 2
   fi
-  mkdir -p "$(dirname "$dir")"
   echo "$owner" >"$dir.base"
   config_variant "$base" "$config" "job.name=$job-$v" "job.work_dir=$dir" 'job.stages=["policy"]' \
     "policy.input_dir=$input" "${pairs[@]/#/policy.}"
