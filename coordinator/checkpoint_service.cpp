@@ -50,6 +50,14 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
   if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
       upload_.step() != step)
     return refuse(fmt::format("checkpoint {} is incomplete", step));
+  if (commit_ && commit_->step == step) {
+    // The same checkpoint again: learner 0 saw this coordinator restart while its first copy
+    // was in flight and sent it anew, so this process got both. The write under way answers it.
+    commit_->id = id;
+    commit_->seq = env.getSeq();
+    upload_.reset();
+    return "";
+  }
   if (commit_) return refuse(fmt::format("checkpoint {} is still being committed", commit_->step));
   // The synced write (seconds for a multi-GB checkpoint) runs on its own thread so that
   // heartbeats, status and downloads keep flowing; finish_commit() answers when it is done.

@@ -38,7 +38,8 @@ class CheckpointService {
                     PeerSender& peers);
 
   // A CheckpointChunk or CheckpointCommitted from learner `key`, peer `id`.
-  // Returns why it was refused ("" when taken); the learner is told too.
+  // Returns why it was refused ("" when taken); the learner is told too. A second
+  // upload of the step being committed is answered by that commit, not refused.
   std::string on_upload(const std::string& id, const ActorKey& key, wire::Envelope::Reader env);
   // Answers learner 0 once its checkpoint's commit has finished (call every loop).
   void finish_commit();

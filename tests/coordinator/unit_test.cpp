@@ -1,14 +1,17 @@
 // The runtime's pieces without processes: placement, the state store, key
-// files, endpoints, status formats, checkpoint chunking.
+// files, endpoints, status formats, checkpoint chunking and the checkpoint service.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "control/checkpoint_transfer.h"
 #include "control/control.h"
 #include "control/placement.h"
+#include "coordinator/checkpoint_service.h"
 #include "coordinator/job_state.h"
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
@@ -370,6 +373,98 @@ TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs)
   }
   EXPECT_EQ(messages, 7);
   EXPECT_EQ(assembler.take(), *blobs);
+}
+
+// What the service sent each peer, as the peer would read it.
+class RecordingPeers : public PeerSender {
+ public:
+  struct Sent {
+    std::string id;
+    bool committed;  // a CheckpointCommitted; otherwise an Ack
+    int64_t step;
+    bool ok;
+    std::string error;
+  };
+  PeerSender::Sent try_send_to(const std::string& id, const Fill& fill) override {
+    capnp::MallocMessageBuilder m;
+    auto e = m.initRoot<wire::Envelope>();
+    fill(e);
+    const auto body = e.getBody().asReader();
+    if (body.isCheckpointCommitted())
+      sent.push_back({id, true, body.getCheckpointCommitted().getStep(), true, ""});
+    else if (body.isAck())
+      sent.push_back({id, false, -1, body.getAck().getOk(), body.getAck().getError().cStr()});
+    return PeerSender::Sent::kOk;
+  }
+  std::vector<Sent> sent;
+};
+
+// Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker.
+std::string upload(CheckpointService& service, const std::string& id, const Blobs& blobs,
+                   int64_t step, uint64_t& seq) {
+  const ActorKey learner0{wire::Role::LEARNER, 0};
+  uint64_t bytes = 0;
+  std::string why;
+  for_each_chunk(blobs, 1024, [&](const ChunkView& c) {
+    capnp::MallocMessageBuilder m;
+    auto e = m.initRoot<wire::Envelope>();
+    e.setSeq(++seq);
+    e.setGeneration(1);
+    write_chunk(step, c, e.getBody().initCheckpointChunk());
+    bytes += c.data.size();
+    if (why.empty()) why = service.on_upload(id, learner0, e.asReader());
+  });
+  capnp::MallocMessageBuilder m;
+  auto e = m.initRoot<wire::Envelope>();
+  e.setSeq(++seq);
+  e.setGeneration(1);
+  e.getBody().initCheckpointCommitted().setStep(step);
+  e.getBody().getCheckpointCommitted().setBytes(bytes);
+  return why.empty() ? service.on_upload(id, learner0, e.asReader()) : why;
+}
+
+// A learner that saw the coordinator restart sends its checkpoint again, and the restarted
+// coordinator can get both copies: the second lands while the first is still being written.
+// It must be answered by that write (CI once failed Runtime.KilledCoordinatorResumesFromItsDatabase
+// with "checkpoint 40 is still being committed"); another step is still refused meanwhile.
+TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused) {
+  const testing::TempDir dir("unit");
+  const JobConfig config =
+      parse_config("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 1\n", "t");
+  StateStore store(dir.path() / "coordinator.db");
+  JobState job(config, store, 0);
+  job.load(0);
+  StageInputs inputs(config, store.checkpoints("pretrain"), dir.path() / "coordinator.db");
+  RecordingPeers peers;
+  CheckpointService service(config, job, store, inputs, peers);
+  const Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
+  uint64_t seq = 0;
+  ASSERT_EQ(upload(service, "learner-0", blobs, 40, seq), "");
+  ASSERT_TRUE(service.busy());  // finish_commit() not called yet: the write is "under way"
+  EXPECT_EQ(upload(service, "learner-0-again", blobs, 40, seq), "");
+  const std::string other = upload(service, "learner-0-again", blobs, 50, seq);
+  EXPECT_NE(other.find("checkpoint 40 is still being committed"), std::string::npos) << other;
+  for (int i = 0; i < 500 && service.busy(); ++i) {
+    service.finish_commit();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(service.busy());
+  int committed = 0, refusals = 0;
+  for (const auto& s : peers.sent) {
+    if (s.committed) {
+      ++committed;
+      EXPECT_EQ(s.step, 40);
+      EXPECT_EQ(s.id, "learner-0-again") << "the newest upload is the one answered";
+    } else if (!s.ok) {
+      ++refusals;
+      EXPECT_NE(s.error.find("still being committed"), std::string::npos) << s.error;
+    }
+  }
+  EXPECT_EQ(committed, 1);
+  EXPECT_EQ(refusals, 1) << "only step 50 is refused";
+  EXPECT_EQ(job.checkpoint_step, 40);
+  ASSERT_TRUE(store.checkpoints("pretrain").latest());
+  EXPECT_EQ(store.checkpoints("pretrain").latest()->step, 40);
 }
 
 }  // namespace
