@@ -174,7 +174,7 @@ TEST(Extract, AllPathsBitExactAgainstBruteForce) {
     const TestImage img = make_image(61, 83, C, 23, 1, 1);
     const IntegralImage t = IntegralImage::build(img.view());
     std::mt19937_64 rng(C * 7);
-    for (int p : {1, 2, 3, 4, 5, 8, 12, 16, 17, 32, 128}) {
+    for (int p : {1, 2, 3, 4, 5, 8, 12, 16, 17, 20, 24, 32, 128}) {
       std::vector<CropBox> boxes;
       for (int i = 0; i < 24; ++i) {
         const float x0 = static_cast<float>(rng() % 1000) / 10.f - 10.f;
