@@ -20,7 +20,6 @@ CheckpointService::CheckpointService(const JobConfig& config, JobState& job, Sta
     : config_(config), job_(job), store_(store), inputs_(inputs), peers_(peers) {}
 
 void CheckpointService::refuse_upload(const std::string& id, uint64_t seq, const std::string& why) {
-  upload_.reset();
   peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
     auto ack = e.getBody().initAck();
     ack.setSeq(seq);
@@ -35,21 +34,27 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
     refuse_upload(id, env.getSeq(), why);
     return why;
   };
+  // A message from another learner or an older generation is refused without touching the
+  // upload in progress: it is not part of it.
   if (key.first != wire::Role::LEARNER || key.second != 0)
     return refuse("only learner 0 commits checkpoints");
   if (env.getGeneration() != job_.generation)
     return refuse(
         fmt::format("stale generation {} (current {})", env.getGeneration(), job_.generation));
+  auto refuse_and_drop = [&](const std::string& why) {  // the upload in progress is void
+    upload_.reset();
+    return refuse(why);
+  };
   if (env.getBody().which() == Body::CHECKPOINT_CHUNK) {
     const std::string why =
         upload_.add(env.getBody().getCheckpointChunk(),
                     static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes));
-    return why.empty() ? "" : refuse(why);
+    return why.empty() ? "" : refuse_and_drop(why);
   }
   const int64_t step = env.getBody().getCheckpointCommitted().getStep();
   if (!upload_.complete(env.getBody().getCheckpointCommitted().getBytes()) ||
       upload_.step() != step)
-    return refuse(fmt::format("checkpoint {} is incomplete", step));
+    return refuse_and_drop(fmt::format("checkpoint {} is incomplete", step));
   if (commit_ && commit_->step == step) {
     // The same checkpoint again: learner 0 saw this coordinator restart while its first copy
     // was in flight and sent it anew, so this process got both. The write under way answers it.
@@ -58,7 +63,8 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
     upload_.reset();
     return "";
   }
-  if (commit_) return refuse(fmt::format("checkpoint {} is still being committed", commit_->step));
+  if (commit_)
+    return refuse_and_drop(fmt::format("checkpoint {} is still being committed", commit_->step));
   // The synced write (seconds for a multi-GB checkpoint) runs on its own thread so that
   // heartbeats, status and downloads keep flowing; finish_commit() answers when it is done.
   const int64_t now_ns = wire::now_ns();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "control/checkpoint_transfer.h"
@@ -399,9 +400,10 @@ class RecordingPeers : public PeerSender {
   std::vector<Sent> sent;
 };
 
-// Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker.
+// Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker;
+// `between` runs after each chunk (other peers' messages arriving meanwhile).
 std::string upload(CheckpointService& service, const std::string& id, const Blobs& blobs,
-                   int64_t step, uint64_t& seq) {
+                   int64_t step, uint64_t& seq, const std::function<void()>& between = {}) {
   const ActorKey learner0{wire::Role::LEARNER, 0};
   uint64_t bytes = 0;
   std::string why;
@@ -413,6 +415,7 @@ std::string upload(CheckpointService& service, const std::string& id, const Blob
     write_chunk(step, c, e.getBody().initCheckpointChunk());
     bytes += c.data.size();
     if (why.empty()) why = service.on_upload(id, learner0, e.asReader());
+    if (between) between();
   });
   capnp::MallocMessageBuilder m;
   auto e = m.initRoot<wire::Envelope>();
@@ -423,34 +426,43 @@ std::string upload(CheckpointService& service, const std::string& id, const Blob
   return why.empty() ? service.on_upload(id, learner0, e.asReader()) : why;
 }
 
+// A checkpoint service over a real store on disk, for a job of two learners.
+struct ServiceHarness {
+  // Waits (up to 5 s) for the commit under way to finish and be answered.
+  void finish() {
+    for (int i = 0; i < 500 && service.busy(); ++i) {
+      service.finish_commit();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const testing::TempDir dir{"unit"};
+  const JobConfig config =
+      parse_config("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 2\nlearners = 2\n", "t");
+  StateStore store{dir.path() / "coordinator.db"};
+  JobState job{config, store, 0};
+  StageInputs inputs{config, store.checkpoints("pretrain"), dir.path() / "coordinator.db"};
+  RecordingPeers peers;
+  CheckpointService service{config, job, store, inputs, peers};
+};
+
 // A learner that saw the coordinator restart sends its checkpoint again, and the restarted
 // coordinator can get both copies: the second lands while the first is still being written.
 // It must be answered by that write (CI once failed Runtime.KilledCoordinatorResumesFromItsDatabase
 // with "checkpoint 40 is still being committed"); another step is still refused meanwhile.
 TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused) {
-  const testing::TempDir dir("unit");
-  const JobConfig config =
-      parse_config("[[cluster.nodes]]\nname = \"a\"\ndata_actors = 1\nlearners = 1\n", "t");
-  StateStore store(dir.path() / "coordinator.db");
-  JobState job(config, store, 0);
-  job.load(0);
-  StageInputs inputs(config, store.checkpoints("pretrain"), dir.path() / "coordinator.db");
-  RecordingPeers peers;
-  CheckpointService service(config, job, store, inputs, peers);
+  ServiceHarness h;
+  h.job.load(0);
   const Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
   uint64_t seq = 0;
-  ASSERT_EQ(upload(service, "learner-0", blobs, 40, seq), "");
-  ASSERT_TRUE(service.busy());  // finish_commit() not called yet: the write is "under way"
-  EXPECT_EQ(upload(service, "learner-0-again", blobs, 40, seq), "");
-  const std::string other = upload(service, "learner-0-again", blobs, 50, seq);
+  ASSERT_EQ(upload(h.service, "learner-0", blobs, 40, seq), "");
+  ASSERT_TRUE(h.service.busy());  // finish_commit() not called yet: the write is "under way"
+  EXPECT_EQ(upload(h.service, "learner-0-again", blobs, 40, seq), "");
+  const std::string other = upload(h.service, "learner-0-again", blobs, 50, seq);
   EXPECT_NE(other.find("checkpoint 40 is still being committed"), std::string::npos) << other;
-  for (int i = 0; i < 500 && service.busy(); ++i) {
-    service.finish_commit();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_FALSE(service.busy());
+  h.finish();
+  ASSERT_FALSE(h.service.busy());
   int committed = 0, refusals = 0;
-  for (const auto& s : peers.sent) {
+  for (const auto& s : h.peers.sent) {
     if (s.committed) {
       ++committed;
       EXPECT_EQ(s.step, 40);
@@ -462,9 +474,43 @@ TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused
   }
   EXPECT_EQ(committed, 1);
   EXPECT_EQ(refusals, 1) << "only step 50 is refused";
-  EXPECT_EQ(job.checkpoint_step, 40);
-  ASSERT_TRUE(store.checkpoints("pretrain").latest());
-  EXPECT_EQ(store.checkpoints("pretrain").latest()->step, 40);
+  EXPECT_EQ(h.job.checkpoint_step, 40);
+  ASSERT_TRUE(h.store.checkpoints("pretrain").latest());
+  EXPECT_EQ(h.store.checkpoints("pretrain").latest()->step, 40);
+}
+
+// Chunks from another learner or an older generation are refused, each with its reason, but
+// leave learner 0's upload in progress whole: it still commits.
+TEST(CheckpointService, ForeignChunksAreRefusedWithoutVoidingTheUploadInProgress) {
+  ServiceHarness h;
+  h.job.load(0);
+  std::string big(5000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 11 + 5);
+  const Blobs blobs{{"student", big}, {"trainer", "step 7"}};
+  std::vector<std::string> foreign;
+  uint64_t seq = 0;
+  const auto interleave = [&] {
+    for (const auto& [key, generation] : {std::pair{ActorKey{wire::Role::LEARNER, 1}, 1},
+                                          std::pair{ActorKey{wire::Role::LEARNER, 0}, 0}}) {
+      capnp::MallocMessageBuilder m;
+      auto e = m.initRoot<wire::Envelope>();
+      e.setSeq(1000 + foreign.size());
+      e.setGeneration(generation);
+      for_each_chunk(Blobs{{"student", "stale"}}, 1024, [&](const ChunkView& c) {
+        write_chunk(3, c, e.getBody().initCheckpointChunk());
+      });
+      foreign.push_back(h.service.on_upload("other", key, e.asReader()));
+    }
+  };
+  ASSERT_EQ(upload(h.service, "learner-0", blobs, 7, seq, interleave), "");
+  ASSERT_GE(foreign.size(), 4u);
+  for (size_t i = 0; i < foreign.size(); ++i)
+    EXPECT_NE(foreign[i].find(i % 2 == 0 ? "only learner 0" : "stale generation 0"),
+              std::string::npos)
+        << foreign[i];
+  h.finish();
+  EXPECT_EQ(h.job.checkpoint_step, 7);
+  EXPECT_EQ(read_blobs(h.store.checkpoints("pretrain"), 7, {}), blobs);
 }
 
 }  // namespace
