@@ -400,30 +400,24 @@ class RecordingPeers : public PeerSender {
   std::vector<Sent> sent;
 };
 
-// Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker;
-// `between` runs after each chunk (other peers' messages arriving meanwhile).
+// Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker (the same
+// messages a download sends); `between` runs after each chunk (other peers' messages
+// arriving meanwhile). Returns the first refusal, "" when every message was taken.
 std::string upload(CheckpointService& service, const std::string& id, const Blobs& blobs,
                    int64_t step, uint64_t& seq, const std::function<void()>& between = {}) {
-  const ActorKey learner0{wire::Role::LEARNER, 0};
-  uint64_t bytes = 0;
-  std::string why;
-  for_each_chunk(blobs, 1024, [&](const ChunkView& c) {
+  CheckpointDownload messages(step, std::make_shared<const Blobs>(blobs), 1024);
+  while (!messages.done()) {
     capnp::MallocMessageBuilder m;
     auto e = m.initRoot<wire::Envelope>();
     e.setSeq(++seq);
     e.setGeneration(1);
-    write_chunk(step, c, e.getBody().initCheckpointChunk());
-    bytes += c.data.size();
-    if (why.empty()) why = service.on_upload(id, learner0, e.asReader());
-    if (between) between();
-  });
-  capnp::MallocMessageBuilder m;
-  auto e = m.initRoot<wire::Envelope>();
-  e.setSeq(++seq);
-  e.setGeneration(1);
-  e.getBody().initCheckpointCommitted().setStep(step);
-  e.getBody().getCheckpointCommitted().setBytes(bytes);
-  return why.empty() ? service.on_upload(id, learner0, e.asReader()) : why;
+    messages.next(e.getBody());
+    messages.advance();
+    const std::string why = service.on_upload(id, ActorKey{wire::Role::LEARNER, 0}, e.asReader());
+    if (!why.empty()) return why;
+    if (between && !messages.done()) between();
+  }
+  return "";
 }
 
 // A checkpoint service over a real store on disk, for a job of two learners.
