@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,29 @@ void BM_IntegralExtract(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
 }
 
+// Patches whose cells are all `range(0)` pixels square at random places on an 8192^2 table,
+// 65,536 per iteration (their lines, ~1.2 GB of touches, do not stay cached between
+// iterations): the lattice a ViT grid cuts from a power-of-two image. Cell sizes with many
+// factors of 2 (64, 200, 256) put a patch's rows on few L1 sets unless rows are skewed
+// (IntegralImage's class comment); 61 and 100 are the control.
+void BM_IntegralExtractLattice(benchmark::State& state) {
+  constexpr int kSide = 8192, kPatches = 65536, kP = 16;
+  const int cell = static_cast<int>(state.range(0));
+  static const IntegralImage table =
+      IntegralImage::build(ImageView{image_of(kSide).data(), kSide, kSide, 3, 0}, 0);
+  std::mt19937_64 rng(cell);
+  std::vector<CropBox> boxes(kPatches);
+  const int span = kSide - kP * cell;
+  for (CropBox& b : boxes) {
+    const auto x0 = static_cast<float>(rng() % span), y0 = static_cast<float>(rng() % span);
+    b = CropBox{x0, y0, x0 + kP * cell, y0 + kP * cell, 0};
+  }
+  std::vector<float> out(boxes.size() * 3 * kP * kP);
+  for (auto _ : state)
+    extract_patches(std::span<const IntegralImage>(&table, 1), boxes, kP, out.data(), 1);
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(boxes.size()));
+}
+
 void BM_CropResize(benchmark::State& state) {
   const int side = static_cast<int>(state.range(0));
   const ImageView view{image_of(side).data(), side, side, 3, 0};
@@ -122,6 +146,10 @@ BENCHMARK(BM_TableBuild)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_IntegralExtract)
     ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_IntegralExtractLattice)
+    ->ArgsProduct({{16, 61, 64, 100, 200, 256, 480}})
+    ->ArgNames({"cell_px"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PyramidBuild)
     ->ArgsProduct({{256, 1024, 4096, 8192}, {1, 0}})
