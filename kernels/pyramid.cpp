@@ -25,6 +25,12 @@ ImagePyramid::ImagePyramid(ImagePyramid&&) noexcept = default;
 ImagePyramid& ImagePyramid::operator=(ImagePyramid&&) noexcept = default;
 
 ImagePyramid ImagePyramid::build(const ImageView& image, int min_side) {
+  ImagePyramid p;
+  p.rebuild(image, min_side);
+  return p;
+}
+
+void ImagePyramid::rebuild(const ImageView& image, int min_side) {
   validate_image(image, "image");
   if (min_side < 1)
     throw std::invalid_argument("min_side must be >= 1, got " + std::to_string(min_side));
@@ -33,15 +39,17 @@ ImagePyramid ImagePyramid::build(const ImageView& image, int min_side) {
                                  : static_cast<std::size_t>(image.width) * image.channels;
   const cv::Mat src(image.height, image.width, CV_MAKETYPE(CV_8U, image.channels),
                     const_cast<std::uint8_t*>(image.data), stride);
-  ImagePyramid p;
-  p.levels_->channels = image.channels;
-  p.levels_->mats.push_back(src);  // the caller's pixels: no copy
-  while (std::min(p.levels_->mats.back().rows, p.levels_->mats.back().cols) > min_side) {
-    cv::Mat next;
-    cv::pyrDown(p.levels_->mats.back(), next);
-    p.levels_->mats.push_back(std::move(next));
+  std::vector<cv::Mat> old = std::move(levels_->mats);
+  std::vector<cv::Mat>& mats = levels_->mats;
+  mats.clear();
+  levels_->channels = image.channels;
+  mats.push_back(src);  // the caller's pixels: no copy
+  while (std::min(mats.back().rows, mats.back().cols) > min_side) {
+    // pyrDown writes into the old level's buffer when it has the size and type.
+    cv::Mat next = mats.size() < old.size() ? old[mats.size()] : cv::Mat();
+    cv::pyrDown(mats.back(), next);
+    mats.push_back(std::move(next));
   }
-  return p;
 }
 
 int ImagePyramid::levels() const {

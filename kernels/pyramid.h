@@ -25,6 +25,9 @@ class ImagePyramid {
   // pyramid, as for any ImageView); level l + 1 = pyrDown(level l), down to a level
   // whose short side is <= `min_side`. Throws std::invalid_argument on a bad image.
   static ImagePyramid build(const ImageView& image, int min_side = 1);
+  // Rebuilds in place for a new image, reusing the levels' storage where a level keeps its
+  // size (no page faults: what a loader does per image, as IntegralImage::rebuild).
+  void rebuild(const ImageView& image, int min_side = 1);
 
   int levels() const;
   int channels() const;

@@ -313,7 +313,7 @@ int run_extract_bench(const ExtractBenchOptions& o) {
         const int opencv_threads = cv::getNumThreads();
         cv::setNumThreads(threads);
         t0 = Clock::now();
-        pyramid = ImagePyramid::build(view);
+        pyramid.rebuild(view);
         pyramid_builds.push_back(seconds_since(t0));
         cv::setNumThreads(opencv_threads);
       }

@@ -87,6 +87,37 @@ TEST(IntegralImage, PackedRgbCornersNeverStraddleALine) {
   }
 }
 
+// Tables of >= 32 MiB are written with non-temporal stores, a line at a time, and strips
+// (threads) share lines at their ends: every entry of such a table, RGB and gray, 1 and 3
+// threads, is the prefix sum.
+TEST(IntegralImage, StreamedLargeTableMatchesPrefixSums) {
+  struct Shape {
+    int h, w, c;
+  };
+  for (const Shape s : {Shape{1400, 2101, 3}, Shape{2800, 3003, 1}}) {
+    const TestImage img = make_image(s.h, s.w, s.c, 23, 1, 5);
+    for (int threads : {1, 3}) {
+      const IntegralImage t = IntegralImage::build(img.view(), threads);
+      ASSERT_GE(t.bytes(), std::size_t{32} << 20) << "the test needs a streamed table";
+      std::vector<std::uint32_t> above((s.w + 1) * s.c, 0), here((s.w + 1) * s.c, 0);
+      for (int y = 1; y <= s.h; ++y) {
+        std::uint32_t run[3] = {};
+        for (int x = 1; x <= s.w; ++x)
+          for (int ch = 0; ch < s.c; ++ch) {
+            run[ch] += img.at(y - 1, x - 1, ch);
+            here[x * s.c + ch] = above[x * s.c + ch] + run[ch];
+          }
+        for (int x = 0; x <= s.w; ++x)
+          for (int ch = 0; ch < s.c; ++ch)
+            ASSERT_EQ(t.at(x, y, ch), here[x * s.c + ch])
+                << "c=" << s.c << " threads=" << threads << " x=" << x << " y=" << y;
+        std::swap(above, here);
+      }
+      for (int x = 0; x <= s.w; ++x) ASSERT_EQ(t.at(x, 0, 0), 0u) << "row 0, x=" << x;
+    }
+  }
+}
+
 // Box sums over random boxes match brute force on odd-width RGB images (widths 1..17
 // cover every position of a corner in its line and partial last lines), gray too.
 TEST(IntegralImage, RandomBoxSumsMatchBruteForceAcrossLineBoundaries) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,6 +49,35 @@ TEST(Pyramid, LevelsHalveDownToTheMinimumSide) {
   EXPECT_EQ(pyramid.level_for(2.9), 2);   // log2 1.54 rounds to 2
   EXPECT_EQ(pyramid.level_for(1e6), 7);   // clamped to the last level
   EXPECT_EQ(pyramid.level_for(0.01), 0);  // upsampling reads level 0
+}
+
+// rebuild() gives exactly the levels a fresh build gives, for a bigger, a smaller and a
+// same-size image in turn, and reuses each level's storage while the size stays.
+TEST(Pyramid, RebuildEqualsAFreshBuildAndReusesStorage) {
+  const TestImage a = make_image(100, 256, 3, 1), b = make_image(300, 200, 3, 2, 0, 3),
+                  c = make_image(300, 200, 3, 3), gray = make_image(64, 80, 1, 4);
+  ImagePyramid pyramid = ImagePyramid::build(a.view());
+  for (const TestImage* img : {&b, &gray, &b, &c}) {
+    const std::uint8_t* level1 = pyramid.level(1).data;
+    const bool same_size = pyramid.level(0).height == img->height &&
+                           pyramid.level(0).width == img->width &&
+                           pyramid.channels() == img->channels;
+    pyramid.rebuild(img->view());
+    const ImagePyramid fresh = ImagePyramid::build(img->view());
+    ASSERT_EQ(pyramid.levels(), fresh.levels());
+    ASSERT_EQ(pyramid.channels(), img->channels);
+    EXPECT_EQ(pyramid.level(0).data, img->pixels.data());
+    if (same_size) EXPECT_EQ(pyramid.level(1).data, level1) << "storage not reused";
+    for (int l = 1; l < pyramid.levels(); ++l) {
+      const ImageView x = pyramid.level(l), y = fresh.level(l);
+      ASSERT_EQ(x.height, y.height);
+      ASSERT_EQ(x.width, y.width);
+      for (int r = 0; r < x.height; ++r)
+        ASSERT_EQ(0, std::memcmp(x.data + r * x.row_stride, y.data + r * y.row_stride,
+                                 static_cast<std::size_t>(x.width) * x.channels))
+            << "level " << l << " row " << r;
+    }
+  }
 }
 
 // On a ramp, the box average of a cell is its centre's value (pixel k holds k, centred
