@@ -67,7 +67,9 @@ TEST(Pyramid, RebuildEqualsAFreshBuildAndReusesStorage) {
     ASSERT_EQ(pyramid.levels(), fresh.levels());
     ASSERT_EQ(pyramid.channels(), img->channels);
     EXPECT_EQ(pyramid.level(0).data, img->pixels.data());
-    if (same_size) EXPECT_EQ(pyramid.level(1).data, level1) << "storage not reused";
+    if (same_size) {
+      EXPECT_EQ(pyramid.level(1).data, level1) << "storage not reused";
+    }
     for (int l = 1; l < pyramid.levels(); ++l) {
       const ImageView x = pyramid.level(l), y = fresh.level(l);
       ASSERT_EQ(x.height, y.height);
