@@ -195,17 +195,11 @@ class NextPatch {
   void prefetch_rest() { prefetch_rows(kMaxPatchSize * 2); }
 
  private:
-  // Into L2, not L1: when cells are a multiple of 8 pixels tall (a ViT grid on a
-  // power-of-two image: 16-, 64-, 256-pixel cells), a patch's table rows start on a few of
-  // the L1's 64 sets, so its corners crowd those sets; prefetched into L1, the next patch's
-  // lines evict each other before its gather reads them (1.5x the time per patch at 64 and
-  // 256; bench_extract's BM_IntegralExtractLattice). The gather's loads are independent,
-  // so L2's latency hides.
   static void prefetch_line(const std::uint32_t* p) {
 #if defined(__SSE2__)
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 #else
-    __builtin_prefetch(p, 0, 2);
+    __builtin_prefetch(p);
 #endif
   }
   const IntegralImage* img_ = nullptr;  // not owned

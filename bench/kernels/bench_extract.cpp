@@ -73,9 +73,10 @@ void BM_IntegralExtract(benchmark::State& state) {
 
 // Patches whose cells are all `range(0)` pixels square at random places on an 8192^2 table,
 // 65,536 per iteration (their lines, ~1.2 GB of touches, do not stay cached between
-// iterations): the lattice a ViT grid cuts from a power-of-two image. Cell sizes with many
-// factors of 2 (64, 200, 256) put a patch's rows on few L1 sets unless rows are skewed
-// (IntegralImage's class comment); 61 and 100 are the control.
+// iterations): the lattice a ViT grid cuts from a power-of-two image. Cell heights with many
+// factors of 2 (64, 200, 256, 480) put a patch's lines on a few L1 sets, and its prefetched
+// lines evict each other (docs/kernels.md, "Cells a multiple of 8 pixels tall"); 61 and 100
+// are the control.
 void BM_IntegralExtractLattice(benchmark::State& state) {
   constexpr int kSide = 8192, kPatches = 65536, kP = 16;
   const int cell = static_cast<int>(state.range(0));
