@@ -14,6 +14,7 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include <xmmintrin.h>
 #endif
 
 namespace saccade::kernels {
@@ -114,6 +115,17 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
       else
         _mm_store_si128(reinterpret_cast<__m128i*>(p), v);
     };
+    // The next row's pixels of this strip, a 64-byte line per 4 table lines written (4 x 5
+    // RGB corners or 4 x 16 gray ones cover >= 60 bytes of pixels): without it the column
+    // pass waited on them (a third of the build at 4096^2 in a cpu-clock profile, 1.3x time).
+    const std::uint8_t* pf = src + img.row_stride + static_cast<std::ptrdiff_t>(xa) * C;
+    const std::uint8_t* const pf_end = y + 1 < img.height ? pf + n : pf;
+    const auto prefetch_pixels = [&](int l) {
+      if ((l & 3) == 0 && pf < pf_end) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+        pf += 64;
+      }
+    };
     if constexpr (C == 3) {
       __m128i s = _mm_setr_epi32(static_cast<int>(left[0]), static_cast<int>(left[1]),
                                  static_cast<int>(left[2]), 0);
@@ -131,6 +143,7 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
       const __m128i m0 = _mm_setr_epi32(-1, 0, 0, 0), m01 = _mm_setr_epi32(-1, -1, 0, 0),
                     m012 = _mm_setr_epi32(-1, -1, -1, 0);
       for (int l = line_begin; l < line_end; ++l, x += kCornersPerLine) {
+        prefetch_pixels(l);
         const __m128i c0 = corner(), c1 = corner(), c2 = corner(), c3 = corner(), c4 = corner();
         std::uint32_t* line = out + static_cast<std::ptrdiff_t>(l) * kEntriesPerLine;
         put(line, _mm_or_si128(_mm_and_si128(c0, m012), _mm_slli_si128(c1, 12)));
@@ -145,7 +158,8 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
       std::uint32_t s = left[0];
       for (; x <= head_end; ++x) out[x] = s += *next++;
       __m128i carry = _mm_set1_epi32(static_cast<int>(s));
-      for (int l = line_begin; l < line_end; ++l, x += kCornersPerLine)
+      for (int l = line_begin; l < line_end; ++l, x += kCornersPerLine) {
+        prefetch_pixels(l);
         for (int q = 0; q < 4; ++q, next += 4) {  // a prefix sum of 4 lanes
           __m128i v = load(next);
           v = _mm_add_epi32(v, _mm_slli_si128(v, 4));
@@ -154,6 +168,7 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
           carry = _mm_shuffle_epi32(v, 0xFF);
           put(out + static_cast<std::ptrdiff_t>(l) * kEntriesPerLine + 4 * q, v);
         }
+      }
       s = static_cast<std::uint32_t>(_mm_cvtsi128_si32(carry));
       for (; x <= xb; ++x) out[x] = s += *next++;
     }
