@@ -118,8 +118,9 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
     // The next row's pixels of this strip, a 64-byte line per 4 table lines written (4 x 5
     // RGB corners or 4 x 16 gray ones cover >= 60 bytes of pixels): without it the column
     // pass waited on them (a third of the build at 4096^2 in a cpu-clock profile, 1.3x time).
-    const std::uint8_t* pf = src + img.row_stride + static_cast<std::ptrdiff_t>(xa) * C;
-    const std::uint8_t* const pf_end = y + 1 < img.height ? pf + n : pf;
+    const std::uint8_t* pf =
+        y + 1 < img.height ? src + img.row_stride + static_cast<std::ptrdiff_t>(xa) * C : nullptr;
+    const std::uint8_t* const pf_end = pf != nullptr ? pf + n : nullptr;
     const auto prefetch_pixels = [&](int l) {
       if ((l & 3) == 0 && pf < pf_end) {
         _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
