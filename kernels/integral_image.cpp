@@ -93,6 +93,20 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
   std::vector<std::uint32_t> col(n + 4, 0u);  // +4: 16-byte loads read past the last pixel
   std::uint32_t left[C] = {};
   std::fill(table + column_of(xa + 1, C), table + column_of(xb, C) + C, 0u);
+#if defined(__SSE2__)
+  const auto load = [](const std::uint32_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  };
+  const auto put = [](std::uint32_t* p, __m128i v) {
+    if constexpr (kStream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), v);
+    else
+      _mm_store_si128(reinterpret_cast<__m128i*>(p), v);
+  };
+  // Lanes kept when an RGB line is assembled from five corners (see the line loop).
+  const __m128i m0 = _mm_setr_epi32(-1, 0, 0, 0), m01 = _mm_setr_epi32(-1, -1, 0, 0),
+                m012 = _mm_setr_epi32(-1, -1, -1, 0);
+#endif
   for (int y = 0; y < img.height; ++y) {
     const std::uint8_t* src = img.data + y * img.row_stride;
     std::uint32_t row_left[C];
@@ -106,15 +120,6 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
     const std::uint32_t* next = col.data();  // col of the next corner's pixel
     int x = xa + 1;                          // the next corner
 #if defined(__SSE2__)
-    const auto load = [](const std::uint32_t* p) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    };
-    const auto put = [](std::uint32_t* p, __m128i v) {
-      if constexpr (kStream)
-        _mm_stream_si128(reinterpret_cast<__m128i*>(p), v);
-      else
-        _mm_store_si128(reinterpret_cast<__m128i*>(p), v);
-    };
     // The next row's pixels of this strip, a 64-byte line per 4 table lines written (4 x 5
     // RGB corners or 4 x 16 gray ones cover >= 60 bytes of pixels): without it the column
     // pass waited on them (a third of the build at 4096^2 in a cpu-clock profile, 1.3x time).
@@ -141,8 +146,6 @@ void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stri
         std::copy(v, v + 3, out + column_of(at, 3));
       };
       for (; x <= head_end; ++x) write_one(x);
-      const __m128i m0 = _mm_setr_epi32(-1, 0, 0, 0), m01 = _mm_setr_epi32(-1, -1, 0, 0),
-                    m012 = _mm_setr_epi32(-1, -1, -1, 0);
       for (int l = line_begin; l < line_end; ++l, x += kCornersPerLine) {
         prefetch_pixels(l);
         const __m128i c0 = corner(), c1 = corner(), c2 = corner(), c3 = corner(), c4 = corner();
