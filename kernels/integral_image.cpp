@@ -84,16 +84,16 @@ void channel_sums(const std::uint8_t* p, int count, std::uint32_t* sums) {
 template <int C, bool kStream>
 void build_strip(const ImageView& img, std::uint32_t* table, std::ptrdiff_t stride, int xa,
                  int xb) {
-  constexpr int kCornersPerLine = C == 3 ? kRgbCornersPerLine : kEntriesPerLine;
-  // Whole lines [line_begin, line_end): all their corners are in (xa, xb].
-  const int line_begin = (xa + kCornersPerLine) / kCornersPerLine;
-  const int line_end = std::max(line_begin, (xb + 1) / kCornersPerLine);
-  const int head_end = line_begin < line_end ? line_begin * kCornersPerLine - 1 : xb;
   const std::size_t n = static_cast<std::size_t>(xb - xa) * C;
   std::vector<std::uint32_t> col(n + 4, 0u);  // +4: 16-byte loads read past the last pixel
   std::uint32_t left[C] = {};
   std::fill(table + column_of(xa + 1, C), table + column_of(xb, C) + C, 0u);
 #if defined(__SSE2__)
+  constexpr int kCornersPerLine = C == 3 ? kRgbCornersPerLine : kEntriesPerLine;
+  // Whole lines [line_begin, line_end): all their corners are in (xa, xb].
+  const int line_begin = (xa + kCornersPerLine) / kCornersPerLine;
+  const int line_end = std::max(line_begin, (xb + 1) / kCornersPerLine);
+  const int head_end = line_begin < line_end ? line_begin * kCornersPerLine - 1 : xb;
   const auto load = [](const std::uint32_t* p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   };
