@@ -3,7 +3,10 @@
 # each writing JSON into $OUT (default ./gpu-out):
 #   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend);
 #   2. saccade bench extract: the CUDA rows (table build at 4096^2, 100k patches) and
-#      the CPU rows on this machine's cores;
+#      the CPU rows on this machine's cores; extract_cpu: the CPU table against the pyramid
+#      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (issue 18's item 2 on a
+#      second CPU: on the 2-core dev host the pyramid wins at 8192^2 fresh; sizes:
+#      SACCADE_GPU_EXTRACT_SIZES);
 #   3. saccade bench model: ViT-S in bf16 on the GPU, images/s and MFU;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
@@ -24,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests extract model allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests extract extract_cpu model allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -87,6 +90,14 @@ wants kernels_cuda_tests && step kernels_cuda_tests 90 "$bundle/bin/kernels_cuda
 wants extract && step extract 120 "$bundle/bin/saccade" bench extract --no-photos \
   --sizes 256,4096 --threads 1,0 --no-baseline --accuracy-patches 0 \
   --cuda-sizes 1024,4096,8192 --json "$out/extract.json"
+if wants extract_cpu; then
+  for gazes in fresh warm; do
+    flag=(); [ $gazes = fresh ] && flag=(--fresh-gazes)
+    step "extract_cpu_$gazes" 60 "$bundle/bin/saccade" bench extract --no-photos --threads 1 \
+      "${flag[@]}" --no-baseline --accuracy-patches 0 --sizes "${SACCADE_GPU_EXTRACT_SIZES:-256,1024,2048,4096,8192}" \
+      --json "$out/extract_cpu_$gazes.json"
+  done
+fi
 wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s --device cuda \
   --bf16 --batch "${SACCADE_GPU_MODEL_BATCH:-256}" --iters 20 --json "$out/model.json"
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
@@ -161,7 +172,7 @@ for log in sorted(glob.glob(os.path.join(out, "pretrain-*.log"))):
     # The trainer's own summary: steps, images/s, step-time split, the last k-NN check.
     lines = open(log, errors="replace").read().splitlines()
     summary[os.path.basename(log)[:-4]] = [l for l in lines if "pretrain:" in l or "k-NN" in l][-6:]
-for name in ("extract", "allreduce_nccl", "allreduce_gloo"):
+for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "allreduce_nccl", "allreduce_gloo"):
     path = os.path.join(out, name + ".json")
     if os.path.exists(path):
         summary[name] = json.load(open(path))

@@ -2,7 +2,7 @@
 # scripts/gpu/run.sh (the GPU machine's half of scripts/gpu/bundle.sh) on this machine,
 # with nvidia-smi and python's torch replaced and a payload of this build's saccade:
 # the training step runs every config at once on the bundle's data, each in its own
-# folder; the step budget stops a long run (exit 124, which still checkpoints, and its
+# folder; the extract_cpu check writes fresh- and warm-gaze rows; the step budget stops a long run (exit 124, which still checkpoints, and its
 # checkpoint is exported as its backbone); packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
 # unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
@@ -86,6 +86,21 @@ grep -q "^idx_images = \"$dir/bundle/data/train-images-idx3-ubyte.gz\"" \
   "$dir/two-unpacked/train-a/config.toml" || fail "the config does not read the bundle's data"
 grep -q "^work_dir = \"$dir/two/train-a\"" "$dir/two-unpacked/train-a/config.toml" ||
   fail "the run's work_dir is not under OUT"
+
+# The CPU extraction rows: fresh and warm gazes, each its own JSON in summary.json.
+run cpu SACCADE_GPU_CHECKS=extract_cpu SACCADE_GPU_EXTRACT_SIZES=256,512 ||
+  { cat "$dir/cpu.txt" >&2; fail "the extract_cpu check failed"; }
+python3 - "$dir/cpu/summary.json" <<'PY' || fail "extract_cpu summary: $(cat "$dir/cpu/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["exit_codes"] == {"extract_cpu_fresh": 0, "extract_cpu_warm": 0}, s["exit_codes"]
+for name, fresh in (("extract_cpu_fresh", True), ("extract_cpu_warm", False)):
+    rows = s[name]["results"]
+    assert sorted(r["width"] for r in rows) == [256, 512], rows
+    for r in rows:
+        assert r["fresh_gazes"] is fresh and r["threads"] == 1, r
+        assert r["integral_us_per_patch"] > 0 and r["pyramid_us_per_patch"] > 0, r
+PY
 
 # A step with no checkpoint is a failed export, named in the exit codes.
 if run nostep SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml" SACCADE_GPU_EXPORT_STEPS=7; then
