@@ -16,10 +16,12 @@ size_t checkpoint_chunk_bytes(int64_t max_message_bytes) {
 }
 
 void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
-                    const std::function<void(const ChunkView&)>& emit) {
+                    const std::function<void(const ChunkView&)>& emit,
+                    const std::vector<storage::BlobInfo>* digests) {
+  size_t blob = 0;
   for (const auto& [name, bytes] : blobs) {
     const size_t count = std::max<size_t>(1, (bytes.size() + chunk_bytes - 1) / chunk_bytes);
-    const uint64_t crc = storage::crc32_of(bytes);
+    const uint64_t crc = digests ? (*digests)[blob++].crc32 : storage::crc32_of(bytes);
     for (size_t i = 0; i < count; ++i) {
       const size_t begin = i * chunk_bytes;
       ChunkView c;
@@ -31,6 +33,36 @@ void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
       emit(c);
     }
   }
+}
+
+std::vector<storage::BlobInfo> digest_blobs(const Blobs& blobs) {
+  std::vector<storage::BlobInfo> out;
+  out.reserve(blobs.size());
+  for (const auto& [name, bytes] : blobs)
+    out.push_back({name, bytes.size(), storage::crc32_of(bytes)});
+  return out;
+}
+
+void write_manifest(int64_t step, const std::vector<storage::BlobInfo>& digests,
+                    wire::CheckpointManifest::Builder out) {
+  out.setStep(step);
+  auto blobs = out.initBlobs(static_cast<unsigned>(digests.size()));
+  for (unsigned i = 0; i < digests.size(); ++i) {
+    blobs[i].setName(digests[i].name);
+    blobs[i].setSize(digests[i].size);
+    blobs[i].setCrc32(digests[i].crc32);
+  }
+}
+
+bool same_blobs(wire::CheckpointManifest::Reader manifest,
+                const std::vector<storage::BlobInfo>& stored) {
+  const auto blobs = manifest.getBlobs();
+  if (blobs.size() != stored.size()) return false;
+  for (unsigned i = 0; i < blobs.size(); ++i)
+    if (blobs[i].getName().cStr() != stored[i].name || blobs[i].getSize() != stored[i].size ||
+        blobs[i].getCrc32() != stored[i].crc32)
+      return false;
+  return true;
 }
 
 void write_query(const CheckpointQuery& query, wire::CheckpointRequest::Builder out) {

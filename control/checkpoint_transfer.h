@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "schemas/wire.h"
+#include "storage/checkpoint_store.h"
 
 namespace saccade::control {
 
@@ -33,9 +34,20 @@ struct ChunkView {
 };
 
 // Calls `emit` for every chunk of every blob, blob by blob in name order.
-// An empty blob is one empty chunk.
+// An empty blob is one empty chunk. `digests` (digest_blobs(blobs)), when given,
+// saves computing every blob's CRC-32 again.
 void for_each_chunk(const Blobs& blobs, size_t chunk_bytes,
-                    const std::function<void(const ChunkView&)>& emit);
+                    const std::function<void(const ChunkView&)>& emit,
+                    const std::vector<storage::BlobInfo>* digests = nullptr);
+
+// Name, size and CRC-32 of every blob, in name order (what a store's manifest keeps).
+std::vector<storage::BlobInfo> digest_blobs(const Blobs& blobs);
+// A CheckpointManifest: the first message of an upload (see messages.capnp).
+void write_manifest(int64_t step, const std::vector<storage::BlobInfo>& digests,
+                    wire::CheckpointManifest::Builder out);
+// Whether `manifest` names exactly the blobs of `stored` (a store's manifest).
+bool same_blobs(wire::CheckpointManifest::Reader manifest,
+                const std::vector<storage::BlobInfo>& stored);
 
 // What an actor asks the coordinator for (a CheckpointRequest).
 struct CheckpointQuery {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -45,6 +46,14 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
     upload_.reset();
     return refuse(why);
   };
+  if (env.getBody().which() == Body::CHECKPOINT_MANIFEST) {
+    on_manifest(id, env.getBody().getCheckpointManifest());
+    return "";
+  }
+  const int64_t upload_step = env.getBody().which() == Body::CHECKPOINT_CHUNK
+                                  ? env.getBody().getCheckpointChunk().getStep()
+                                  : env.getBody().getCheckpointCommitted().getStep();
+  if (upload_step == answered_step_) return "";  // already answered from the store
   if (env.getBody().which() == Body::CHECKPOINT_CHUNK) {
     const std::string why =
         upload_.add(env.getBody().getCheckpointChunk(),
@@ -85,6 +94,47 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
                    }
                  })});
   return "";
+}
+
+void CheckpointService::on_manifest(const std::string& id,
+                                    wire::CheckpointManifest::Reader manifest) {
+  // A manifest starts an upload: whatever came before it is superseded.
+  upload_.reset();
+  answered_step_ = -1;
+  const int64_t step = manifest.getStep();
+  if (commit_ && commit_->step == step) return;  // the write under way answers it
+  std::optional<storage::CheckpointInfo> info;
+  try {
+    info = store_.checkpoints(job_.stage()).info(step);
+  } catch (const std::exception& e) {
+    spdlog::warn("checkpoint {}: reading the store's manifest failed ({}); taking the upload", step,
+                 e.what());
+  }
+  if (!info || !same_blobs(manifest, info->blobs)) return;  // the chunks follow
+  answered_step_ = step;
+  uint64_t bytes = 0;
+  for (const auto& b : info->blobs) bytes += b.size;
+  // The previous coordinator process may have committed it and died before it recorded so.
+  if (job_.checkpoint_step < step) {
+    const auto t = info->meta.find("time_ns");
+    job_.checkpoint_step = step;
+    job_.checkpoint_bytes = bytes;
+    int64_t time_ns = wire::now_ns();
+    if (t != info->meta.end())
+      std::from_chars(t->second.data(), t->second.data() + t->second.size(), time_ns);
+    job_.checkpoint_time_ns = time_ns;
+    job_.mark_job();
+    job_.flush(true);
+  }
+  spdlog::info(
+      "checkpoint {}: already committed with the same {} blobs ({} bytes); answered without "
+      "a transfer",
+      step, info->blobs.size(), bytes);
+  peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
+    auto m = e.getBody().initCheckpointCommitted();
+    m.setStep(step);
+    m.setBytes(bytes);
+  });
 }
 
 void CheckpointService::finish_commit() {

@@ -37,9 +37,11 @@ class CheckpointService {
   CheckpointService(const JobConfig& config, JobState& job, StateStore& store, StageInputs& inputs,
                     PeerSender& peers);
 
-  // A CheckpointChunk or CheckpointCommitted from learner `key`, peer `id`.
-  // Returns why it was refused ("" when taken); the learner is told too. A second
-  // upload of the step being committed is answered by that commit, not refused.
+  // A CheckpointManifest, CheckpointChunk or CheckpointCommitted from learner `key`,
+  // peer `id`. Returns why it was refused ("" when taken); the learner is told too. A
+  // second upload of the step being committed is answered by that commit, not refused;
+  // an upload whose manifest names a checkpoint already committed with the same blobs is
+  // answered at once from the store, and its chunks are dropped unread.
   std::string on_upload(const std::string& id, const ActorKey& key, wire::Envelope::Reader env);
   // Answers learner 0 once its checkpoint's commit has finished (call every loop).
   void finish_commit();
@@ -55,6 +57,8 @@ class CheckpointService {
 
  private:
   void refuse_upload(const std::string& id, uint64_t seq, const std::string& why);
+  // The manifest of an upload: answers it when the store already holds that checkpoint.
+  void on_manifest(const std::string& id, wire::CheckpointManifest::Reader manifest);
 
   const JobConfig& config_;
   JobState& job_;
@@ -62,6 +66,7 @@ class CheckpointService {
   StageInputs& inputs_;
   PeerSender& peers_;
   CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
+  int64_t answered_step_ = -1;  // an upload answered from the store: its chunks are dropped
   struct Download {
     CheckpointDownload transfer;
     CheckpointQuery query;

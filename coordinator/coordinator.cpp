@@ -213,8 +213,8 @@ class Coordinator final : public PeerSender {
         job_.mark(a);
         return "";
       }
-      if (m.kind() != Body::CHECKPOINT_CHUNK && m.kind() != Body::CHECKPOINT_COMMITTED &&
-          m.kind() != Body::METRICS)
+      if (m.kind() != Body::CHECKPOINT_MANIFEST && m.kind() != Body::CHECKPOINT_CHUNK &&
+          m.kind() != Body::CHECKPOINT_COMMITTED && m.kind() != Body::METRICS)
         return fmt::format("message from an actor that is {}", phase_name(a.phase));
     }
     switch (m.kind()) {
@@ -262,6 +262,7 @@ class Coordinator final : public PeerSender {
         metrics_log_.append(job_.stage(), metrics.getStep(), line);
         return "";
       }
+      case Body::CHECKPOINT_MANIFEST:
       case Body::CHECKPOINT_CHUNK:
       case Body::CHECKPOINT_COMMITTED:
         return checkpoints_.on_upload(id, key, env);

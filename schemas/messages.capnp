@@ -7,7 +7,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("saccade::wire");
 
-const protocolVersion :UInt16 = 1;
+const protocolVersion :UInt16 = 2;  # 2: uploads start with a CheckpointManifest
 
 enum Role {
   unknown @0;
@@ -60,6 +60,7 @@ struct Envelope {
     batchRequest @24 :BatchRequest;
     checkpointRequest @25 :CheckpointRequest;
     refusal @26 :Refusal;
+    checkpointManifest @28 :CheckpointManifest;
   }
 
   launch @27 :Text;          # the launch (Slurm job id or a token); "" from clients
@@ -279,6 +280,22 @@ struct CheckpointChunk {
   name @3 :Text;                     # e.g. "student", "teacher", "optimizer", "state"
   data @4 :Data;
   checksum @5 :UInt64;               # of the whole named blob, on its last chunk
+}
+
+# Rank 0 -> coordinator, the first message of every checkpoint upload: what its blobs are.
+# When the coordinator already holds checkpoint `step` with exactly these blobs (names,
+# sizes, CRC-32s), e.g. a copy sent again after a coordinator restart that had committed
+# the first one, it answers CheckpointCommitted at once and drops the chunks that follow;
+# rank 0 then stops sending them. Otherwise the chunks and the commit marker follow as usual.
+struct CheckpointManifest {
+  step @0 :Int64;
+  blobs @1 :List(BlobDigest);        # in name order
+}
+
+struct BlobDigest {
+  name @0 :Text;
+  size @1 :UInt64;
+  crc32 @2 :UInt32;                  # zlib's CRC-32 of the whole blob
 }
 
 # Actor -> coordinator: send checkpoint `step` (-1: the latest) of `source`.

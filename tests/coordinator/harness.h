@@ -102,6 +102,8 @@ inline constexpr size_t kTestTeacherBytes = 200000;
 // The test learner checkpoints {"state": "step N", "weights": test_weights(N, bytes)}
 // with `bytes` from this variable (default 3000); a learner that resumes checks both.
 inline constexpr const char* kCheckpointBytesVariable = "SACCADE_TEST_CHECKPOINT_BYTES";
+// Set: the test learner saves every checkpoint a second time, the same bytes.
+inline constexpr const char* kRecommitVariable = "SACCADE_TEST_RECOMMIT";
 inline std::string test_weights(int64_t step, size_t bytes) {
   std::string w(bytes, '\0');
   for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<char>('a' + (i / 509 + step) % 26);

@@ -433,6 +433,38 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
   EXPECT_NE(log.find(fmt::format("({} bytes of weights)", kBytes)), std::string::npos) << log;
 }
 
+// Learner 0 saves each checkpoint twice with the same bytes (as after a coordinator restart
+// that had committed the first copy): the second is answered from the coordinator's store by
+// its manifest, without a second commit, and the learner takes that answer.
+TEST_F(Runtime, ACheckpointSentAgainIsAnsweredFromTheStoreWithoutASecondCommit) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 100;
+  job.checkpoint_every = 50;
+  job.status_linger_ms = 3000;  // the job takes ~1 s: status must outlive it
+  job.nodes = {kTwoNodes[0], kTwoNodes[1]};
+  const fs::path config = write_config(job);
+  const std::vector<std::string> env = {fmt::format("{}={}", kCheckpointBytesVariable, 200000),
+                                        std::string(kRecommitVariable) + "=1"};
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0", env);
+  agent(config, job.port, "n1", env);
+  ASSERT_TRUE(wait_status(config, finished, 60s));
+  EXPECT_EQ(coord.wait(15s), 0);
+  const std::string log = coord.log(), learner = a0.log();
+  for (int step : {50, 100}) {
+    EXPECT_NE(learner.find(fmt::format("re-checkpoint {} committed", step)), std::string::npos)
+        << learner;
+    EXPECT_NE(log.find(fmt::format("checkpoint {}: already committed with the same 2 blobs", step)),
+              std::string::npos)
+        << log;
+    const std::string commit = fmt::format("checkpoint {} committed (", step);
+    const size_t first = log.find(commit);
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find(commit, first + 1), std::string::npos) << "committed twice:\n" << log;
+  }
+}
+
 // A policy stage's actors get its inputs (the probe's head, the checkpoint it
 // names) from the coordinator, which reads them from policy.input_dir: bytes
 // intact over several chunks, only the blobs asked for, nothing outside the

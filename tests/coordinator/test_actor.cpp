@@ -1,7 +1,8 @@
 // The actor executable of the runtime tests: the real actor runtime with
 // torch-free bodies. Learners wait for their rendezvous, resume from the
 // committed checkpoint step, count steps to ssl.epochs * ssl.steps_per_epoch
-// and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps;
+// and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps
+// (twice, the same bytes both times, with SACCADE_TEST_RECOMMIT set);
 // data actors count steps until drained. Faults come from SACCADE_TEST_FAULT
 // ("role[@stage]:rank:step:mode[:once];...", mode crash | stall | stop | slow; slow:
 // a step that takes 120 s and ignores drains, as a long training step does).
@@ -131,6 +132,13 @@ class Learner : public ActorBody {
                                          {"weights", test_weights(step, checkpoint_bytes())}},
                                         std::chrono::seconds(30));
     fmt::print(stderr, "{} {} {}\n", why, step, ok ? "committed" : "NOT committed");
+    if (ok && std::getenv(kRecommitVariable) != nullptr) {  // the same checkpoint once more
+      const bool again = ctx.save_checkpoint(step,
+                                             {{"state", fmt::format("step {}", step)},
+                                              {"weights", test_weights(step, checkpoint_bytes())}},
+                                             std::chrono::seconds(30));
+      fmt::print(stderr, "re-{} {} {}\n", why, step, again ? "committed" : "NOT committed");
+    }
   }
   std::mutex commit_mutex_;
   std::atomic<int64_t> step_{0};

@@ -420,6 +420,18 @@ std::string upload(CheckpointService& service, const std::string& id, const Blob
   return "";
 }
 
+// Learner 0 opens an upload of `blobs` as checkpoint `step` with its manifest. Returns the
+// refusal, "" when taken.
+std::string send_manifest(CheckpointService& service, const std::string& id, const Blobs& blobs,
+                          int64_t step, uint64_t& seq) {
+  capnp::MallocMessageBuilder m;
+  auto e = m.initRoot<wire::Envelope>();
+  e.setSeq(++seq);
+  e.setGeneration(1);
+  write_manifest(step, digest_blobs(blobs), e.getBody().initCheckpointManifest());
+  return service.on_upload(id, ActorKey{wire::Role::LEARNER, 0}, e.asReader());
+}
+
 // A checkpoint service over a real store on disk, for a job of two learners.
 struct ServiceHarness {
   // Waits (up to 5 s) for the commit under way to finish and be answered.
@@ -471,6 +483,69 @@ TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused
   EXPECT_EQ(h.job.checkpoint_step, 40);
   ASSERT_TRUE(h.store.checkpoints("pretrain").latest());
   EXPECT_EQ(h.store.checkpoints("pretrain").latest()->step, 40);
+}
+
+// Learner 0 sends a checkpoint the store already holds (it saw the coordinator restart after
+// the first copy was committed, before the answer): the manifest is answered at once from
+// the store, the chunks that follow are dropped without a second commit, and an upload of the
+// same step with other bytes is taken and committed as usual.
+TEST(CheckpointService, AnUploadOfACommittedCheckpointIsAnsweredFromTheStoreWithoutItsChunks) {
+  ServiceHarness h;
+  h.job.load(0);
+  const Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
+  uint64_t seq = 0;
+  ASSERT_EQ(send_manifest(h.service, "learner-0", blobs, 40, seq), "");
+  EXPECT_TRUE(h.peers.sent.empty()) << "nothing committed yet: the chunks must follow";
+  ASSERT_EQ(upload(h.service, "learner-0", blobs, 40, seq), "");
+  h.finish();
+  ASSERT_EQ(h.peers.sent.size(), 1u);
+  const auto first = h.store.checkpoints("pretrain").info(40);
+  ASSERT_TRUE(first);
+
+  ASSERT_EQ(send_manifest(h.service, "learner-0-again", blobs, 40, seq), "");
+  ASSERT_EQ(h.peers.sent.size(), 2u) << "the manifest alone is answered";
+  EXPECT_TRUE(h.peers.sent[1].committed);
+  EXPECT_EQ(h.peers.sent[1].step, 40);
+  EXPECT_EQ(h.peers.sent[1].id, "learner-0-again");
+  EXPECT_EQ(upload(h.service, "learner-0-again", blobs, 40, seq), "");  // the tail in flight
+  EXPECT_FALSE(h.service.busy()) << "no second write";
+  EXPECT_EQ(h.peers.sent.size(), 2u) << "the dropped chunks are neither answered nor refused";
+  EXPECT_EQ(h.store.checkpoints("pretrain").info(40)->meta, first->meta) << "not re-committed";
+
+  Blobs other = blobs;
+  other["student"][17] = 'y';  // same names and sizes, other bytes
+  ASSERT_EQ(send_manifest(h.service, "learner-0", other, 40, seq), "");
+  EXPECT_EQ(h.peers.sent.size(), 2u) << "another checkpoint 40: its chunks must follow";
+  ASSERT_EQ(upload(h.service, "learner-0", other, 40, seq), "");
+  h.finish();
+  ASSERT_EQ(h.peers.sent.size(), 3u);
+  EXPECT_TRUE(h.peers.sent[2].committed);
+  EXPECT_EQ(read_blobs(h.store.checkpoints("pretrain"), 40, {}), other);
+}
+
+// The previous coordinator process committed checkpoint 12 and died before recording it in
+// the job state: answering the resend from the store records it.
+TEST(CheckpointService, AnAnswerFromTheStoreRecordsACommitTheJobStateMissed) {
+  ServiceHarness h;
+  h.job.load(0);
+  const Blobs blobs{{"student", std::string(3000, 'z')}, {"trainer", "step 12"}};
+  h.store.checkpoints("pretrain").commit(12, blobs, {{"time_ns", "123456789"}});
+  ASSERT_LT(h.job.checkpoint_step, 12);
+  uint64_t seq = 0;
+  ASSERT_EQ(send_manifest(h.service, "learner-0", blobs, 12, seq), "");
+  ASSERT_EQ(h.peers.sent.size(), 1u);
+  EXPECT_TRUE(h.peers.sent[0].committed);
+  EXPECT_EQ(h.job.checkpoint_step, 12);
+  EXPECT_EQ(h.job.checkpoint_bytes, 3007u);
+  EXPECT_EQ(h.job.checkpoint_time_ns, 123456789);
+  // A manifest from another learner is refused like its chunks would be.
+  capnp::MallocMessageBuilder m;
+  auto e = m.initRoot<wire::Envelope>();
+  e.setGeneration(1);
+  write_manifest(12, digest_blobs(blobs), e.getBody().initCheckpointManifest());
+  EXPECT_NE(h.service.on_upload("other", ActorKey{wire::Role::LEARNER, 1}, e.asReader())
+                .find("only learner 0"),
+            std::string::npos);
 }
 
 // Chunks from another learner or an older generation are refused, each with its reason, but

@@ -77,8 +77,13 @@ class RuntimeContext final : public ActorContext {
     using Transfer = CoordinatorLink::Transfer;
     runtime_.touch();
     auto shared = std::make_shared<const CheckpointBlobs>(blobs);  // chunks point into it
+    // Computed once: the manifest that opens every attempt, and the chunks' checksums.
+    auto digests =
+        std::make_shared<const std::vector<storage::BlobInfo>>(control::digest_blobs(*shared));
     uint64_t bytes = 0, incarnation = 0;
-    // Queues the whole checkpoint; called again if the coordinator restarts before it answers.
+    // Queues the whole checkpoint, its manifest first (a coordinator that already holds it
+    // answers at once and the rest is dropped); called again if the coordinator restarts
+    // before it answers.
     auto upload = [&] {
       {
         std::lock_guard lock(runtime_.mutex_);
@@ -89,7 +94,11 @@ class RuntimeContext final : public ActorContext {
         incarnation = runtime_.coordinator_incarnation_;
       }
       bytes = 0;
-      bool first = true;
+      runtime_.post_bulk(
+          [step, digests](wire::Envelope::Builder e) {
+            control::write_manifest(step, *digests, e.getBody().initCheckpointManifest());
+          },
+          true);
       control::for_each_chunk(
           *shared, control::checkpoint_chunk_bytes(runtime_.config_.cluster.max_message_bytes),
           [&](const control::ChunkView& c) {
@@ -97,16 +106,17 @@ class RuntimeContext final : public ActorContext {
                 [step, c, shared](wire::Envelope::Builder e) {
                   control::write_chunk(step, c, e.getBody().initCheckpointChunk());
                 },
-                std::exchange(first, false));
+                false);
             bytes += c.data.size();
-          });
+          },
+          digests.get());
       runtime_.post_bulk(
           [step, bytes](wire::Envelope::Builder e) {
             auto c = e.getBody().initCheckpointCommitted();
             c.setStep(step);
             c.setBytes(bytes);
           },
-          first);  // no blobs: the commit marker is the whole upload
+          false);
     };
     const int64_t started_ms = control::steady_ms();
     upload();

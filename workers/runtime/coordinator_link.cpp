@@ -216,6 +216,10 @@ void CoordinatorLink::handle(const wire::Message& m) {
       std::lock_guard lock(mutex_);
       if (save_ == Transfer::kPending && step == save_step_) {
         save_ = Transfer::kDone;
+        if (!bulk_.empty())  // answered from the coordinator's store: the rest need not go
+          spdlog::info("checkpoint {}: the coordinator already holds it; {} queued chunks not sent",
+                       step, bulk_.size());
+        clear_bulk();
       } else if (load_ == Transfer::kPending) {
         if (incoming_.complete(bytes) && incoming_.step() == step) {
           loaded_ = incoming_.take();
