@@ -116,20 +116,27 @@ void CheckpointService::on_manifest(const std::string& id,
   for (const auto& b : info->blobs) bytes += b.size;
   // The previous coordinator process may have committed it and died before it recorded so.
   if (job_.checkpoint_step < step) {
-    const auto t = info->meta.find("time_ns");
-    job_.checkpoint_step = step;
-    job_.checkpoint_bytes = bytes;
     int64_t time_ns = wire::now_ns();
-    if (t != info->meta.end())
+    if (const auto t = info->meta.find("time_ns"); t != info->meta.end())
       std::from_chars(t->second.data(), t->second.data() + t->second.size(), time_ns);
-    job_.checkpoint_time_ns = time_ns;
-    job_.mark_job();
-    job_.flush(true);
+    record_commit(step, bytes, time_ns);
   }
   spdlog::info(
       "checkpoint {}: already committed with the same {} blobs ({} bytes); answered without "
       "a transfer",
       step, info->blobs.size(), bytes);
+  answer_committed(id, step, bytes);
+}
+
+void CheckpointService::record_commit(int64_t step, uint64_t bytes, int64_t time_ns) {
+  job_.checkpoint_step = step;
+  job_.checkpoint_bytes = bytes;
+  job_.checkpoint_time_ns = time_ns;
+  job_.mark_job();
+  job_.flush(true);
+}
+
+void CheckpointService::answer_committed(const std::string& id, int64_t step, uint64_t bytes) {
   peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
     auto m = e.getBody().initCheckpointCommitted();
     m.setStep(step);
@@ -148,18 +155,10 @@ void CheckpointService::finish_commit() {
     refuse_upload(c.id, c.seq, error);
     return;
   }
-  job_.checkpoint_step = c.step;
-  job_.checkpoint_bytes = c.bytes;
-  job_.checkpoint_time_ns = c.time_ns;
-  job_.mark_job();
-  job_.flush(true);
+  record_commit(c.step, c.bytes, c.time_ns);
   spdlog::info("checkpoint {} committed ({} bytes, {:.2f} s)", c.step, c.bytes,
                (steady_ms() - c.started_ms) / 1000.0);
-  peers_.try_send_to(c.id, [&](wire::Envelope::Builder e) {
-    auto m = e.getBody().initCheckpointCommitted();
-    m.setStep(c.step);
-    m.setBytes(c.bytes);
-  });
+  answer_committed(c.id, c.step, c.bytes);
 }
 
 void CheckpointService::send(const std::string& id, const CheckpointQuery& query) {

@@ -59,6 +59,10 @@ class CheckpointService {
   void refuse_upload(const std::string& id, uint64_t seq, const std::string& why);
   // The manifest of an upload: answers it when the store already holds that checkpoint.
   void on_manifest(const std::string& id, wire::CheckpointManifest::Reader manifest);
+  // Records checkpoint `step` as the job's last committed one (persisted at once).
+  void record_commit(int64_t step, uint64_t bytes, int64_t time_ns);
+  // Tells learner 0 (peer `id`) that checkpoint `step` is committed.
+  void answer_committed(const std::string& id, int64_t step, uint64_t bytes);
 
   const JobConfig& config_;
   JobState& job_;

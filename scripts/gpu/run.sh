@@ -94,7 +94,8 @@ if wants extract_cpu; then
   for gazes in fresh warm; do
     flag=(); [ $gazes = fresh ] && flag=(--fresh-gazes)
     step "extract_cpu_$gazes" 60 "$bundle/bin/saccade" bench extract --no-photos --threads 1 \
-      "${flag[@]}" --no-baseline --accuracy-patches 0 --sizes "${SACCADE_GPU_EXTRACT_SIZES:-256,1024,2048,4096,8192}" \
+      "${flag[@]}" --no-baseline --accuracy-patches 0 \
+      --sizes "${SACCADE_GPU_EXTRACT_SIZES:-256,1024,2048,4096,8192}" \
       --json "$out/extract_cpu_$gazes.json"
   done
 fi

@@ -127,16 +127,12 @@ class Learner : public ActorBody {
   void commit(ActorContext& ctx, const char* why) {
     std::lock_guard lock(commit_mutex_);  // the runtime takes one checkpoint at a time
     const int64_t step = step_;
-    const bool ok = ctx.save_checkpoint(step,
-                                        {{"state", fmt::format("step {}", step)},
-                                         {"weights", test_weights(step, checkpoint_bytes())}},
-                                        std::chrono::seconds(30));
+    const runtime::CheckpointBlobs blobs{{"state", fmt::format("step {}", step)},
+                                         {"weights", test_weights(step, checkpoint_bytes())}};
+    const bool ok = ctx.save_checkpoint(step, blobs, std::chrono::seconds(30));
     fmt::print(stderr, "{} {} {}\n", why, step, ok ? "committed" : "NOT committed");
     if (ok && std::getenv(kRecommitVariable) != nullptr) {  // the same checkpoint once more
-      const bool again = ctx.save_checkpoint(step,
-                                             {{"state", fmt::format("step {}", step)},
-                                              {"weights", test_weights(step, checkpoint_bytes())}},
-                                             std::chrono::seconds(30));
+      const bool again = ctx.save_checkpoint(step, blobs, std::chrono::seconds(30));
       fmt::print(stderr, "re-{} {} {}\n", why, step, again ? "committed" : "NOT committed");
     }
   }
