@@ -1,6 +1,8 @@
-// saccade bench extract | model | allreduce | runtime | rollouts: benchmarks that print figures.
+// saccade bench extract | model | step | allreduce | runtime | rollouts: benchmarks that print
+// figures.
 #include "bench/kernels/extract_bench.h"
 #include "bench/learner/allreduce_bench.h"
+#include "bench/learner/step_bench.h"
 #include "bench/model/model_bench.h"
 #include "bench/policy/rollout_bench.h"
 #include "bench/runtime/runtime_bench.h"
@@ -78,6 +80,50 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     auto* entry = reinterpret_cast<int (*)(const saccade::model::ModelBenchOptions*)>(
         torch_entry("saccade_torch_bench_model"));
     if (const int rc = entry(&model); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::bench::StepBenchOptions step;
+  CLI::App* st = bench->add_subcommand(
+      "step",
+      "The full sequential-to-global training step of a config on one device (synthetic batches "
+      "of its view shapes): images/s, model TFLOP/s, MFU, time per phase and losses per variant "
+      "of the step's levers");
+  st->add_option("config", step.config_path, "Job config (model, views, ssl)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  st->add_option("--device", step.device, "cpu or cuda[:i]")->capture_default_str();
+  st->add_option("--batch", step.batches,
+                 "Images per step, e.g. 64,128 (default: the config's batch per learner)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  st->add_option("--variants", step.variants,
+                 "Levers joined by '+', one variant each, e.g. fp32,bf16,bf16+sdpa+foreach "
+                 "(fp32|bf16, sdpa: fused attention, foreach: multi-tensor AdamW/EMA; config: "
+                 "the config's training path, the default)")
+      ->delimiter(',');
+  st->add_option("--warmup", step.warmup, "Untimed steps per variant")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  st->add_option("--steps", step.steps, "Timed steps per variant")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  st->add_option("--phase-steps", step.phase_steps,
+                 "Steps timed per phase afterwards (synchronised on a GPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  st->add_option("--peak-tflops", step.peak_tflops,
+                 "The device's peak TFLOP/s (default: ssl.peak_tflops or the device table)")
+      ->check(CLI::Range(0.0, 1e6));
+  st->add_option("--threads", step.threads, "Torch threads (default: ssl.threads)")
+      ->check(CLI::Range(0, 4096));
+  st->add_option("--json", step.json_path, "Also write the rows as JSON here");
+  st->add_option("--profile", step.profile_path,
+                 "Write a Kineto trace (Chrome JSON) of one more step of the last variant here "
+                 "(LibTorch >= 2)");
+  st->callback([] {
+    auto* entry = reinterpret_cast<int (*)(const saccade::bench::StepBenchOptions*)>(
+        torch_entry("saccade_torch_bench_step"));
+    if (const int rc = entry(&step); rc != 0) throw Exit{rc};
   });
 
   static saccade::bench::AllreduceBenchOptions allreduce;

@@ -95,6 +95,18 @@ extern "C" int saccade_torch_bench_allreduce(const saccade::bench::AllreduceBenc
   }
 }
 
+extern "C" int saccade_torch_bench_step(const saccade::bench::StepBenchOptions* options) {
+  try {
+    return saccade::bench::run_step_bench(*options, std::cout);
+  } catch (const saccade::ConfigError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "saccade bench step: {}\n", e.what());
+    return 1;
+  }
+}
+
 extern "C" int saccade_torch_bench_rollouts(const saccade::bench::RolloutBenchOptions* options) {
   saccade::init_logging({"bench", 0, "warn", ""});  // the actors' per-request lines are noise here
   return saccade::bench::run_rollout_bench(*options);

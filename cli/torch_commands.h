@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "bench/learner/allreduce_bench.h"
+#include "bench/learner/step_bench.h"
 #include "bench/model/model_bench.h"
 #include "bench/policy/rollout_bench.h"
 
@@ -63,6 +64,7 @@ extern "C" {
 int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args);
 int saccade_torch_bench_model(const saccade::model::ModelBenchOptions* options);
 int saccade_torch_bench_allreduce(const saccade::bench::AllreduceBenchOptions* options);
+int saccade_torch_bench_step(const saccade::bench::StepBenchOptions* options);
 int saccade_torch_bench_rollouts(const saccade::bench::RolloutBenchOptions* options);
 int saccade_torch_export(const saccade::cli::ExportArgs* args);
 int saccade_torch_probe(const saccade::cli::ProbeArgs* args);

@@ -280,6 +280,10 @@ void describe(V& v, SslConfig& c) {
             "Steps between checkpoints.");
   v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
            "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
+  v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
+           "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
+           "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "
+           "= the table of known GPUs in docs/model.md (unknown devices and CPUs: no MFU).");
   v.integer("threads", c.threads, 0, 0, 4096,
             "Torch intra-op threads of the one-process commands (pretrain, probe, policy, "
             "eval); 0 = all cores. A job's actors take cluster.nodes[].threads instead.");
@@ -364,7 +368,7 @@ void describe(V& v, PolicyConfig& c) {
            "What a trace is rewarded for after each glimpse: probability (the task head's "
            "probability of the true class, every glimpse; the paper's), increase (its rise over "
            "the glimpse before), final_correct (1 when the last glimpse's answer is right, 0 "
-           "before). docs/policy.md has the ablation.");
+           "before). results/policy.md has the ablation.");
   v.number("clip_eps", c.clip_eps, 0.2, 0.0, 10.0, "PPO-style ratio clip.");
   v.number("kl_beta", c.kl_beta, 0.0, 0.0, 100.0, "KL penalty to the reference policy.");
   v.number("lr", c.lr, 1e-4, 0.0, 10.0, "Policy learning rate (AdamW).");
@@ -433,7 +437,7 @@ void describe(V& v, EvalConfig& c) {
   v.choice("upscale", c.upscale, "nearest", {"nearest", "bilinear"},
            "How the sweep enlarges images: nearest replicates pixels (every view sees the same "
            "content at every scale, up to the rounding of cell borders); bilinear blurs the "
-           "content a model trained on sub-pixel cells has seen (docs/eval.md).");
+           "content a model trained on sub-pixel cells has seen (results/eval.md).");
 }
 
 template <class V>

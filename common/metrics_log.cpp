@@ -54,7 +54,8 @@ ProgressLine::ProgressLine(int64_t total_steps, bool enabled, double min_interva
       tty_(::isatty(STDERR_FILENO) == 1),
       min_interval_s_(min_interval_s) {}
 
-void ProgressLine::update(int64_t step, double loss, double lr, double images_per_second) {
+void ProgressLine::update(int64_t step, double loss, double lr, double images_per_second,
+                          double tflops, double mfu) {
   if (!enabled_) return;
   const double t = now_s();
   if (start_step_ < 0) {
@@ -65,10 +66,13 @@ void ProgressLine::update(int64_t step, double loss, double lr, double images_pe
   last_print_ = t;
   const double rate = (step - start_step_) / std::max(1e-9, t - start_);
   const double eta = rate > 0 ? static_cast<double>(total_ - step) / rate : NAN;
-  const std::string text =
-      fmt::format("step {}/{} ({:.0f}%) | loss {:.4f} | lr {:.3g} | {:.1f} img/s | ETA {}{}{}",
-                  step, total_, 100.0 * step / std::max<int64_t>(1, total_), loss, lr,
-                  images_per_second, duration_text(eta), note_.empty() ? "" : " | ", note_);
+  std::string compute;
+  if (std::isfinite(tflops)) compute += fmt::format(" | {:.2f} TFLOP/s", tflops);
+  if (std::isfinite(mfu)) compute += fmt::format(" | MFU {:.1f}%", 100 * mfu);
+  const std::string text = fmt::format(
+      "step {}/{} ({:.0f}%) | loss {:.4f} | lr {:.3g} | {:.1f} img/s{} | ETA {}{}{}", step, total_,
+      100.0 * step / std::max<int64_t>(1, total_), loss, lr, images_per_second, compute,
+      duration_text(eta), note_.empty() ? "" : " | ", note_);
   std::fprintf(stderr, tty_ ? "\r\033[K%s" : "%s\n", text.c_str());
   std::fflush(stderr);
 }

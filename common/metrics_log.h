@@ -2,6 +2,7 @@
 // crashed run keeps everything it logged and any tool can tail the file.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -35,8 +36,10 @@ class MetricsLog {
 class ProgressLine {
  public:
   ProgressLine(int64_t total_steps, bool enabled, double min_interval_s = 10.0);
-  // Shows step, loss, lr, images/s and the ETA from the recent rate.
-  void update(int64_t step, double loss, double lr, double images_per_second);
+  // Shows step, loss, lr, images/s, TFLOP/s and MFU (each when finite) and the ETA
+  // from the recent rate.
+  void update(int64_t step, double loss, double lr, double images_per_second, double tflops = NAN,
+              double mfu = NAN);
   // Text shown at the end of every later line (e.g. the last k-NN check).
   void set_note(std::string note) { note_ = std::move(note); }
   void finish();

@@ -153,15 +153,27 @@ std::string stage_line(const JobStatus& s) {
 
 }  // namespace
 
+double job_tflops(const JobStatus& s) {
+  const auto it = s.metrics.find("flop_per_image");
+  return it == s.metrics.end() ? NAN : s.images_per_second * it->second / 1e12;
+}
+
+double job_mfu(const JobStatus& s) {
+  const auto it = s.metrics.find("mfu");
+  return it == s.metrics.end() ? NAN : it->second;
+}
+
 std::string status_table(const JobStatus& s) {
   std::string out = fmt::format(
       "job {}  stage {}  state {}{}\n"
       "step {}{}  images/s {:.1f}  loss {}  lr {}  generation {}\n"
+      "compute: TFLOP/s {}  MFU {}\n"
       "learning: k-NN {}  target entropy {} ln K  prototypes in use {}\n"
       "last checkpoint: {}\n",
       s.job_id, stage_line(s), s.state, s.reason.empty() ? "" : " (" + s.reason + ")", s.step,
       s.total_steps > 0 ? fmt::format("/{}", s.total_steps) : "", s.images_per_second,
       number_or_dash(s.loss, "{:.4f}"), number_or_dash(s.lr, "{:.3g}"), s.generation,
+      number_or_dash(job_tflops(s), "{:.2f}"), number_or_dash(100 * job_mfu(s), "{:.1f}%"),
       number_or_dash(100 * s.knn, "{:.1f}%"), number_or_dash(s.target_entropy_ratio, "{:.3f}"),
       number_or_dash(s.prototypes_used, "{:.0f}"),
       s.last_checkpoint_step < 0
@@ -188,6 +200,8 @@ std::string status_json(const JobStatus& s) {
                               {"step", s.step},
                               {"total_steps", s.total_steps},
                               {"images_per_second", s.images_per_second},
+                              {"tflops", job_tflops(s)},
+                              {"mfu", job_mfu(s)},
                               {"loss", s.loss},
                               {"lr", s.lr},
                               {"knn", s.knn},
@@ -238,6 +252,8 @@ std::string status_prometheus(const JobStatus& s) {
         static_cast<double>(s.total_steps));
   gauge("saccade_images_per_second", "Images per second over all learners.", job,
         s.images_per_second);
+  gauge("saccade_tflops", "Model TFLOP/s over all learners.", job, job_tflops(s));
+  gauge("saccade_mfu", "Model FLOP utilisation of the learners' devices (0..1).", job, job_mfu(s));
   gauge("saccade_loss", "Last reported loss.", job, s.loss);
   gauge("saccade_lr", "Last reported learning rate.", job, s.lr);
   gauge("saccade_knn_top1", "Last k-NN check of the teacher (0..1).", job, s.knn);

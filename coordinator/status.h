@@ -72,6 +72,12 @@ struct JobStatus {
 void write_status(const JobStatus& s, wire::StatusReply::Builder out);
 JobStatus read_status(wire::StatusReply::Reader in);
 
+// The job's model TFLOP/s (images/s of all learners x the learners' reported FLOPs per
+// image) and MFU (the learners' achieved share of their device's peak, as they report
+// it); NaN while not reported (MFU also when the device's peak is unknown).
+double job_tflops(const JobStatus& s);
+double job_mfu(const JobStatus& s);
+
 std::string status_table(const JobStatus& s);
 std::string status_json(const JobStatus& s);
 std::string status_prometheus(const JobStatus& s);

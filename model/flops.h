@@ -23,4 +23,7 @@ struct StepFlops {
 StepFlops step_flops(const BackboneOptions& options, int64_t patch_tokens,
                      bool carries_state = false);
 
+// FLOPs of the DINO head on one token: its three MLP Linears and the prototypes.
+int64_t dino_head_flops(const DinoHeadOptions& options);
+
 }  // namespace saccade::model

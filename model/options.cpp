@@ -95,4 +95,10 @@ StepFlops step_flops(const BackboneOptions& o, int64_t patch_tokens, bool carrie
   return f;
 }
 
+int64_t dino_head_flops(const DinoHeadOptions& o) {
+  o.validate();
+  const int64_t h = o.hidden_dim;
+  return 2 * (o.in_dim * h + h * h + h * o.bottleneck_dim + o.bottleneck_dim * o.n_prototypes);
+}
+
 }  // namespace saccade::model

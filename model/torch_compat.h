@@ -26,6 +26,22 @@ inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
 #endif
 }
 
+// Fused attention kernels (flash, memory-efficient, cuDNN) allowed or not, for the
+// whole process: off leaves scaled_dot_product_attention its math backend, for A/B
+// measurements. A no-op on 1.13, which has only the plain path.
+inline void set_fused_attention(bool enabled) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto& context = at::globalContext();
+  context.setSDPUseFlash(enabled);
+  context.setSDPUseMemEfficient(enabled);
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+  context.setSDPUseCuDNN(enabled);
+#endif
+#else
+  (void)enabled;
+#endif
+}
+
 // bf16 mixed precision for a scope on one device type (what Python's
 // torch.autocast does): ops on autocast's lower-precision list (matmul, linear,
 // conv) run in bf16, the rest in fp32; parameters and their gradients stay fp32.

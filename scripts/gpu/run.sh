@@ -4,10 +4,16 @@
 #   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend);
 #   2. saccade bench extract: the CUDA rows (table build at 4096^2, 100k patches) and
 #      the CPU rows on this machine's cores; extract_cpu: the CPU table against the pyramid
-#      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (issue 18's item 2 on a
-#      second CPU: on the 2-core dev host the pyramid wins at 8192^2 fresh; sizes:
-#      SACCADE_GPU_EXTRACT_SIZES);
-#   3. saccade bench model: ViT-S in bf16 on the GPU, images/s and MFU;
+#      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (the target "not slower
+#      than the pyramid" on a second CPU: on the 2-core dev host the pyramid wins at 8192^2
+#      fresh; sizes: SACCADE_GPU_EXTRACT_SIZES);
+#   3. saccade bench model: ViT-S in bf16 on the GPU, images/s and MFU; step: saccade bench
+#      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
+#      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
+#      (SACCADE_GPU_STEP_VARIANTS), then the fastest-path variant alone at
+#      SACCADE_GPU_STEP_LARGE_BATCH (default 256; step_large); step_losses fails when a
+#      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
+#      (relative, default 0.02) on the same batches from the same weights;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
@@ -27,7 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests extract extract_cpu model allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests extract extract_cpu model step allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -101,6 +107,53 @@ if wants extract_cpu; then
 fi
 wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s --device cuda \
   --bf16 --batch "${SACCADE_GPU_MODEL_BATCH:-256}" --iters 20 --json "$out/model.json"
+if wants step; then
+  step_config=${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}
+  fast=bf16+sdpa+foreach
+  step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+    --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
+    --variants "${SACCADE_GPU_STEP_VARIANTS:-bf16,bf16+sdpa,bf16+foreach,$fast,fp32+sdpa+foreach}" \
+    --json "$out/step.json"
+  step step_large 120 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256}" --variants "$fast" --json "$out/step_large.json" \
+    --profile "${TMPDIR:-/tmp}/step-trace.json"
+  # Where the profiled step's time went on the device: busy share, kernels by kind and the
+  # top kernels (the trace itself is too large to bring back).
+  step step_profile 60 "$py" - "${TMPDIR:-/tmp}/step-trace.json" "$out/step_profile.json" <<'PY'
+import collections, json, re, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
+start = min(e["ts"] for e in kernels); end = max(e["ts"] + e["dur"] for e in kernels)
+busy = sum(e["dur"] for e in kernels)
+kinds = collections.Counter(); names = collections.Counter(); counts = collections.Counter()
+def kind(e):
+    n = e["name"].lower()
+    if e["cat"] != "kernel": return "memcpy/memset"
+    for k, pattern in (("gemm", "gemm|cutlass|sm90_xmma|cublas|matmul"), ("attention", "flash|fmha|attention|sdpa"),
+                       ("layer_norm", "layer_norm|layernorm"), ("softmax", "softmax"), ("reduce", "reduce"),
+                       ("elementwise", "elementwise|vectorized|unrolled|foreach")):
+        if re.search(pattern, n): return k
+    return "other"
+for e in kernels:
+    kinds[kind(e)] += e["dur"]; names[e["name"][:120]] += e["dur"]; counts[e["name"][:120]] += 1
+summary = {"span_ms": (end - start) / 1e3, "device_busy_ms": busy / 1e3, "kernels": len(kernels),
+           "by_kind_ms": {k: v / 1e3 for k, v in kinds.most_common()},
+           "top_kernels": [{"name": n, "ms": v / 1e3, "calls": counts[n]} for n, v in names.most_common(25)]}
+json.dump(summary, open(sys.argv[2], "w"), indent=1)
+print(json.dumps({k: summary[k] for k in ("span_ms", "device_busy_ms", "kernels", "by_kind_ms")}, indent=1))
+PY
+  # The fast path trains the same: every variant of the first precision within the
+  # tolerance of the first variant's losses (other precisions are reported, not held to it).
+  step step_losses 10 "$py" - "$out/step.json" "${SACCADE_GPU_STEP_TOLERANCE:-0.02}" <<'PY'
+import json, sys
+rows, tol = json.load(open(sys.argv[1]))["rows"], float(sys.argv[2])
+first = rows[0]["variant"].split("+")[0]
+bad = [r for r in rows if r["variant"].split("+")[0] == first and r["max_loss_rel_diff"] > tol]
+for r in rows:
+    print(f"{r['variant']:<24} batch {r['batch']}: loss diff {r['max_loss_rel_diff']:.2e}")
+sys.exit(1 if bad else 0)
+PY
+fi
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
   --device cuda --world-size "$gpus" --megabytes 1,16,64,256 --iterations 20 \
   --json "$out/allreduce_nccl.json"
@@ -173,7 +226,8 @@ for log in sorted(glob.glob(os.path.join(out, "pretrain-*.log"))):
     # The trainer's own summary: steps, images/s, step-time split, the last k-NN check.
     lines = open(log, errors="replace").read().splitlines()
     summary[os.path.basename(log)[:-4]] = [l for l in lines if "pretrain:" in l or "k-NN" in l][-6:]
-for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "allreduce_nccl", "allreduce_gloo"):
+for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "step", "step_large",
+             "step_profile", "allreduce_nccl", "allreduce_gloo"):
     path = os.path.join(out, name + ".json")
     if os.path.exists(path):
         summary[name] = json.load(open(path))

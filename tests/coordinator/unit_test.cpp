@@ -262,6 +262,32 @@ TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
   EXPECT_NE(prom.find("node=\"n\\n0\"} 1"), std::string::npos) << prom;
 }
 
+// TFLOP/s and MFU come from the learners' metrics: the job's images/s times their FLOPs
+// per image, and their MFU; both are left out (dashes, null, no gauge) until reported.
+TEST(Status, ShowsTheJobsTflopsAndMfuOnceLearnersReportThem) {
+  JobStatus s = sample();
+  s.images_per_second = 500;
+  EXPECT_TRUE(std::isnan(job_tflops(s)));
+  EXPECT_NE(status_table(s).find("compute: TFLOP/s -  MFU -"), std::string::npos)
+      << status_table(s);
+  EXPECT_EQ(status_prometheus(s).find("saccade_mfu"), std::string::npos);
+  s.metrics["flop_per_image"] = 2.5e11;
+  s.metrics["mfu"] = 0.125;
+  capnp::MallocMessageBuilder b;
+  write_status(s, b.initRoot<wire::StatusReply>());
+  const JobStatus back = read_status(b.getRoot<wire::StatusReply>().asReader());
+  EXPECT_DOUBLE_EQ(job_tflops(back), 125.0);
+  EXPECT_DOUBLE_EQ(job_mfu(back), 0.125);
+  EXPECT_NE(status_table(back).find("compute: TFLOP/s 125.00  MFU 12.5%"), std::string::npos)
+      << status_table(back);
+  const auto json = testing::Json::parse(status_json(back));
+  EXPECT_DOUBLE_EQ(json.at("tflops").get<double>(), 125.0);
+  EXPECT_DOUBLE_EQ(json.at("mfu").get<double>(), 0.125);
+  const std::string prom = status_prometheus(back);
+  EXPECT_NE(prom.find("saccade_tflops{job=\"j\\\"1\"} 125"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("saccade_mfu{job=\"j\\\"1\"} 0.125"), std::string::npos) << prom;
+}
+
 TEST(DropLog, CountsEverythingButLogsAtMostOncePerPeriod) {
   DropLog log(std::chrono::hours(1));
   for (int i = 0; i < 1000; ++i) log.refused("peer", "frame of " + std::to_string(i) + " bytes");

@@ -1,5 +1,7 @@
 #include "workers/pretrain/pretrain_job.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -25,7 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Debian's LibTorch runs on whatever libblas.so.3 is installed: the reference
-// BLAS is ~30x slower than OpenBLAS (NOTES.md section 7). Say so loudly.
+// BLAS is ~30x slower than OpenBLAS (docs/references.md). Say so loudly.
 void check_blas_speed() {
   const torch::Tensor a = torch::randn({256, 256});
   (void)a.matmul(a);
@@ -123,10 +125,13 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       metrics.append("pretrain", step, values);
       return;
     }
-    double images_per_second = 0;
-    for (const auto& [name, v] : values)
+    double images_per_second = 0, tflops = NAN, mfu = NAN;
+    for (const auto& [name, v] : values) {
       if (name == "images_per_second") images_per_second = v;
-    progress.update(step, s->loss, s->lr, images_per_second);
+      if (name == "tflops") tflops = v;
+      if (name == "mfu") mfu = v;
+    }
+    progress.update(step, s->loss, s->lr, images_per_second, tflops, mfu);
     StepMetrics line = values;
     line.emplace_back("skipped_corrupt", static_cast<double>(dataset->stats().skipped_corrupt()));
     metrics.append("pretrain", s->step, line);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "common/device_peak.h"
 #include "model/backbone.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
@@ -17,6 +18,7 @@
 #include "workers/pretrain/view_tensors.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
+#include "workers/ssl/step_flops.h"
 
 namespace saccade::workers {
 namespace {
@@ -93,7 +95,9 @@ struct SslTrainer::Impl {
     teacher->eval();
     student_params = ssl::named_parameters(*student);
     teacher_params = ssl::named_parameters(*teacher);
-    optimizer = std::make_unique<ssl::StudentOptimizer>(student_params);
+    ssl::AdamWSettings adamw;
+    adamw.multi_tensor = options.multi_tensor_update;
+    optimizer = std::make_unique<ssl::StudentOptimizer>(student_params, adamw);
   }
 
   // The head's logits of the first state token, step by step through a sequential view.
@@ -171,6 +175,8 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.bf16 = c.ssl.precision == "bf16";
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
+  o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);
+  o.time_phases = device.rfind("cuda", 0) != 0;
   return o;
 }
 
@@ -195,7 +201,9 @@ std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
           {"seconds_loss", s.phases.loss},
           {"seconds_backward", s.phases.backward},
           {"seconds_update", s.phases.update},
-          {"seconds_other", s.phases.other}};
+          {"seconds_other", s.phases.other},
+          {"flop_per_image", s.flop_per_image},
+          {"step_tflops", s.tflops()}};
 }
 
 StepPhases& StepPhases::operator+=(const StepPhases& o) {
@@ -215,6 +223,10 @@ SslTrainer::~SslTrainer() = default;
 
 int64_t SslTrainer::step() const {
   return impl_->step;
+}
+
+void SslTrainer::set_time_phases(bool enabled) {
+  impl_->options.time_phases = enabled;
 }
 
 StepStats SslTrainer::train_step(const data::SslBatch& batch) {
@@ -249,6 +261,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   // Seconds since the last lap (the device synchronised first on CUDA).
   auto last = std::chrono::steady_clock::now();
   auto lap = [&] {
+    if (!m.options.time_phases) return 0.0;
     if (m.device.is_cuda()) torch::cuda::synchronize(m.device.index());
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - last).count();
@@ -300,7 +313,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     std::lock_guard lock(m.state_mutex);
     m.optimizer->apply_schedule(sched);
     m.optimizer->step();
-    ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum);
+    ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum,
+                    m.options.multi_tensor_update);
     if (m.center && !m.options.supervised)  // after the loss, as DINO's update_center
       ssl::update_center(m.center->center,
                          torch::cat({teacher_global.detach(), teacher_final.detach()}, 0),
@@ -325,6 +339,18 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   stats.prototypes_used = target_stats.prototypes_used;
   stats.phases.other += lap();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ssl::SslViewShapes shapes;
+  shapes.global_tokens = batch.student_global.tokens;
+  shapes.local_tokens = batch.student_local.tokens;
+  shapes.local_views = B > 0 ? batch.student_local.views / B : 0;
+  shapes.glimpse_tokens = batch.student_seq.tokens;
+  shapes.glimpses = B > 0 ? batch.student_seq.views / B : 0;
+  if (shapes.global_tokens > 0 && shapes.glimpses > 0)
+    stats.flop_per_image = static_cast<double>(
+        ssl::ssl_step_flops(m.options.backbone, m.options.head, shapes, m.options.supervised)
+            .total());
+  stats.images = B;
+  stats.peak_tflops = m.options.peak_tflops;
   return stats;
 }
 

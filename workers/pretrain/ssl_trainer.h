@@ -38,10 +38,15 @@ struct TrainerOptions {
   bool ema_centering =
       false;  // DINO's centring (ssl.teacher_centering = "ema"), not Sinkhorn-Knopp
   double center_momentum = 0.9;
-  double clip_grad = 0;  // 0 = no clipping
-  std::string device;    // "cpu" or "cuda:N"
-  bool bf16 = false;     // forward passes under bf16 autocast; weights, loss and update in fp32
-  uint64_t seed = 0;     // initial weights
+  double clip_grad = 0;    // 0 = no clipping
+  std::string device;      // "cpu" or "cuda:N"
+  bool bf16 = false;       // forward passes under bf16 autocast; weights, loss and update in fp32
+  uint64_t seed = 0;       // initial weights
+  double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
+  bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
+  // Per-phase wall times (StepStats::phases). On a GPU each phase then ends with a device
+  // synchronisation, which costs throughput: off there unless asked for.
+  bool time_phases = true;
   // The labelled baseline: one-hot labels replace the teacher's targets (the
   // head's K must be the number of classes); the teacher is then only the EMA.
   bool supervised = false;
@@ -78,7 +83,11 @@ struct StepStats {
   double target_entropy_ratio = 0;  // target_entropy / ln K: 1 = uniform targets
   int64_t prototypes_used = 0;      // distinct argmax prototypes over the targets
   double seconds = 0;               // wall time of the step
-  StepPhases phases;                // that wall time by phase
+  StepPhases phases;                // that wall time by phase (zeros unless time_phases)
+  double flop_per_image = 0;        // model FLOPs per image of the step (ssl/step_flops.h)
+  int64_t images = 0;               // images of the step on this learner
+  double peak_tflops = 0;           // TrainerOptions::peak_tflops
+  double tflops() const { return seconds > 0 ? flop_per_image * images / seconds / 1e12 : 0; }
 };
 
 // A step's figures as named metrics (metrics.jsonl, the learner's reports).
@@ -99,6 +108,9 @@ class SslTrainer {
 
   // Optimiser steps taken so far (the next train_step's schedule index).
   int64_t step() const;
+
+  // TrainerOptions::time_phases from the next step on (a benchmark's breakdown pass).
+  void set_time_phases(bool enabled);
 
   // Everything a bit-exact resume needs: "student" and "teacher" (safetensors),
   // "optimizer" (AdamW state), "trainer" (step), and with EMA centring "center". load() refuses

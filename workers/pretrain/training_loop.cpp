@@ -37,9 +37,13 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
     result.images += options.batch_images;
     result.final_loss = s.loss;
     StepMetrics metrics = step_metrics(s);
+    const double images_per_second = result.images / std::max(1e-9, seconds_since(wall_start));
+    // Achieved model TFLOP/s at the loop's rate (data waits included, as TorchTitan's MFU).
+    const double tflops = s.flop_per_image * images_per_second / 1e12;
     metrics.insert(metrics.end(), {{"prep_seconds", loaded->prep_seconds},
-                                   {"images_per_second",
-                                    result.images / std::max(1e-9, seconds_since(wall_start))}});
+                                   {"images_per_second", images_per_second},
+                                   {"tflops", tflops}});
+    if (s.peak_tflops > 0) metrics.emplace_back("mfu", tflops / s.peak_tflops);
     std::string summary;
     if (knn && knn->due(trainer.step())) {
       if (hooks.busy) hooks.busy();

@@ -1,7 +1,7 @@
 // The sequential-to-global DINO objective (paper Sec. "Sequential-to-Global
 // Self-Supervised Pretraining", Algorithm 1): Sinkhorn-Knopp teacher centring
-// and KoLeo exactly as DINOv2 (NOTES.md section 3), DINO's EMA centring as the
-// alternative, and the loss combining them.
+// and KoLeo exactly as DINOv2 (facebookresearch/dinov2; docs/references.md), DINO's EMA centring as
+// the alternative, and the loss combining them.
 #pragma once
 
 #include <ATen/core/Tensor.h>

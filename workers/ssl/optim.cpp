@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <cmath>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -53,7 +55,24 @@ bool is_last_layer(const std::string& name) {
   return has_component(name, "last_layer");
 }
 
+namespace {
+
+// libtorch keys an optimiser's per-parameter state by the parameter's TensorImpl:
+// as a string up to 1.13, as the pointer from 2.0.
+#if TORCH_VERSION_MAJOR >= 2
+void* state_key(const at::Tensor& p) {
+  return p.unsafeGetTensorImpl();
+}
+#else
+std::string state_key(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+#endif
+
+}  // namespace
+
 struct StudentOptimizer::Impl {
+  bool multi_tensor = true;
   std::vector<std::string> decay, no_decay;
   std::array<int, 4> torch_group{-1, -1, -1, -1};  // our group index -> torch param group
   std::unique_ptr<torch::optim::AdamW> adamw;
@@ -63,10 +82,62 @@ struct StudentOptimizer::Impl {
     return static_cast<torch::optim::AdamWOptions&>(
         adamw->param_groups().at(static_cast<size_t>(torch_group.at(group))).options());
   }
+
+  // libtorch's AdamW::step (no amsgrad) as foreach kernels over the parameters of a
+  // group that share a step count, keeping the state in libtorch's AdamW so that
+  // save()/load() and the per-parameter path read and write the same state.
+  void multi_tensor_step() {
+    torch::NoGradGuard no_grad;
+    auto& states = adamw->state();
+    for (auto& group : adamw->param_groups()) {
+      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+      // Parameters without a grad this step (frozen, cancelled) are skipped, as libtorch does.
+      std::map<int64_t, std::vector<size_t>> by_step;  // step after this update -> params
+      std::vector<torch::optim::AdamWParamState*> param_states(group.params().size());
+      for (size_t i = 0; i < group.params().size(); ++i) {
+        const at::Tensor& p = group.params()[i];
+        if (!p.grad().defined()) continue;
+        auto it = states.find(state_key(p));
+        if (it == states.end()) {
+          auto state = std::make_unique<torch::optim::AdamWParamState>();
+          state->step(0);
+          state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+          state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+          it = states.emplace(state_key(p), std::move(state)).first;
+        }
+        auto* state = static_cast<torch::optim::AdamWParamState*>(it->second.get());
+        state->step(state->step() + 1);
+        param_states[i] = state;
+        by_step[state->step()].push_back(i);
+      }
+      const auto [beta1, beta2] = o.betas();
+      for (const auto& [step, indices] : by_step) {
+        std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+        for (const size_t i : indices) {
+          params.push_back(group.params()[i]);
+          grads.push_back(group.params()[i].grad());
+          exp_avgs.push_back(param_states[i]->exp_avg());
+          exp_avg_sqs.push_back(param_states[i]->exp_avg_sq());
+        }
+        if (o.weight_decay() != 0) at::_foreach_mul_(params, 1 - o.lr() * o.weight_decay());
+        const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+        const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+        at::_foreach_mul_(exp_avgs, beta1);
+        at::_foreach_add_(exp_avgs, grads, 1 - beta1);
+        at::_foreach_mul_(exp_avg_sqs, beta2);
+        at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+        std::vector<at::Tensor> denom = at::_foreach_sqrt(exp_avg_sqs);
+        at::_foreach_div_(denom, std::sqrt(bias_correction2));
+        at::_foreach_add_(denom, o.eps());
+        at::_foreach_addcdiv_(params, exp_avgs, denom, -o.lr() / bias_correction1);
+      }
+    }
+  }
 };
 
 StudentOptimizer::StudentOptimizer(const NamedParameters& named, const AdamWSettings& settings)
     : impl_(std::make_unique<Impl>()) {
+  impl_->multi_tensor = settings.multi_tensor;
   if (named.empty()) throw std::invalid_argument("StudentOptimizer needs at least one parameter");
   std::array<std::vector<at::Tensor>, 4> groups;
   for (const auto& [name, p] : named) {
@@ -101,7 +172,11 @@ void StudentOptimizer::apply_schedule(const ScheduleValues& values) {
 }
 
 void StudentOptimizer::step() {
-  impl_->adamw->step();
+  if (impl_->multi_tensor) {
+    impl_->multi_tensor_step();
+  } else {
+    impl_->adamw->step();
+  }
 }
 void StudentOptimizer::zero_grad() {
   // Undefined, not zero: AdamW must skip a parameter that got no grad this step.
@@ -170,7 +245,8 @@ int64_t cancel_last_layer_grads(const NamedParameters& parameters) {
   return dropped;
 }
 
-void ema_update(const NamedParameters& teacher, const NamedParameters& student, double momentum) {
+void ema_update(const NamedParameters& teacher, const NamedParameters& student, double momentum,
+                bool multi_tensor) {
   if (!(momentum >= 0 && momentum <= 1))
     throw std::invalid_argument("ema momentum must be in [0, 1], got " + std::to_string(momentum));
   if (teacher.size() != student.size())
@@ -186,6 +262,16 @@ void ema_update(const NamedParameters& teacher, const NamedParameters& student, 
       throw std::invalid_argument("ema_update: '" + t_name + "' has different shapes");
   }
   torch::NoGradGuard no_grad;
+  if (multi_tensor) {
+    std::vector<at::Tensor> t, s;
+    for (size_t i = 0; i < teacher.size(); ++i) {
+      t.push_back(teacher[i].second);
+      s.push_back(student[i].second.detach());
+    }
+    at::_foreach_mul_(t, momentum);
+    at::_foreach_add_(t, s, 1.0 - momentum);
+    return;
+  }
   for (size_t i = 0; i < teacher.size(); ++i) {
     at::Tensor t = teacher[i].second;
     t.mul_(momentum).add_(student[i].second.detach(), 1.0 - momentum);

@@ -1,0 +1,260 @@
+#include "bench/learner/step_bench.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <ostream>
+#include <set>
+#include <stdexcept>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
+#include "common/config.h"
+#include "common/device_peak.h"
+#include "model/torch_compat.h"
+#include "workers/pretrain/job_options.h"
+#include "workers/pretrain/ssl_trainer.h"
+
+namespace saccade::bench {
+namespace {
+
+struct Variant {
+  std::string name;
+  bool bf16 = false;
+  bool fused_attention = true;
+  bool multi_tensor = true;
+};
+
+// "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless "bf16").
+Variant parse_variant(const std::string& text, const JobConfig& config) {
+  Variant v;
+  v.name = text;
+  if (text == "config") {
+    v.bf16 = config.ssl.precision == "bf16";
+    return v;
+  }
+  v.fused_attention = v.multi_tensor = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('+', start), text.size());
+    const std::string lever = text.substr(start, end - start);
+    if (lever == "bf16") {
+      v.bf16 = true;
+    } else if (lever == "fp32") {
+      v.bf16 = false;
+    } else if (lever == "sdpa") {
+      v.fused_attention = true;
+    } else if (lever == "foreach") {
+      v.multi_tensor = true;
+    } else {
+      throw std::invalid_argument(fmt::format(
+          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach joined "
+          "by '+', or config)",
+          lever, text));
+    }
+    start = end + 1;
+  }
+  return v;
+}
+
+// Normalised pixels ~ N(0, 1); positions in short-side units with zooms in [0, zoom_max].
+void fill(data::PatchBatch& pb, double zoom_max) {
+  const torch::Tensor patches = torch::randn({static_cast<int64_t>(pb.patches.size())});
+  std::memcpy(pb.patches.data(), patches.data_ptr<float>(), pb.patches.size() * sizeof(float));
+  const torch::Tensor xyz = torch::rand({pb.views * pb.tokens, 3}) *
+                            torch::tensor({1.0f, 1.0f, static_cast<float>(zoom_max)});
+  std::memcpy(pb.positions.data(), xyz.data_ptr<float>(), pb.positions.size() * sizeof(float));
+}
+
+std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count) {
+  const data::ViewOptions views = workers::view_options(config);
+  std::vector<data::SslBatch> out(static_cast<size_t>(count));
+  torch::manual_seed(static_cast<uint64_t>(config.job.seed) + 1);
+  for (data::SslBatch& b : out) {
+    b.allocate(views, batch);
+    for (data::PatchBatch* pb :
+         {&b.teacher_global, &b.student_global, &b.student_local, &b.teacher_seq, &b.student_seq})
+      fill(*pb, views.zoom_max);
+    for (int64_t i = 0; i < batch; ++i) b.indices[static_cast<size_t>(i)] = i;
+  }
+  return out;
+}
+
+struct Row {
+  std::string variant;
+  int64_t batch = 0;
+  double step_ms = 0, images_per_second = 0, tflops = 0, mfu = NAN;
+  workers::StepPhases phases;  // per step, seconds
+  std::vector<double> losses;
+  double max_loss_rel_diff = 0;  // against the first variant at this batch
+};
+
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Runs `work` under the Kineto profiler (CPU ops, and device kernels on a GPU) and
+// writes the Chrome trace to `path`.
+void profile(const std::string& path, const torch::Device& device,
+             const std::function<void()>& work) {
+#if TORCH_VERSION_MAJOR >= 2
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  work();
+  sync(device);
+  profiler::disableProfiler()->save(path);
+#else
+  (void)device;
+  (void)work;
+  throw std::invalid_argument("--profile " + path + ": needs LibTorch >= 2 (Kineto), this is " +
+                              TORCH_VERSION);
+#endif
+}
+
+}  // namespace
+
+int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
+  if (o.warmup < 0 || o.steps < 1 || o.phase_steps < 0)
+    throw std::invalid_argument("--warmup >= 0, --steps >= 1 and --phase-steps >= 0 expected");
+  const JobConfig config = load_config(o.config_path);
+  const torch::Device device(o.device);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::invalid_argument("--device " + o.device + ": no CUDA device (or a CPU LibTorch)");
+  at::set_num_threads(workers::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
+  int world = 0;
+  for (const auto& node : config.cluster.nodes) world += static_cast<int>(node.learners);
+  std::vector<int64_t> batches = o.batches;
+  if (batches.empty()) batches = {workers::per_rank_batch(config, std::max(world, 1))};
+  std::vector<Variant> variants;
+  for (const std::string& text :
+       o.variants.empty() ? std::vector<std::string>{"config"} : o.variants)
+    variants.push_back(parse_variant(text, config));
+  const int64_t steps_per_epoch =
+      config.ssl.steps_per_epoch > 0 ? config.ssl.steps_per_epoch : 1000;
+  const std::string device_name =
+      device.is_cuda() ? cuda_device_name(device.index() < 0 ? 0 : device.index()) : "cpu";
+
+  std::vector<Row> rows;
+  double flop_per_image = 0;
+  for (const int64_t batch : batches) {
+    if (batch < 1) throw std::invalid_argument("--batch: expected >= 1");
+    const std::vector<data::SslBatch> data = synthetic_batches(config, batch, 2);
+    const size_t first_row = rows.size();
+    for (const Variant& v : variants) {
+      workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
+      t.bf16 = v.bf16;
+      t.multi_tensor_update = v.multi_tensor;
+      t.time_phases = false;
+      t.peak_tflops =
+          resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,
+                              v.bf16 ? "bf16" : "fp32");
+      model::set_fused_attention(v.fused_attention);
+      workers::SslTrainer trainer(t);
+      Row row;
+      row.variant = v.name;
+      row.batch = batch;
+      size_t next = 0;
+      auto step = [&] {
+        const workers::StepStats s = trainer.train_step(data[next++ % data.size()]);
+        row.losses.push_back(s.loss);
+        flop_per_image = s.flop_per_image;
+        return s;
+      };
+      for (int i = 0; i < o.warmup; ++i) step();
+      sync(device);
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.steps; ++i) step();
+      sync(device);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      row.step_ms = 1e3 * seconds / o.steps;
+      row.images_per_second = static_cast<double>(batch * o.steps) / seconds;
+      row.tflops = flop_per_image * row.images_per_second / 1e12;
+      if (t.peak_tflops > 0) row.mfu = row.tflops / t.peak_tflops;
+      trainer.set_time_phases(true);
+      for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
+      if (!o.profile_path.empty() && batch == batches.back() && &v == &variants.back())
+        profile(o.profile_path, device, [&] { step(); });
+      model::set_fused_attention(true);
+      if (rows.size() > first_row) {
+        const Row& reference = rows[first_row];
+        for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)
+          row.max_loss_rel_diff =
+              std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - reference.losses[i]) /
+                                                  std::max(1e-12, std::abs(reference.losses[i])));
+      }
+      rows.push_back(row);
+    }
+  }
+
+  const double per_phase = o.phase_steps > 0 ? 1e3 / o.phase_steps : 0;
+  out << fmt::format(
+      "bench step: {} on {} ({}), {:.1f} GFLOP per image (model FLOPs: forward teacher, "
+      "forward + backward student), {} timed steps after {} warm-up\n",
+      o.config_path, o.device, device_name, flop_per_image / 1e9, o.steps, o.warmup);
+  out << fmt::format(
+      "{:<22} {:>6} {:>10} {:>9} {:>9} {:>6}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
+      "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "teacher", "student", "loss",
+      "backward", "update", "other", "loss diff");
+  for (const Row& r : rows) {
+    out << fmt::format(
+        "{:<22} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6}  {:>8.1f} {:>8.1f} {:>6.1f} {:>8.1f} "
+        "{:>7.1f} {:>6.1f}  {:>9.2e}\n",
+        r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
+        std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
+        per_phase * r.phases.teacher, per_phase * r.phases.student, per_phase * r.phases.loss,
+        per_phase * r.phases.backward, per_phase * r.phases.update, per_phase * r.phases.other,
+        r.max_loss_rel_diff);
+  }
+  out << "phases: ms per step, each ended by a device synchronisation (extra steps after the "
+         "timed ones); loss diff: largest relative difference of a step's loss from the first "
+         "variant's on the same batches\n";
+  if (!o.json_path.empty()) {
+    nlohmann::ordered_json j = {{"config", o.config_path},
+                                {"device", o.device},
+                                {"device_name", device_name},
+                                {"torch", TORCH_VERSION},
+                                {"flop_per_image", flop_per_image},
+                                {"warmup", o.warmup},
+                                {"steps", o.steps},
+                                {"rows", nlohmann::ordered_json::array()}};
+    for (const Row& r : rows) {
+      j["rows"].push_back({{"variant", r.variant},
+                           {"batch", r.batch},
+                           {"images_per_second", r.images_per_second},
+                           {"step_ms", r.step_ms},
+                           {"tflops", r.tflops},
+                           {"mfu", std::isfinite(r.mfu) ? nlohmann::ordered_json(r.mfu) : nullptr},
+                           {"phases_ms",
+                            {{"teacher", per_phase * r.phases.teacher},
+                             {"student", per_phase * r.phases.student},
+                             {"loss", per_phase * r.phases.loss},
+                             {"backward", per_phase * r.phases.backward},
+                             {"update", per_phase * r.phases.update},
+                             {"other", per_phase * r.phases.other}}},
+                           {"losses", r.losses},
+                           {"max_loss_rel_diff", r.max_loss_rel_diff}});
+    }
+    std::ofstream file(o.json_path);
+    file << j.dump(2) << "\n";
+    if (!file) throw std::runtime_error("cannot write " + o.json_path);
+  }
+  return 0;
+}
+
+}  // namespace saccade::bench

@@ -1,0 +1,40 @@
+// `saccade bench step CONFIG`: the full sequential-to-global training step of the
+// config (teacher forward, student global/local/sequential forwards, loss, backward,
+// update, EMA) on synthetic batches of the config's view shapes, on one device.
+// Reports images/s, model TFLOP/s, MFU and the time per phase, per variant of the
+// step's levers, with every variant's losses on the same batches from the same
+// initial weights (so a faster variant is checked to train the same). Torch-free
+// header: the CLI fills the options, the torch plugin runs them.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace saccade::bench {
+
+struct StepBenchOptions {
+  std::string config_path;
+  std::string device = "cpu";    // "cpu" or "cuda[:i]"
+  std::vector<int64_t> batches;  // images per step; empty = the config's batch per learner
+  // Levers, one variant each, e.g. "fp32", "bf16+sdpa+foreach": a precision (fp32 | bf16;
+  // default the config's), "sdpa" (fused attention kernels, LibTorch >= 2), "foreach"
+  // (multi-tensor AdamW and EMA). Empty: one variant, the config's training path.
+  std::vector<std::string> variants;
+  int warmup = 2;          // untimed steps per variant and batch
+  int steps = 5;           // timed steps (no phase synchronisation)
+  int phase_steps = 2;     // then steps timed per phase (synchronised on a GPU)
+  double peak_tflops = 0;  // > 0 overrides ssl.peak_tflops and the device table
+  int threads = 0;         // torch threads; 0 = the config's ssl.threads
+  std::string json_path;   // also write the rows here
+  // A Kineto trace (Chrome JSON: CPU ops and device kernels) of one more step of the
+  // last variant at the last batch, written here (LibTorch >= 2 only).
+  std::string profile_path;
+};
+
+// Prints a table to `out`; returns 0. Throws std::invalid_argument on bad options
+// and saccade::ConfigError on a refused config.
+int run_step_bench(const StepBenchOptions& options, std::ostream& out);
+
+}  // namespace saccade::bench
