@@ -1,4 +1,4 @@
-// Per-view augmentations of DINOv2 (NOTES.md section 3), applied to a view's
+// Per-view augmentations of DINOv2 (facebookresearch/dinov2), applied to a view's
 // extracted patches rather than to a pixel crop: every view is cut from one
 // integral image, so there is no crop to augment.
 //

@@ -1,5 +1,6 @@
 // Translated and Cluttered Translated variants of a digit dataset (the RAM
-// protocol, Mnih et al. 2014; NOTES.md section 5), generated on the fly.
+// protocol, Mnih et al. 2014, "Recurrent Models of Visual Attention"), generated on
+// the fly.
 //
 // Image i puts digit i of the base dataset at a uniformly random position of a
 // black canvas_size x canvas_size canvas; the cluttered variant then adds

@@ -14,7 +14,7 @@ namespace saccade::model {
 struct StepOutput {
   torch::Tensor state;  // [B, n_state, width]: final-LayerNorm outputs at the state positions
   torch::Tensor patch_tokens;  // [B, T, width]: final-LayerNorm outputs at the patch positions
-  // [B, width]: state[:, 0] / ||state[:, 0]||, the input of KoLeo (NOTES.md section 3).
+  // [B, width]: state[:, 0] / ||state[:, 0]||, the input of KoLeo (DINOv2; docs/references.md).
   torch::Tensor first_state_normalized() const;
 };
 

@@ -37,7 +37,8 @@ struct BackboneOptions {
 
   // ViT-S/16 of the paper: 12 blocks, 384 wide, 6 heads, 8 state tokens.
   static BackboneOptions vit_s() { return BackboneOptions{}; }
-  // A CPU preset (NOTES.md section 7): 6 blocks, 192 wide, 3 heads.
+  // A CPU preset (sized from the CPU step times in docs/references.md): 6 blocks, 192 wide, 3
+  // heads.
   static BackboneOptions tiny() {
     BackboneOptions o;
     o.depth = 6;
@@ -62,7 +63,7 @@ struct BackboneOptions {
 const char* state_input_name(BackboneOptions::StateInput s);
 BackboneOptions::StateInput parse_state_input(const std::string& name);
 
-// DINO projection head on the first state token (NOTES.md section 3).
+// DINO projection head on the first state token (DINOv2's head; docs/references.md).
 struct DinoHeadOptions {
   int64_t in_dim = 384;  // backbone width
   int64_t hidden_dim = 2048;

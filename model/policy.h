@@ -1,6 +1,6 @@
-// The gaze policy (paper "Gaze Policy", NOTES.md section 4) and the Gaussian
-// mixture it parameterises. Coordinates are image-relative with the short side
-// = 1 (origin top-left, x right, y down): an image spans [0, W/min] x [0, H/min].
+// The gaze policy (paper "Gaze Policy"; GRPO as in DeepSeekMath, docs/references.md) and the
+// Gaussian mixture it parameterises. Coordinates are image-relative with the short side = 1 (origin
+// top-left, x right, y down): an image spans [0, W/min] x [0, H/min].
 #pragma once
 
 #include <torch/torch.h>

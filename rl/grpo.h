@@ -1,5 +1,5 @@
 // Group Relative Policy Optimization as the paper uses it for the gaze policy
-// (section "Gaze Policy Optimization via GRPO"; NOTES.md section 4): a group of
+// (section "Gaze Policy Optimization via GRPO"; DeepSeekMath's GRPO): a group of
 // G traces per image, T steps each, a reward after every step, discounted
 // returns normalised per image AND per step across the group, and the clipped
 // surrogate of DeepSeekMath with an optional KL penalty to a reference policy.

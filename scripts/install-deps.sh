@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git clang-format python3
   # plots of the demo and the documents (scripts/plot_*.py)
   python3-matplotlib
-  # ML: Debian's CPU LibTorch (1.13) with Gloo, and a fast BLAS (NOTES.md section 7)
+  # ML: Debian's CPU LibTorch (1.13) with Gloo, and a fast BLAS (docs/references.md)
   libtorch-dev libgloo-dev libopenblas0-pthread
   # runtime: messaging, serialisation, storage, config, logging, CLI
   libzmq3-dev cppzmq-dev libsodium-dev capnproto libcapnp-dev librocksdb-dev

@@ -16,8 +16,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# One colour and one marker per mode, so every series reads apart in colour and in grey.
 COLORS = {"vit": "tab:blue", "random": "tab:gray", "scan": "tab:orange",
-          "policy": "tab:red", "vit_fixed_patch": "tab:purple"}
+          "fixed_path": "tab:green", "policy": "tab:red", "vit_fixed_patch": "tab:purple"}
+MARKERS = {"vit": "s", "random": "v", "scan": "D", "fixed_path": "^", "policy": "o",
+           "vit_fixed_patch": "P"}
+plt.rcParams.update({"font.size": 11, "axes.titlesize": 11, "legend.fontsize": 10})
+
+
+def style(mode):
+    """Colour and marker of a mode (a mode without its own gets black and a cross)."""
+    return {"color": COLORS.get(mode, "black"), "marker": MARKERS.get(mode, "x")}
 
 
 def probed(report, short=False):
@@ -54,19 +63,19 @@ def print_eval(r):
 def plot_glimpses(r, out):
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for c in r["curves"]:
-        color = COLORS.get(c["mode"])
         if c["mode"] == "vit":
-            ax.axhline(100 * c["accuracy"][0], ls="--", color=color, label="vit (one step)")
+            ax.axhline(100 * c["accuracy"][0], ls="--", color=style("vit")["color"],
+                       label="vit (one step)")
         else:
             xs = range(1, len(c["accuracy"]) + 1)
-            ax.plot(xs, [100 * a for a in c["accuracy"]], "o-", color=color, label=c["mode"])
+            ax.plot(xs, [100 * a for a in c["accuracy"]], "-", label=c["mode"], **style(c["mode"]))
     ax.set_xticks(range(1, r["glimpses"] + 1))
-    ax.set_xlabel("glimpse")
+    ax.set_xlabel("glimpse (count)")
     ax.set_ylabel("validation top-1 (%)")
     head = f", {r['task_head']} task head" if r.get("task_head") else ""
     ax.set_title(f"{probed(r, short=True)}, {r['images']} validation images{head}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
@@ -80,19 +89,20 @@ def plot_resolution(r, out):
     for mode in modes:
         pts = [p for p in r["sweep"] if p["mode"] == mode]
         sides = [p["image_side"] for p in pts]
-        color = COLORS.get(mode)
-        axes[0].plot(sides, [100 * p["accuracy"] for p in pts], "o-", color=color, label=mode)
-        axes[1].plot(sides, [p["gflops"] for p in pts], "o-", color=color, label=mode)
-        axes[2].plot(sides, [p["ms_per_image"] for p in pts], "o-", color=color, label=mode)
-    for ax, title in zip(axes, ("top-1 (%) after the last glimpse", "backbone GFLOPs per image",
-                                "wall ms per image")):
+        axes[0].plot(sides, [100 * p["accuracy"] for p in pts], "-", label=mode, **style(mode))
+        axes[1].plot(sides, [p["gflops"] for p in pts], "-", label=mode, **style(mode))
+        axes[2].plot(sides, [p["ms_per_image"] for p in pts], "-", label=mode, **style(mode))
+    for ax, title, ylabel in zip(axes, ("accuracy after the last glimpse",
+                                        "backbone compute per image", "wall time per image"),
+                                 ("validation top-1 (%)", "GFLOPs per image", "ms per image")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("image side (pixels)")
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(alpha=0.3)
     axes[1].set_yscale("log")
     axes[2].set_yscale("log")
-    axes[0].legend(fontsize=8)
+    axes[0].legend()
     fig.suptitle(f"resolution sweep: {r['sweep_images']} validation images upscaled")
     fig.tight_layout()
     fig.savefig(out, dpi=120)

@@ -3,7 +3,7 @@
 accuracy against the exact box average, for the integral image, the image pyramid
 and crop + INTER_AREA resize, by image size.
 
-Usage: scripts/plot_extract.py extract_bench.json docs/kernels_extract.png
+Usage: scripts/plot_extract.py extract_bench.json results/kernels/kernels_extract.png
 Needs matplotlib (Debian's python3-matplotlib, installed by scripts/install-deps.sh).
 Synthetic images are lines; real photos are points at their pixel count.
 """
@@ -56,12 +56,14 @@ def main(src, dst):
     cost.set_title("cost per patch (us), P = 16, RGB; x = photos")
     build.set_title("one-time build per image (ms)")
     error.set_title("mean |error| vs the exact box average (0..255)")
-    for ax in (cost, build, error):
+    for ax, ylabel in ((cost, "us per patch"), (build, "ms per image"),
+                       (error, "grey levels (0..255)")):
+        ax.set_ylabel(ylabel)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("image size (pixels)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
     print("wrote", dst)

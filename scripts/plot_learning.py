@@ -72,6 +72,7 @@ def plot_glimpses(probe_path, out):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
     colors = {"pretrained": "tab:blue", "random_init": "tab:gray", "pixels": "tab:green",
               "supervised": "tab:red"}
+    markers = {"pretrained": "o", "random_init": "v", "pixels": "P", "supervised": "D"}
     for ax, kind in zip(axes, ("knn", "linear")):
         for row in report["rows"]:
             if row[f"vit_{kind}"] is None:  # a transformer head's row has no k-NN
@@ -83,7 +84,9 @@ def plot_glimpses(probe_path, out):
             vit = 100 * row[f"vit_{kind}"]
             if steps:
                 xs = list(range(1, len(steps) + 1))
-                ax.plot(xs, [100 * v for v in steps], "^--" if feature else "o-", color=color,
+                marker = markers.get(base, "x")
+                ax.plot(xs, [100 * v for v in steps], marker + ("--" if feature else "-"),
+                        color=color, mfc="none" if feature else color,
                         label=f"{row['name']}, glimpses")
                 ax.plot([0], [vit], "D" if feature else "s", color=color, ms=8,
                         mfc="none" if feature else color, label=f"{row['name']}, ViT mode")
@@ -91,11 +94,11 @@ def plot_glimpses(probe_path, out):
                 ax.axhline(vit, ls="--", color=color, label=f"{row['name']} (ViT grid)")
         longest = max(len(r[f"step_{kind}"]) for r in report["rows"])
         ax.set_xticks(range(0, longest + 1))
-        ax.set_xlabel("glimpse (0 = ViT mode)")
+        ax.set_xlabel("glimpse (count; 0 = ViT mode)")
         ax.set_title(f"{'k-NN' if kind == 'knn' else 'linear'} top-1")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation top-1 (%)")
-    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle(f"probe of {plot_eval.probed(report, short=True)}: "
                  f"{report['train_images']} train / {report['val_images']} val images")
     fig.tight_layout()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The policy stage's ablations (docs/policy.md, "Rewards and the fixed path"): GRPO
+# The policy stage's ablations (results/policy.md, "No reward makes the policy beat the learned fixed path on the demo's backbone"): GRPO
 # against the frozen backbone and task head of a finished job (BASE, default
-# configs/ablations/tiny-transformer-head.toml: run that job first), one
+# configs/ablations/policy/tiny-transformer-head.toml: run that job first), one
 # one-process `saccade policy` per variant, each in $OUT/<job>-<variant> (OUT default
 # runs/ablations) with the same budget, seeds and validation images:
 #   probability    policy.reward = "probability" (the default, the paper's)
@@ -19,7 +19,7 @@
 # Prints each variant's validation top-1 per glimpse (policy, random, scan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${BASE:-configs/ablations/tiny-transformer-head.toml}
+base=${BASE:-configs/ablations/policy/tiny-transformer-head.toml}
 [[ -f "$base" ]] || {
   echo "policy_ablations: BASE=$base: no such config" >&2
   exit 2

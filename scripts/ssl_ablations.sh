@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Pretraining ablations (docs/ssl.md, "Ablations (session 20)"): one-process
+# Pretraining ablations (results/ssl.md, "Objective ablations at 500 steps"): one-process
 # `saccade pretrain --fresh --steps STEPS` of BASE (default
-# configs/ablations/glimpse-m099.toml, the glimpse recipe with its faster teacher)
+# configs/ablations/glimpse-recipe/glimpse-m099.toml, the glimpse recipe with its faster teacher)
 # per variant, each with one or more keys changed, in OUT/<job>-<variant> (OUT
 # default runs/ablations).
 # The schedules stay BASE's (the first STEPS steps of its budget), so every
@@ -16,7 +16,7 @@
 # SACCADE=path/to/saccade picks another build (default build/saccade).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${BASE:-configs/ablations/glimpse-m099.toml}
+base=${BASE:-configs/ablations/glimpse-recipe/glimpse-m099.toml}
 steps=${STEPS:-1000}
 saccade=${SACCADE:-build/saccade}
 out=${OUT:-runs/ablations}

@@ -5,7 +5,8 @@
 // ONE synced WriteBatch together with its manifest (names, sizes, CRC-32 of
 // every blob, metadata) and a committed marker. RocksDB applies a batch whole
 // or not at all, so after a crash a checkpoint is either whole or invisible:
-// latest()/list() show only steps whose marker exists (NOTES.md section 6).
+// latest()/list() show only steps whose marker exists (RocksDB's WriteBatch,
+// docs/references.md).
 // Blobs live in integrated BlobDB files (enable_blob_files) so multi-MB values
 // do not churn through LSM compactions. Every read verifies the blob's CRC-32
 // against the manifest; a mismatch throws naming the step and the blob.

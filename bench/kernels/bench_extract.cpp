@@ -75,7 +75,7 @@ void BM_IntegralExtract(benchmark::State& state) {
 // 65,536 per iteration (their lines, ~1.2 GB of touches, do not stay cached between
 // iterations): the lattice a ViT grid cuts from a power-of-two image. Cell heights with many
 // factors of 2 (64, 200, 256, 480) put a patch's lines on a few L1 sets, and its prefetched
-// lines evict each other (docs/kernels.md, "Cells a multiple of 8 pixels tall"); 61 and 100
+// lines evict each other (results/kernels.md, "Cells a multiple of 8 pixels tall"); 61 and 100
 // are the control.
 void BM_IntegralExtractLattice(benchmark::State& state) {
   constexpr int kSide = 8192, kPatches = 65536, kP = 16;

@@ -126,7 +126,7 @@ TEST(GazeTraces, RecordWhatThePolicyReadAndWhatTheHeadSaid) {
 
 // Glimpse 1 of a trace is glimpse 1 of pretraining and of the probe: the backbone starts
 // from no state. With memory tokens a zero state adds tokens it was never trained on
-// (sessions 18-20's policy stages scored glimpse 1 near chance that way).
+// (policy stages that started from a zero state scored glimpse 1 near chance).
 TEST(GazeTraces, TheFirstGlimpseStartsFromNoStateAsInPretraining) {
   for (const auto input : {model::BackboneOptions::StateInput::kMemory,
                            model::BackboneOptions::StateInput::kProjected}) {

@@ -778,7 +778,7 @@ TEST(SslTrainer, TeacherFeaturesOfASequenceCarryTheState) {
   EXPECT_THROW(trainer.teacher_features(seq, 3 * steps), std::invalid_argument);
 }
 
-// The "2-minute CPU run" (45 s here): 900 steps of batch 32 on generated stripes of
+// A short CPU run (about 45 s): 900 steps of batch 32 on generated stripes of
 // two orientations (classes the objective never sees), with the whole-image 5-NN accuracy of
 // the teacher's features before and after.
 struct LongRun {

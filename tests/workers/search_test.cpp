@@ -1,4 +1,4 @@
-// A task that only search solves (issue 17): the class is the orientation of a
+// A task that only search solves: the class is the orientation of a
 // small bar in the left or the right half of the image, and which half holds it
 // is visible in the coarse view of any glimpse (that half is lit), while the
 // bar shows only in a glimpse on it. A policy that reads the state after

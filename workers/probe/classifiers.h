@@ -1,8 +1,8 @@
-// The two classifiers of the standard frozen-feature protocol (NOTES.md
-// section 8): DINO's weighted k-NN and a linear probe fitted properly
-// (standardised features, multinomial logistic regression trained to
-// convergence with L-BFGS, the L2 strength chosen on training images held
-// apart from the reported split, then refit on all of them).
+// The two classifiers of the standard frozen-feature protocol
+// (docs/references.md, "The reference protocol"): DINO's weighted k-NN and a linear probe fitted
+// properly (standardised features, multinomial logistic regression trained to convergence with
+// L-BFGS, the L2 strength chosen on training images held apart from the reported split, then refit
+// on all of them).
 #pragma once
 
 #include <ATen/core/Tensor.h>

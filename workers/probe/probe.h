@@ -1,6 +1,6 @@
 // The probe (paper, "Linear Probing (Task Head)") under the standard protocol
-// (NOTES.md section 8): the FROZEN backbone's first state token, in ViT mode
-// and after every random glimpse, scored by k-NN and by a linear probe.
+// (docs/references.md, "The reference protocol"): the FROZEN backbone's first state token, in ViT
+// mode and after every random glimpse, scored by k-NN and by a linear probe.
 #pragma once
 
 #include <ATen/core/Tensor.h>
