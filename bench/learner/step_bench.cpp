@@ -33,6 +33,8 @@ struct Variant {
   bool bf16 = false;
   bool fused_attention = true;
   bool multi_tensor = true;
+  bool staged_upload = true;
+  bool phase_syncs = false;  // the timed steps also synchronise after every phase
 };
 
 // "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless "bf16").
@@ -43,7 +45,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.bf16 = config.ssl.precision == "bf16";
     return v;
   }
-  v.fused_attention = v.multi_tensor = false;
+  v.fused_attention = v.multi_tensor = v.staged_upload = false;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find('+', start), text.size());
@@ -56,10 +58,14 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.fused_attention = true;
     } else if (lever == "foreach") {
       v.multi_tensor = true;
+    } else if (lever == "staged") {
+      v.staged_upload = true;
+    } else if (lever == "sync") {
+      v.phase_syncs = true;
     } else {
       throw std::invalid_argument(fmt::format(
-          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach joined "
-          "by '+', or config)",
+          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, staged, "
+          "sync joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -159,7 +165,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
       t.bf16 = v.bf16;
       t.multi_tensor_update = v.multi_tensor;
-      t.time_phases = false;
+      t.staged_upload = v.staged_upload;
+      t.time_phases = v.phase_syncs;
       t.peak_tflops =
           resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,
                               v.bf16 ? "bf16" : "fp32");

@@ -110,11 +110,14 @@ wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s 
 if wants step; then
   step_config=${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}
   fast=bf16+sdpa+foreach
-  step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+  levers=bf16,bf16+sdpa,bf16+foreach,$fast,$fast+staged,fp32+sdpa+foreach
+  # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
+  timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
+  step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
-    --variants "${SACCADE_GPU_STEP_VARIANTS:-bf16,bf16+sdpa,bf16+foreach,$fast,fp32+sdpa+foreach}" \
+    --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
-  step step_large 120 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+  step step_large 120 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256}" --variants "$fast" --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind and the

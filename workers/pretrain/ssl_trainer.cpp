@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -72,6 +74,7 @@ struct SslTrainer::Impl {
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
   std::atomic<int64_t> step{0};
+  torch::Tensor staging;  // upload()'s reused buffer (page-locked on a GPU)
 
   Impl(const TrainerOptions& o, AllReduceSum reduce, int world)
       : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
@@ -98,6 +101,60 @@ struct SslTrainer::Impl {
     ssl::AdamWSettings adamw;
     adamw.multi_tensor = options.multi_tensor_update;
     optimizer = std::make_unique<ssl::StudentOptimizer>(student_params, adamw);
+  }
+
+  // The five view sets of a batch on the device. Staged (options.staged_upload): one copy
+  // of every buffer into `staging` on all intra-op threads, then one transfer of it. The
+  // buffer is reused: the previous step's transfer has finished, because every step ends by
+  // reading its losses back (a synchronisation).
+  std::array<ViewTensors, 5> upload(const data::SslBatch& batch) {
+    const std::array<const data::PatchBatch*, 5> sets = {
+        &batch.teacher_global, &batch.student_global, &batch.student_local, &batch.teacher_seq,
+        &batch.student_seq};
+    std::array<ViewTensors, 5> out;
+    if (!options.staged_upload) {
+      for (size_t i = 0; i < sets.size(); ++i) out[i] = to_tensors(*sets[i], device);
+      return out;
+    }
+    struct Piece {
+      const float* from;
+      int64_t offset, count;
+    };
+    std::vector<Piece> pieces;
+    constexpr int64_t kPieceFloats = int64_t{1} << 20;  // 4 MB: enough pieces for every thread
+    int64_t total = 0;
+    for (const data::PatchBatch* set : sets) {
+      for (const std::vector<float>* v : {&set->patches, &set->positions}) {
+        const auto n = static_cast<int64_t>(v->size());
+        for (int64_t at = 0; at < n; at += kPieceFloats)
+          pieces.push_back({v->data() + at, total + at, std::min(kPieceFloats, n - at)});
+        total += n;
+      }
+    }
+    if (!staging.defined() || staging.numel() < total)
+      staging = torch::empty(
+          {total}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device.is_cuda()));
+    float* base = staging.data_ptr<float>();
+    at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        const Piece& piece = pieces[static_cast<size_t>(i)];
+        std::memcpy(base + piece.offset, piece.from, static_cast<size_t>(piece.count) * 4);
+      }
+    });
+    const torch::Tensor all = device.is_cuda()
+                                  ? staging.narrow(0, 0, total).to(device, /*non_blocking=*/true)
+                                  : staging.narrow(0, 0, total);
+    int64_t offset = 0;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const data::PatchBatch& pb = *sets[i];
+      const int64_t patches = static_cast<int64_t>(pb.patches.size());
+      const int64_t positions = static_cast<int64_t>(pb.positions.size());
+      out[i].patches = all.narrow(0, offset, patches)
+                           .view({pb.views, pb.tokens, pb.channels, pb.patch_size, pb.patch_size});
+      out[i].positions = all.narrow(0, offset + patches, positions).view({pb.views, pb.tokens, 3});
+      offset += patches + positions;
+    }
+    return out;
   }
 
   // The head's logits of the first state token, step by step through a sequential view.
@@ -235,11 +292,9 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   const int64_t B = batch.batch_size;
   const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
 
-  const ViewTensors tg = to_tensors(batch.teacher_global, m.device);
-  const ViewTensors sg = to_tensors(batch.student_global, m.device);
-  const ViewTensors sl = to_tensors(batch.student_local, m.device);
-  const ViewTensors tseq = to_tensors(batch.teacher_seq, m.device);
-  const ViewTensors sseq = to_tensors(batch.student_seq, m.device);
+  const std::array<ViewTensors, 5> views = m.upload(batch);
+  const ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
+                    &sseq = views[4];
 
   ssl::ObjectiveOptions objective;
   objective.teacher_temp = sched.teacher_temp;
@@ -258,8 +313,9 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   // Forward passes run under autocast (bf16 when configured); the objective casts the
   // logits to fp32, so Sinkhorn-Knopp, the softmaxes and the loss are always fp32.
   StepStats stats;
-  // Seconds since the last lap (the device synchronised first on CUDA).
-  auto last = std::chrono::steady_clock::now();
+  // Seconds since the last lap (the device synchronised first on CUDA); the first lap,
+  // "other", includes the batch's upload above.
+  auto last = start;
   auto lap = [&] {
     if (!m.options.time_phases) return 0.0;
     if (m.device.is_cuda()) torch::cuda::synchronize(m.device.index());
