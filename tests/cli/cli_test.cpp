@@ -33,6 +33,7 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                     {"bench", "extract"},
                                                     {"bench", "model"},
                                                     {"bench", "allreduce"},
+                                                    {"bench", "step"},
                                                     {"pretrain"},
                                                     {"coordinator"},
                                                     {"agent"},
@@ -137,6 +138,43 @@ TEST(Cli, BenchAllreduceChecksTheSumAcrossRealProcesses) {
     EXPECT_NE(no_gpu.err.find("no CUDA device"), std::string::npos) << no_gpu.err;
     EXPECT_NE(no_gpu.err.find("2 of 2 ranks failed"), std::string::npos) << no_gpu.err;
   }
+}
+
+// The full training step of the tiny config on the CPU, two lever variants from the same
+// weights on the same batches: figures, the analytic FLOPs, MFU from the peak given, and
+// losses that agree (the multi-tensor update is bit-exact with the per-parameter one).
+TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
+  const testing::TempDir scratch("cli-step");
+  const std::string json_path = (scratch.path() / "step.json").string();
+  const auto r =
+      saccade({"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--batch", "4",
+               "--variants", "fp32,fp32+foreach", "--warmup", "1", "--steps", "2", "--phase-steps",
+               "1", "--peak-tflops", "1", "--threads", "1", "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("GFLOP per image"), std::string::npos) << r.out;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_GT(j.at("flop_per_image").get<double>(), 1e8);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  for (const auto& row : j.at("rows")) {
+    EXPECT_EQ(row.at("batch").get<int>(), 4);
+    EXPECT_GT(row.at("images_per_second").get<double>(), 0);
+    const double tflops = row.at("tflops").get<double>();
+    EXPECT_NEAR(
+        tflops,
+        j.at("flop_per_image").get<double>() * row.at("images_per_second").get<double>() / 1e12,
+        1e-9 + 1e-6 * tflops);
+    EXPECT_NEAR(row.at("mfu").get<double>(), tflops / 1.0, 1e-12);
+    EXPECT_EQ(row.at("losses").size(), 4u);  // warm-up, timed and phase steps
+    EXPECT_GT(row.at("phases_ms").at("backward").get<double>(), 0);
+  }
+  EXPECT_EQ(j.at("rows")[1].at("max_loss_rel_diff").get<double>(), 0.0);
+  EXPECT_EQ(j.at("rows")[0].at("losses"), j.at("rows")[1].at("losses"));
+
+  const auto bad = saccade(
+      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {

@@ -258,17 +258,27 @@ TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
 
 TEST_F(Job, SigtermDrainsWithAFinalCheckpoint) {
   TestJob job = tiny_job({node("local", 1, 1)}, 100000, 8);
-  job.checkpoint_every = 100000;  // only the drain commits
+  job.checkpoint_every = 100000;             // only the drain commits
+  job.ssl_extra += "peak_tflops = 0.001\n";  // a CPU has no table entry: MFU needs a peak
   const fs::path config = write_config(job);
   Child& r = run(config);
   auto s = wait_status(
       config,
       [](const Json& j) {
         const Json* l = actor(j, "learner", 0);
-        return l && (*l).at("step").get<double>() >= 3;
+        return l && (*l).at("step").get<double>() >= 3 && j.at("mfu").is_number();
       },
       120s);
-  ASSERT_TRUE(s) << "never trained 3 steps";
+  ASSERT_TRUE(s) << "never trained 3 steps with the learner's MFU in status";
+  // The learner's compute figures reach status: the job's TFLOP/s are its images/s times
+  // the learner's FLOPs per image, and MFU is the learner's share of the configured peak.
+  const Json& metrics = (*s).at("metrics");
+  ASSERT_TRUE(metrics.contains("flop_per_image")) << metrics;
+  EXPECT_GT(metrics.at("flop_per_image").get<double>(), 0);
+  EXPECT_DOUBLE_EQ((*s).at("tflops").get<double>(), (*s).at("images_per_second").get<double>() *
+                                                        metrics.at("flop_per_image").get<double>() /
+                                                        1e12);
+  EXPECT_DOUBLE_EQ((*s).at("mfu").get<double>(), metrics.at("tflops").get<double>() / 0.001);
   const int64_t reported =
       static_cast<int64_t>((*actor(*s, "learner", 0)).at("step").get<double>());
   r.signal(SIGTERM);
