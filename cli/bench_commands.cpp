@@ -1,5 +1,8 @@
-// saccade bench extract | model | step | allreduce | runtime | rollouts: benchmarks that print
-// figures.
+// saccade bench extract | data | model | step | allreduce | runtime | rollouts: benchmarks
+// that print figures.
+#include <iostream>
+
+#include "bench/data/data_bench.h"
 #include "bench/kernels/extract_bench.h"
 #include "bench/learner/allreduce_bench.h"
 #include "bench/learner/step_bench.h"
@@ -60,6 +63,34 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
     if (no_baseline) extract.baseline = false;
     if (no_cuda) extract.cuda = false;
     if (const int rc = saccade::bench::run_extract_bench(extract); rc != 0) throw Exit{rc};
+  });
+
+  static saccade::bench::DataBenchOptions data;
+  static bool no_photos_data = false;
+  CLI::App* d = bench->add_subcommand(
+      "data",
+      "A data actor's cost per image on one core, by stage (read, decode, table build, cut, "
+      "augment, encode, send) beside decoding alone, on generated ImageNet-size JPEGs and photos");
+  d->add_option("config", data.config_path, "Job config ([views], [data])")
+      ->required()
+      ->check(CLI::ExistingFile);
+  d->add_option("--generated", data.generated, "Generated JPEGs (0 = none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  d->add_option("--generated-size", data.generated_width, "Their width")->capture_default_str();
+  d->add_option("--generated-height", data.generated_height, "Their height")->capture_default_str();
+  d->add_option("--photos", data.photos, "Image files (default: the installed wallpapers)");
+  d->add_option("--max-photos", data.max_photos, "Default photos used at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  d->add_flag("--no-photos", no_photos_data, "Generated images only");
+  d->add_option("--batch", data.batch, "Images per encoded frame")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  d->add_option("--json", data.json_path, "Also write the rows as JSON here");
+  d->callback([] {
+    if (no_photos_data) data.default_photos = false;
+    if (const int rc = saccade::bench::run_data_bench(data, std::cout); rc != 0) throw Exit{rc};
   });
 
   static saccade::model::ModelBenchOptions model;

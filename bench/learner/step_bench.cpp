@@ -21,6 +21,7 @@
 
 #include "common/config.h"
 #include "common/device_peak.h"
+#include "common/seconds_since.h"
 #include "model/torch_compat.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -187,8 +188,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < o.steps; ++i) step();
       sync(device);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double seconds = seconds_since(start);
       row.step_ms = 1e3 * seconds / o.steps;
       row.images_per_second = static_cast<double>(batch * o.steps) / seconds;
       row.tflops = flop_per_image * row.images_per_second / 1e12;
@@ -230,7 +230,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   }
   out << "phases: ms per step, each ended by a device synchronisation (extra steps after the "
          "timed ones); loss diff: largest relative difference of a step's loss from the first "
-         "variant's on the same batches\n";
+         "variant's on the same batches; one device, so no gradient all-reduce (saccade bench "
+         "allreduce measures it; docs/scaling.md adds the two)\n";
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j = {{"config", o.config_path},
                                 {"device", o.device},

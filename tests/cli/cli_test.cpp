@@ -34,6 +34,7 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                     {"bench", "model"},
                                                     {"bench", "allreduce"},
                                                     {"bench", "step"},
+                                                    {"bench", "data"},
                                                     {"pretrain"},
                                                     {"coordinator"},
                                                     {"agent"},
@@ -175,6 +176,35 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
       {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
+}
+
+// The data plane's cost per stage on generated JPEGs: every stage measured, the frame's
+// bytes per image those of the views' fp32 patches and positions (plus a small envelope),
+// and the whole pipeline slower than decoding alone.
+TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
+  const testing::TempDir scratch("cli-data");
+  const std::string json_path = (scratch.path() / "data.json").string();
+  const auto r = saccade({"bench", "data", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--generated",
+                          "4", "--generated-size", "64", "--generated-height", "48", "--no-photos",
+                          "--batch", "2", "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.at("rows").size(), 1u);
+  const auto& row = j.at("rows")[0];
+  EXPECT_EQ(row.at("count").get<int>(), 4);
+  EXPECT_NEAR(row.at("megapixels").get<double>(), 64 * 48 / 1e6, 1e-9);
+  for (const char* stage : {"read", "decode", "table", "cut", "augment", "encode", "send"})
+    EXPECT_GT(row.at("ms_per_image").at(stage).get<double>(), 0) << stage;
+  EXPECT_LT(row.at("pipeline_per_second").get<double>(),
+            row.at("decode_only_per_second").get<double>());
+  // configs/tiny.toml: C = 1, P = 8, so a token is 64 pixels + 3 coordinates, as float32.
+  // Tokens per image: 2 global views of 6^2, 4 local views of 3^2, 2 sequences of 4 glimpses
+  // of 4 + 3^2: 36 + 36 + 36 + 52 + 52 = 212. Then the envelope, a few hundred bytes.
+  const double tensor_bytes = 212.0 * (64 + 3) * 4;
+  const double bytes = row.at("bytes_per_image").get<double>();
+  EXPECT_GE(bytes, tensor_bytes);
+  EXPECT_LT(bytes, tensor_bytes + 2000);
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {

@@ -1,0 +1,264 @@
+#include "bench/data/data_bench.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/imgproc.hpp>
+#if SACCADE_HAS_IMAGE_CODECS
+#include <opencv2/imgcodecs.hpp>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+
+#include "common/config.h"
+#include "common/file_bytes.h"
+#include "common/seconds_since.h"
+#include "kernels/integral_image.h"
+#include "schemas/wire.h"
+#include "workers/data/batch_codec.h"
+#include "workers/data/data_options.h"
+
+namespace saccade::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Seconds per image of each stage, summed over a set of images.
+struct Stages {
+  double read = 0, decode = 0, table = 0, cut = 0, augment = 0, encode = 0, send = 0;
+};
+
+struct SetRow {
+  std::string name;
+  int images = 0;
+  double megapixels = 0, file_kb = 0;  // means
+  Stages per_image;                    // seconds
+  double frame_bytes_per_image = 0;
+  double decode_only_per_second = 0, pipeline_per_second = 0;
+};
+
+#if SACCADE_HAS_IMAGE_CODECS
+// A photo-like test image: smooth gradients, shapes and mild noise, so that it compresses
+// like a photo (tens of KB at ImageNet size) rather than like noise.
+std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> u(0, 255);
+  cv::Mat image(height, width, CV_8UC3);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x)
+      image.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<uint8_t>(x * 255 / width), static_cast<uint8_t>(y * 255 / height),
+                    static_cast<uint8_t>((x + y) * 127 / (width + height)));
+  for (int i = 0; i < 12; ++i)
+    cv::circle(image, {u(rng) * width / 256, u(rng) * height / 256}, 8 + u(rng) / 4,
+               cv::Scalar(u(rng), u(rng), u(rng)), cv::FILLED);
+  cv::Mat noise(height, width, CV_8UC3);
+  cv::randn(noise, cv::Scalar::all(0), cv::Scalar::all(6));
+  image += noise;
+  std::vector<uint8_t> jpeg;
+  cv::imencode(".jpg", image, jpeg, {cv::IMWRITE_JPEG_QUALITY, 90});
+  return jpeg;
+}
+
+cv::Mat decode(const std::string& bytes, int channels) {
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U,
+                       const_cast<char*>(bytes.data()));  // imdecode does not write
+  cv::Mat image = cv::imdecode(buffer, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+  if (!image.empty() && channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
+  return image;
+}
+#endif
+
+// The stages over `paths`, one image at a time on this thread; every `batch` images are
+// encoded into one frame and sent through `push` to `pull` (ZeroMQ's I/O threads move it).
+SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
+                   const JobConfig& config, int batch, zmq::socket_t& push, zmq::socket_t& pull) {
+  SetRow row;
+  row.name = name;
+#if SACCADE_HAS_IMAGE_CODECS
+  data::ViewOptions plain = workers::view_options(config), augmented = plain;
+  plain.augment = false;
+  augmented.augment = true;
+  // Frames of `slots` images; images after the last full frame are not encoded or sent.
+  const int slots = static_cast<int>(std::min<size_t>(static_cast<size_t>(batch), paths.size()));
+  data::SslBatch cut, views;
+  cut.allocate(plain, slots);
+  views.allocate(augmented, slots);
+  Stages total;
+  double frame_bytes = 0;
+  int frames = 0;
+  int64_t slot = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto start = Clock::now();
+    const std::string bytes = read_file_bytes(paths[i]);
+    total.read += seconds_since(start);
+    start = Clock::now();
+    const cv::Mat image = decode(bytes, plain.channels);
+    total.decode += seconds_since(start);
+    if (image.empty()) throw std::runtime_error("cannot decode " + paths[i].string());
+    row.megapixels += image.rows * static_cast<double>(image.cols) / 1e6;
+    row.file_kb += static_cast<double>(bytes.size()) / 1024;
+    // Every stage below is timed warm (after an untimed call), as a loader thread runs.
+    const kernels::ImageView pixels{image.data, image.rows, image.cols, image.channels(),
+                                    static_cast<ptrdiff_t>(image.step)};
+    kernels::IntegralImage::build(pixels, 1);
+    start = Clock::now();
+    kernels::IntegralImage::build(pixels, 1);
+    total.table += seconds_since(start);
+    // make_ssl_views builds its own table: cut = its time without augmentation - the build,
+    // augment = its time with augmentation - without.
+    data::make_ssl_views(plain, image, i, slot, cut);
+    start = Clock::now();
+    data::make_ssl_views(plain, image, i, slot, cut);
+    const double unaugmented = seconds_since(start);
+    start = Clock::now();
+    data::make_ssl_views(augmented, image, i, slot, views);
+    total.cut += unaugmented;
+    total.augment += seconds_since(start) - unaugmented;
+    views.indices[static_cast<size_t>(slot)] = static_cast<int64_t>(i);
+    if (++slot < slots) continue;
+    slot = 0;
+    start = Clock::now();
+    capnp::MallocMessageBuilder builder;
+    wire::Envelope::Builder envelope =
+        wire::start_envelope(builder, {"bench", wire::Role::DATA, 0, "local"}, 0, 0);
+    workers::write_batch(views, 0, {-1, -1}, envelope.getBody().initBatch());
+    zmq::message_t frame = wire::to_zmq(builder);
+    total.encode += seconds_since(start);
+    frame_bytes += static_cast<double>(frame.size());
+    start = Clock::now();
+    push.send(frame, zmq::send_flags::none);
+    zmq::message_t received;
+    if (!pull.recv(received)) throw std::runtime_error("send: no frame came back");
+    total.send += seconds_since(start);
+    ++frames;
+  }
+  total.cut -= total.table;  // the build make_ssl_views did, measured alone above
+  const auto n = static_cast<double>(paths.size());
+  row.images = static_cast<int>(paths.size());
+  row.megapixels /= n;
+  row.file_kb /= n;
+  const double sent = static_cast<double>(frames) * slots;  // images encoded and sent
+  row.per_image = {total.read / n,    total.decode / n,    total.table / n,  total.cut / n,
+                   total.augment / n, total.encode / sent, total.send / sent};
+  row.frame_bytes_per_image = frame_bytes / sent;
+  const Stages& s = row.per_image;
+  row.decode_only_per_second = 1 / (s.read + s.decode);
+  row.pipeline_per_second =
+      1 / (s.read + s.decode + s.table + s.cut + s.augment + s.encode + s.send);
+#else
+  (void)paths, (void)config, (void)batch, (void)push, (void)pull;
+  throw std::invalid_argument(
+      "saccade bench data: this build has no image codecs "
+      "(SACCADE_IMAGE_CODECS=OFF)");
+#endif
+  return row;
+}
+
+}  // namespace
+
+int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
+  if (o.batch < 1) throw std::invalid_argument("--batch: expected >= 1");
+  if (o.generated < 0 || o.generated_width < 16 || o.generated_height < 16)
+    throw std::invalid_argument("--generated >= 0 images of at least 16 x 16 expected");
+  const JobConfig config = load_config(o.config_path);
+  std::vector<std::pair<std::string, std::vector<fs::path>>> sets;
+  const fs::path scratch =
+      fs::temp_directory_path() / fmt::format("saccade-bench-data-{}", ::getpid());
+#if SACCADE_HAS_IMAGE_CODECS
+  if (o.generated > 0) {
+    fs::create_directories(scratch);
+    std::vector<fs::path> paths;
+    for (int i = 0; i < o.generated; ++i) {
+      const std::vector<uint8_t> jpeg =
+          generated_jpeg(o.generated_width, o.generated_height, static_cast<uint64_t>(i));
+      paths.push_back(scratch / fmt::format("{:05d}.jpg", i));
+      write_file_bytes(paths.back(), {reinterpret_cast<const char*>(jpeg.data()), jpeg.size()});
+    }
+    sets.emplace_back(fmt::format("generated {}x{}", o.generated_width, o.generated_height), paths);
+  }
+#endif
+  std::vector<fs::path> photos(o.photos.begin(), o.photos.end());
+  if (photos.empty() && o.default_photos && fs::is_directory("/usr/share/backgrounds")) {
+    for (const auto& e : fs::directory_iterator("/usr/share/backgrounds"))
+      if (e.path().extension() == ".jpg") photos.push_back(e.path());
+    std::sort(photos.begin(), photos.end());
+    if (static_cast<int>(photos.size()) > o.max_photos) photos.resize(o.max_photos);
+  }
+  if (!photos.empty()) sets.emplace_back("photos", photos);
+  if (sets.empty()) throw std::invalid_argument("no images: --generated 0 and no photos");
+
+  zmq::context_t context(1);
+  zmq::socket_t pull(context, zmq::socket_type::pull), push(context, zmq::socket_type::push);
+  pull.bind(o.send_endpoint);
+  push.connect(pull.get(zmq::sockopt::last_endpoint));
+  std::vector<SetRow> rows;
+  try {
+    for (const auto& [name, paths] : sets)
+      rows.push_back(measure_set(name, paths, config, o.batch, push, pull));
+  } catch (...) {
+    fs::remove_all(scratch);
+    throw;
+  }
+  fs::remove_all(scratch);
+
+  out << fmt::format(
+      "bench data: {} ({} tokens per glimpse, {} glimpses, {} local views), "
+      "batch {}, one core; ms per image\n",
+      o.config_path,
+      config.views.multizoom_patches + config.views.fovea_grid * config.views.fovea_grid,
+      config.views.glimpses, config.views.local_views, o.batch);
+  out << fmt::format(
+      "{:<20} {:>6} {:>6} {:>7}  {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>6}  {:>10} "
+      "{:>11} {:>7} {:>9}\n",
+      "images", "count", "MP", "KB", "read", "decode", "table", "cut", "augment", "encode", "send",
+      "decode/s", "pipeline/s", "share", "MB/image");
+  for (const SetRow& r : rows) {
+    const Stages& s = r.per_image;
+    out << fmt::format(
+        "{:<20} {:>6} {:>6.2f} {:>7.1f}  {:>6.2f} {:>7.2f} {:>6.2f} {:>6.2f} {:>8.2f} {:>7.2f} "
+        "{:>6.2f}  {:>10.1f} {:>11.1f} {:>6.1f}% {:>9.2f}\n",
+        r.name, r.images, r.megapixels, r.file_kb, 1e3 * s.read, 1e3 * s.decode, 1e3 * s.table,
+        1e3 * s.cut, 1e3 * s.augment, 1e3 * s.encode, 1e3 * s.send, r.decode_only_per_second,
+        r.pipeline_per_second, 100 * r.pipeline_per_second / r.decode_only_per_second,
+        r.frame_bytes_per_image / 1e6);
+  }
+  out << "cut includes normalisation; send is ZeroMQ over loopback to a receiver in this "
+         "process; share: the pipeline's images/s over decoding alone\n";
+  if (!o.json_path.empty()) {
+    nlohmann::ordered_json j = {
+        {"config", o.config_path}, {"batch", o.batch}, {"rows", nlohmann::ordered_json::array()}};
+    for (const SetRow& r : rows) {
+      const Stages& s = r.per_image;
+      j["rows"].push_back({{"images", r.name},
+                           {"count", r.images},
+                           {"megapixels", r.megapixels},
+                           {"file_kb", r.file_kb},
+                           {"ms_per_image",
+                            {{"read", 1e3 * s.read},
+                             {"decode", 1e3 * s.decode},
+                             {"table", 1e3 * s.table},
+                             {"cut", 1e3 * s.cut},
+                             {"augment", 1e3 * s.augment},
+                             {"encode", 1e3 * s.encode},
+                             {"send", 1e3 * s.send}}},
+                           {"decode_only_per_second", r.decode_only_per_second},
+                           {"pipeline_per_second", r.pipeline_per_second},
+                           {"bytes_per_image", r.frame_bytes_per_image}});
+    }
+    std::ofstream file(o.json_path);
+    file << j.dump(2) << "\n";
+    if (!file) throw std::runtime_error("cannot write " + o.json_path);
+  }
+  return 0;
+}
+
+}  // namespace saccade::bench
