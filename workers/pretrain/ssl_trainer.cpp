@@ -233,7 +233,6 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
   o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);
-  o.time_phases = device.rfind("cuda", 0) != 0;
   return o;
 }
 
