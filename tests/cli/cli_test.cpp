@@ -34,6 +34,8 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                     {"bench", "model"},
                                                     {"bench", "allreduce"},
                                                     {"pretrain"},
+                                                    {"data"},
+                                                    {"data", "pack"},
                                                     {"coordinator"},
                                                     {"agent"},
                                                     {"actor"},
