@@ -16,6 +16,8 @@ void add_config_commands(CLI::App& app, GlobalOptions& global);
 void add_info_command(CLI::App& app, GlobalOptions& global);
 void add_bench_commands(CLI::App& app, GlobalOptions& global);
 void add_pretrain_command(CLI::App& app, GlobalOptions& global);
+// data pack (cli/data_commands.cpp).
+void add_data_commands(CLI::App& app, GlobalOptions& global);
 // coordinator, agent, actor, status, run, keys (cli/runtime_commands.cpp).
 void add_runtime_commands(CLI::App& app, GlobalOptions& global);
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   saccade::cli::add_info_command(app, global);
   saccade::cli::add_bench_commands(app, global);
   saccade::cli::add_pretrain_command(app, global);
+  saccade::cli::add_data_commands(app, global);
   saccade::cli::add_runtime_commands(app, global);
   try {
     app.parse(argc, argv);

@@ -339,7 +339,12 @@ void check_consistency(const JobConfig& c, Problems& p) {
   if (c.data.dataset == "folder" && c.data.root.empty()) {
     p.add("data.root", "dataset = \"folder\" needs data.root, the folder of class subfolders");
   }
-  if (c.data.dataset != "folder" && (c.data.idx_images.empty() || c.data.idx_labels.empty())) {
+  if (c.data.dataset == "shards" && c.data.shards.empty()) {
+    p.add("data.shards",
+          "dataset = \"shards\" needs data.shards, a folder, .tar file or glob of tar shards");
+  }
+  if (c.data.dataset != "folder" && c.data.dataset != "shards" &&
+      (c.data.idx_images.empty() || c.data.idx_labels.empty())) {
     p.add(
         "data.idx_images",
         fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.data.dataset));

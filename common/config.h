@@ -77,9 +77,11 @@ struct SecurityConfig {
 };
 
 struct DataConfig {
-  std::string dataset;  // folder | idx | translated | cluttered
+  std::string dataset;  // folder | shards | idx | translated | cluttered
   std::string root;     // image folder (one subfolder per class)
   std::string val_root;
+  std::string shards;  // tar shards: a folder, a .tar or a glob
+  std::string val_shards;
   std::string idx_images;  // IDX (MNIST format) files, gzipped or not
   std::string idx_labels;
   std::string val_idx_images;

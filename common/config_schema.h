@@ -134,11 +134,18 @@ void describe(V& v, SecurityConfig& c) {
 
 template <class V>
 void describe(V& v, DataConfig& c) {
-  v.choice("dataset", c.dataset, "idx", {"folder", "idx", "translated", "cluttered"},
-           "folder: one subfolder per class; idx: MNIST-format files; translated/cluttered: RAM "
-           "protocol over the IDX set.");
+  v.choice("dataset", c.dataset, "idx", {"folder", "shards", "idx", "translated", "cluttered"},
+           "folder: one subfolder per class; shards: WebDataset tar files (KEY.jpg/.png + "
+           "KEY.cls); idx: MNIST-format files; translated/cluttered: RAM protocol over the IDX "
+           "set.");
   v.text("root", c.root, "", "Training image folder (dataset = folder).");
   v.text("val_root", c.val_root, "", "Validation image folder (dataset = folder).");
+  v.text("shards", c.shards, "",
+         "Training tar shards (dataset = shards): a folder (every *.tar in it), one .tar or a "
+         "glob such as \"/data/train/shard-*.tar\"; `saccade data pack` writes them. Each "
+         "shard's byte-offset index is cached beside it as SHARD.tar.idx.");
+  v.text("val_shards", c.val_shards, "",
+         "Validation tar shards (dataset = shards), as data.shards.");
   v.text("idx_images", c.idx_images, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
          "IDX training images.");
   v.text("idx_labels", c.idx_labels, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",

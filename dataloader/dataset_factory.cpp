@@ -8,6 +8,7 @@
 #include "dataloader/idx_dataset.h"
 #include "dataloader/image_folder_dataset.h"
 #include "dataloader/resized_dataset.h"
+#include "dataloader/tar_shard_dataset.h"
 #include "dataloader/translated_dataset.h"
 
 namespace saccade::data {
@@ -22,6 +23,13 @@ std::shared_ptr<Dataset> make_plain(const std::string& kind, const DatasetSpec& 
     return std::make_shared<ImageFolderDataset>(
         ImageFolderOptions{spec.root, spec.channels == 0 ? 3 : spec.channels});
   }
+  if (kind == "shards") {
+    if (spec.shards.empty()) {
+      throw std::invalid_argument("make_dataset: shards is required for a shards dataset");
+    }
+    return std::make_shared<TarShardDataset>(
+        TarShardOptions{spec.shards, spec.channels == 0 ? 3 : spec.channels});
+  }
   if (kind == "idx") {
     if (spec.images_path.empty()) {
       throw std::invalid_argument("make_dataset: images_path is required for an idx dataset");
@@ -30,7 +38,7 @@ std::shared_ptr<Dataset> make_plain(const std::string& kind, const DatasetSpec& 
         IdxOptions{spec.images_path, spec.labels_path, spec.channels == 0 ? 1 : spec.channels});
   }
   throw std::invalid_argument(
-      fmt::format("make_dataset: {} must be \"folder\" or \"idx\"{}, got \"{}\"", field,
+      fmt::format("make_dataset: {} must be \"folder\", \"shards\" or \"idx\"{}, got \"{}\"", field,
                   std::string(field) == "kind" ? ", \"translated\" or \"cluttered\"" : "", kind));
 }
 

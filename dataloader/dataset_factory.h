@@ -10,17 +10,19 @@
 namespace saccade::data {
 
 struct DatasetSpec {
-  // "folder" | "idx" | "translated" | "cluttered"
+  // "folder" | "shards" | "idx" | "translated" | "cluttered"
   std::string kind;
   // folder: the root holding one subfolder per class.
   std::string root;
+  // shards: a folder of .tar files, one .tar or a glob (TarShardOptions::shards).
+  std::string shards;
   // idx: the images and labels files (gzipped or not); labels may be empty.
   std::string images_path;
   std::string labels_path;
   // translated / cluttered: the digits come from "idx" (images_path, labels_path)
   // or "folder" (root).
   std::string base_kind = "idx";
-  // 0: the format's own (folder 3, idx 1); else 1 (grey) or 3 (RGB).
+  // 0: the format's own (folder and shards 3, idx 1); else 1 (grey) or 3 (RGB).
   int channels = 0;
   // translated / cluttered (RAM protocol); n_clutter is ignored by "translated".
   int canvas_size = 60;

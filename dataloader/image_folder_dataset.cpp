@@ -56,6 +56,57 @@ cv::Mat decode(const std::string& path, int channels, std::string* reason) {
 
 }  // namespace
 
+ImageFolderListing list_image_folder(const std::string& root_path) {
+  const fs::path root(root_path);
+  std::error_code ec;
+  if (!fs::exists(root, ec)) {
+    throw std::invalid_argument(
+        fmt::format("ImageFolderDataset: root '{}' does not exist", root_path));
+  }
+  if (!fs::is_directory(root, ec)) {
+    throw std::invalid_argument(
+        fmt::format("ImageFolderDataset: root '{}' is not a folder", root_path));
+  }
+  std::vector<fs::path> class_dirs;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && !name.empty() && name[0] != '.') class_dirs.push_back(entry.path());
+  }
+  if (class_dirs.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "ImageFolderDataset: root '{}' has no class subfolders (expected root/<class>/<image>)",
+        root_path));
+  }
+  std::sort(class_dirs.begin(), class_dirs.end());
+  ImageFolderListing listing;
+  for (size_t label = 0; label < class_dirs.size(); ++label) {
+    listing.class_names.push_back(class_dirs[label].filename().string());
+    std::vector<std::string> files;
+    const auto walk_options = fs::directory_options::follow_directory_symlink |
+                              fs::directory_options::skip_permission_denied;
+    for (const auto& entry : fs::recursive_directory_iterator(class_dirs[label], walk_options)) {
+      if (entry.is_regular_file() && has_image_extension(entry.path())) {
+        files.push_back(entry.path().string());
+      }
+    }
+    if (files.empty()) {
+      spdlog::warn("ImageFolderDataset: class folder '{}' holds no image file",
+                   class_dirs[label].string());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& file : files) {
+      listing.paths.push_back(std::move(file));
+      listing.labels.push_back(static_cast<int64_t>(label));
+    }
+  }
+  if (listing.paths.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "ImageFolderDataset: root '{}' has {} class folders but no .jpg/.jpeg/.png/.bmp/.webp file",
+        root_path, class_dirs.size()));
+  }
+  return listing;
+}
+
 struct ImageFolderDataset::Impl {
   ImageFolderOptions options;
   std::vector<std::string> class_names;
@@ -78,53 +129,11 @@ ImageFolderDataset::ImageFolderDataset(ImageFolderOptions options)
         fmt::format("ImageFolderDataset: channels must be 1 or 3, got {} (root '{}')",
                     options.channels, options.root));
   }
-  const fs::path root(options.root);
-  std::error_code ec;
-  if (!fs::exists(root, ec)) {
-    throw std::invalid_argument(
-        fmt::format("ImageFolderDataset: root '{}' does not exist", options.root));
-  }
-  if (!fs::is_directory(root, ec)) {
-    throw std::invalid_argument(
-        fmt::format("ImageFolderDataset: root '{}' is not a folder", options.root));
-  }
-  std::vector<fs::path> class_dirs;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && !name.empty() && name[0] != '.') class_dirs.push_back(entry.path());
-  }
-  if (class_dirs.empty()) {
-    throw std::invalid_argument(fmt::format(
-        "ImageFolderDataset: root '{}' has no class subfolders (expected root/<class>/<image>)",
-        options.root));
-  }
-  std::sort(class_dirs.begin(), class_dirs.end());
+  auto listing = list_image_folder(options.root);
   auto& impl = *impl_;
-  for (size_t label = 0; label < class_dirs.size(); ++label) {
-    impl.class_names.push_back(class_dirs[label].filename().string());
-    std::vector<std::string> files;
-    const auto walk_options = fs::directory_options::follow_directory_symlink |
-                              fs::directory_options::skip_permission_denied;
-    for (const auto& entry : fs::recursive_directory_iterator(class_dirs[label], walk_options)) {
-      if (entry.is_regular_file() && has_image_extension(entry.path())) {
-        files.push_back(entry.path().string());
-      }
-    }
-    if (files.empty()) {
-      spdlog::warn("ImageFolderDataset: class folder '{}' holds no image file",
-                   class_dirs[label].string());
-    }
-    std::sort(files.begin(), files.end());
-    for (auto& file : files) {
-      impl.paths.push_back(std::move(file));
-      impl.labels.push_back(static_cast<int64_t>(label));
-    }
-  }
-  if (impl.paths.empty()) {
-    throw std::invalid_argument(fmt::format(
-        "ImageFolderDataset: root '{}' has {} class folders but no .jpg/.jpeg/.png/.bmp/.webp file",
-        options.root, class_dirs.size()));
-  }
+  impl.class_names = std::move(listing.class_names);
+  impl.paths = std::move(listing.paths);
+  impl.labels = std::move(listing.labels);
   impl.corrupt = std::make_unique<std::atomic<bool>[]>(impl.paths.size());
   for (size_t i = 0; i < impl.paths.size(); ++i) impl.corrupt[i].store(false);
   impl.options = std::move(options);

@@ -21,6 +21,16 @@ struct ImageFolderOptions {
   int channels = 3;  // 3: RGB (IMREAD_COLOR, BGR->RGB), 1: IMREAD_GRAYSCALE
 };
 
+// The files of an image folder in the order ImageFolderDataset indexes them (also
+// what `saccade data pack` packs). Throws std::invalid_argument naming the path as
+// the constructor does for a missing root, no class folder or no image.
+struct ImageFolderListing {
+  std::vector<std::string> class_names;
+  std::vector<std::string> paths;
+  std::vector<int64_t> labels;  // per path: the index of its class folder
+};
+ImageFolderListing list_image_folder(const std::string& root);
+
 class ImageFolderDataset final : public Dataset {
  public:
   // Scans root. Throws std::invalid_argument naming the path when root does not

@@ -36,6 +36,8 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                     {"bench", "step"},
                                                     {"bench", "data"},
                                                     {"pretrain"},
+                                                    {"data"},
+                                                    {"data", "pack"},
                                                     {"coordinator"},
                                                     {"agent"},
                                                     {"actor"},

@@ -156,6 +156,10 @@ TEST(Config, CrossKeyChecks) {
   EXPECT_EQ(refusal("[data]\nchannels = 1\n"),
             "job.toml: data.pixel_mean: expected 1 value or data.channels (1) values, got 3\n"
             "job.toml: data.pixel_std: expected 1 value or data.channels (1) values, got 3");
+  EXPECT_NE(refusal("[data]\ndataset = \"shards\"\n")
+                .find("data.shards: dataset = \"shards\" needs data.shards"),
+            std::string::npos);
+  EXPECT_EQ(refusal("[data]\ndataset = \"shards\"\nshards = \"/data/train\"\n"), "");
   EXPECT_EQ(
       refusal("[cluster]\nstore_port = 7100\n"),
       "job.toml:2:14: cluster.store_port: port 7100 is already used by cluster.coordinator_port");

@@ -21,6 +21,8 @@ data::DatasetSpec dataset_spec(const JobConfig& config, bool validation) {
               (validation ? 1 : 0);  // validation canvases differ from training ones
   if (d.dataset == "folder") {
     spec.root = validation ? d.val_root : d.root;
+  } else if (d.dataset == "shards") {
+    spec.shards = validation ? d.val_shards : d.shards;
   } else {
     spec.images_path = validation ? d.val_idx_images : d.idx_images;
     spec.labels_path = validation ? d.val_idx_labels : d.idx_labels;
