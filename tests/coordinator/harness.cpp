@@ -169,14 +169,14 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
   return fmt::format(
       "[job]\nname = \"{}\"\nwork_dir = \"{}\"\nstages = [\"{}\"]\n\n"
       "[cluster]\ncoordinator_host = \"127.0.0.1\"\ncoordinator_port = {}\nmetrics_port = {}\n"
-      "store_port = {}\ndata_port_base = {}\n"
+      "data_port_base = {}\n"
       "heartbeat_interval_ms = 50\nheartbeat_misses = {}\nmax_restarts = {}\n"
       "restart_backoff_ms = 50\nrestart_backoff_max_ms = 400\nreconnect_grace_s = 20\n"
       "stall_timeout_s = {}\ndrain_timeout_s = {}\nstatus_linger_ms = {}\n{}\n{}\n"
       "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
       job.name, work_dir.string(), fmt::join(job.stages, "\", \""), job.port, job.metrics_port,
-      free_port(), free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
+      free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
       job.drain_timeout_s, job.status_linger_ms, job.cluster_extra, nodes, job.steps,
       job.checkpoint_every, job.ssl_extra, job.extra);
 }
