@@ -118,8 +118,8 @@ JobConfig resolve_allocation(const JobConfig& config, const Allocation& allocati
     // Array jobs are "123_4": the leading number is the job's own id.
     const int64_t id = std::strtoll(allocation.job_id.c_str(), nullptr, 10);
     const int64_t offset = (id % 100) * c.ports_per_job;
-    for (int64_t* port : {&c.coordinator_port, &c.metrics_port, &c.store_port, &c.data_port_base,
-                          &c.rollout_port_base}) {
+    for (int64_t* port :
+         {&c.coordinator_port, &c.metrics_port, &c.data_port_base, &c.rollout_port_base}) {
       if (*port != 0) *port += offset;
     }
   }

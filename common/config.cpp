@@ -420,7 +420,6 @@ void check_consistency(const JobConfig& c, Problems& p) {
   for (auto [key, port] :
        {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
         {"cluster.metrics_port", c.cluster.metrics_port},
-        {"cluster.store_port", c.cluster.store_port},
         {"cluster.data_port_base", c.cluster.data_port_base},
         {"cluster.rollout_port_base", c.cluster.rollout_port_base}}) {
     if (port == 0) continue;
@@ -440,19 +439,17 @@ void check_consistency(const JobConfig& c, Problems& p) {
   }
   for (auto [key, port] :
        {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
-        {"cluster.metrics_port", c.cluster.metrics_port},
-        {"cluster.store_port", c.cluster.store_port}}) {
+        {"cluster.metrics_port", c.cluster.metrics_port}}) {
     if (port != 0 && ((port >= c.cluster.data_port_base && port < data_end) ||
                       (port >= c.cluster.rollout_port_base && port < rollout_end)))
       p.add(key, fmt::format("port {} lies among the data, rollout or eval actors' ports", port));
   }
   if (c.cluster.ports_per_job > 0) {
     int64_t lo = c.cluster.coordinator_port, hi = c.cluster.coordinator_port;
-    for (int64_t port :
-         {c.cluster.metrics_port, c.cluster.store_port, data_actors > 0 ? data_end - 1 : 0,
-          data_actors > 0 ? c.cluster.data_port_base : 0,
-          rollouts + evals > 0 ? rollout_end - 1 : 0,
-          rollouts + evals > 0 ? c.cluster.rollout_port_base : 0}) {
+    for (int64_t port : {c.cluster.metrics_port, data_actors > 0 ? data_end - 1 : 0,
+                         data_actors > 0 ? c.cluster.data_port_base : 0,
+                         rollouts + evals > 0 ? rollout_end - 1 : 0,
+                         rollouts + evals > 0 ? c.cluster.rollout_port_base : 0}) {
       if (port <= 0) continue;
       lo = std::min(lo, port);
       hi = std::max(hi, port);

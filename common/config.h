@@ -44,7 +44,7 @@ struct ClusterConfig {
   std::string coordinator_host;
   int64_t coordinator_port{};
   int64_t metrics_port{};  // Prometheus text exposition; 0 = off
-  int64_t store_port{};    // c10d TCPStore for learner rendezvous
+  int64_t store_port{};    // unused: the rendezvous store is the coordinator's (docs/runtime.md)
   int64_t data_port_base{};
   int64_t rollout_port_base{};
   std::string ipc_dir;  // ipc:// endpoints for actors on the same node

@@ -64,7 +64,8 @@ void describe(V& v, ClusterConfig& c) {
   v.integer("metrics_port", c.metrics_port, 0, 0, 65535,
             "Prometheus text exposition port; 0 = off.");
   v.integer("store_port", c.store_port, 7102, 1, 65535,
-            "c10d TCPStore port for learner rendezvous.");
+            "Unused, accepted so that older configs load: learners meet through the "
+            "coordinator's rendezvous store over the control link, and no store port is opened.");
   v.integer("data_port_base", c.data_port_base, 7200, 1, 65535,
             "First TCP port of data actors' batch sockets.");
   v.integer("rollout_port_base", c.rollout_port_base, 7300, 1, 65535,

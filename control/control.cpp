@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -322,6 +324,29 @@ std::string bind_router(zmq::socket_t& router, const std::string& endpoint) {
     }
   }
   return router.get(zmq::sockopt::last_endpoint);
+}
+
+std::string interface_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (host.empty() || host == "*" || getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+    return "";
+  const in_addr wanted = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = interfaces; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == wanted.s_addr)
+      name = i->ifa_name;
+    // 127.0.0.0/8 is all loopback, though `lo` lists 127.0.0.1 only.
+    else if ((i->ifa_flags & IFF_LOOPBACK) && (ntohl(wanted.s_addr) >> 24) == 127)
+      name = i->ifa_name;
+  }
+  freeifaddrs(interfaces);
+  return name;
 }
 
 std::string peer_name(const zmq::message_t& identity) {

@@ -74,6 +74,12 @@ void configure_server(zmq::socket_t& socket, const Security& security);
 // std::runtime_error naming the endpoint and why (a port another job holds).
 std::string bind_router(zmq::socket_t& router, const std::string& endpoint);
 
+// The network interface (e.g. "eth0", "lo") that holds the IPv4 address `host`
+// resolves to: where a library that binds by interface (NCCL) must listen so
+// that it listens only on the node's configured address. "" when the host does
+// not resolve or no local interface holds its address.
+std::string interface_of(const std::string& host);
+
 // A ROUTER's routing id (binary bytes) as text for logs.
 std::string peer_name(const zmq::message_t& identity);
 

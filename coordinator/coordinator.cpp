@@ -18,6 +18,7 @@
 #include "control/control.h"
 #include "control/placement.h"
 #include "control/process.h"
+#include "control/rendezvous_store.h"
 #include "coordinator/checkpoint_service.h"
 #include "coordinator/job_state.h"
 #include "coordinator/metrics_http.h"
@@ -31,6 +32,14 @@ std::filesystem::path coordinator_db_path(const JobConfig& config) {
 namespace {
 
 using Body = wire::Envelope::Body;
+
+// No wait on the rendezvous store outlasts the longest timeout the learners are given.
+RendezvousLimits rendezvous_limits(const JobConfig& config) {
+  RendezvousLimits limits;
+  limits.max_timeout_ms =
+      1000 * std::max(config.cluster.collective_timeout_s, config.cluster.rendezvous_timeout_s);
+  return limits;
+}
 
 const std::string& bind_host(const JobConfig& config, const CoordinatorOptions& options) {
   return options.bind_host.empty() ? config.cluster.coordinator_host : options.bind_host;
@@ -51,6 +60,7 @@ class Coordinator final : public PeerSender {
         expect_(expect_any_job(config)),
         stage_inputs_(config, store_.checkpoints("pretrain"), coordinator_db_path(config)),
         checkpoints_(config, job_, store_, stage_inputs_, *this),
+        rendezvous_(rendezvous_limits(config)),
         timeout_ms_(config.cluster.heartbeat_interval_ms * config.cluster.heartbeat_misses) {
     job_.load(steady_ms());
     begin_stage();
@@ -95,6 +105,8 @@ class Coordinator final : public PeerSender {
         metrics_->serve([this] { return status_prometheus(job_.status(steady_ms())); });
       checkpoints_.pump(steady_ms());
       checkpoints_.finish_commit();
+      deliver(rendezvous_.begin_generation(job_.generation));
+      deliver(rendezvous_.expire(steady_ms()));
       if (steady_ms() >= next_tick) {
         tick(steady_ms());
         next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
@@ -266,6 +278,24 @@ class Coordinator final : public PeerSender {
       case Body::CHECKPOINT_CHUNK:
       case Body::CHECKPOINT_COMMITTED:
         return checkpoints_.on_upload(id, key, env);
+      case Body::STORE_REQUEST: {
+        if (role != wire::Role::LEARNER) return "only learners use the rendezvous store";
+        const auto request = body.getStoreRequest();
+        // Keys of a generation that began meanwhile: its waiters are answered before this.
+        deliver(rendezvous_.begin_generation(job_.generation));
+        StoreQuery query;
+        try {
+          query = read_store_request(request);
+        } catch (const std::invalid_argument& e) {
+          StoreAnswer refused;
+          refused.id = request.getId();
+          refused.error = e.what();
+          deliver({{id, refused}});
+          return fmt::format("store request refused: {}", e.what());
+        }
+        deliver(rendezvous_.apply(id, request.getId(), request.getGeneration(), query, now));
+        return "";
+      }
       case Body::CHECKPOINT_REQUEST:
         if (role == wire::Role::DATA) return "data actors load no checkpoints";
         checkpoints_.send(id, read_query(body.getCheckpointRequest()));
@@ -457,19 +487,15 @@ class Coordinator final : public PeerSender {
     });
   }
 
+  // The learners meet through this coordinator's rendezvous store (StoreRequest), so the
+  // rendezvous names no store address.
   void send_rendezvous(const ActorRecord& learner) {
-    std::string host;
     int32_t world = 0;
-    for (const auto& [k, a] : job_.actors) {
-      if (k.first != wire::Role::LEARNER) continue;
-      ++world;
-      if (k.second == 0) host = job_.nodes.at(a.assignment.node).spec.host;
-    }
+    for (const auto& [k, a] : job_.actors)
+      if (k.first == wire::Role::LEARNER) ++world;
     send_to(actor_identity(wire::Role::LEARNER, learner.assignment.rank),
             [&](wire::Envelope::Builder e) {
               auto r = e.getBody().initRendezvous();
-              r.setStoreHost(host);
-              r.setStorePort(static_cast<uint16_t>(config_.cluster.store_port));
               r.setWorldSize(world);
               r.setRank(learner.assignment.rank);
               r.setResumeFromStep(job_.checkpoint_step);
@@ -683,6 +709,13 @@ class Coordinator final : public PeerSender {
   void reply(const std::string& id, const std::function<void(wire::Envelope::Builder)>& fill) {
     send_to(id, fill);
   }
+  // Answers of the rendezvous store; one to a learner that is gone is dropped (it re-asks).
+  void deliver(const std::vector<RendezvousStore::Delivery>& answers) {
+    for (const auto& d : answers)
+      send_to(d.to, [&](wire::Envelope::Builder e) {
+        write_store_reply(d.answer, e.getBody().initStoreReply());
+      });
+  }
   // A final answer to a peer this coordinator will not serve.
   void refuse(const std::string& id, const std::string& why) {
     send_to(id, [&](wire::Envelope::Builder e) {
@@ -714,6 +747,7 @@ class Coordinator final : public PeerSender {
   DropLog drops_;
   StageInputs stage_inputs_;       // what the stage reads from the stages before it
   CheckpointService checkpoints_;  // uploads from learner 0; downloads to actors
+  RendezvousStore rendezvous_;     // the learners' c10d keys, of the current generation only
   int64_t timeout_ms_;
   int64_t drain_deadline_ms_ = 0;
   int64_t stage_ending_ms_ = -1;  // when the running stage's learners were all done; -1: not yet

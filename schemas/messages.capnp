@@ -7,7 +7,9 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("saccade::wire");
 
-const protocolVersion :UInt16 = 2;  # 2: uploads start with a CheckpointManifest
+const protocolVersion :UInt16 = 3;  # 2: uploads start with a CheckpointManifest
+                                    # 3: the learners' rendezvous store lives in the coordinator
+                                    #    (StoreRequest/StoreReply); Rendezvous names no store port
 
 enum Role {
   unknown @0;
@@ -61,6 +63,8 @@ struct Envelope {
     checkpointRequest @25 :CheckpointRequest;
     refusal @26 :Refusal;
     checkpointManifest @28 :CheckpointManifest;
+    storeRequest @29 :StoreRequest;
+    storeReply @30 :StoreReply;
   }
 
   launch @27 :Text;          # the launch (Slurm job id or a token); "" from clients
@@ -186,12 +190,50 @@ struct Metrics {
 }
 
 struct Rendezvous {
-  storeHost @0 :Text;
-  storePort @1 :UInt16;
+  storeHost @0 :Text;                # unused since protocol 3: the store is the coordinator's
+  storePort @1 :UInt16;              # (StoreRequest over this authenticated link); always empty/0
   worldSize @2 :Int32;
   rank @3 :Int32;
   resumeFromStep @4 :Int64;          # -1: fresh start
   collectiveTimeoutMs @5 :Int64;
+}
+
+# Learner -> coordinator: one operation on the learners' rendezvous store (what c10d's
+# Store does: the collective library's addresses and ids). Its keys live in the coordinator,
+# one map per learner generation, so they travel only over this (CURVE-protected) link and
+# no learner opens a store port. The coordinator answers every request with a StoreReply of
+# the same id: at once, or for get/wait once the keys exist, the timeout passed (timedOut)
+# or the generation ended (ok = false).
+struct StoreRequest {
+  id @0 :UInt64;                     # the learner's number for it; the reply carries it
+  generation @1 :UInt64;             # the generation whose keys it touches (the current one only)
+  op @2 :StoreOp;
+  keys @3 :List(Data);               # one key; check and wait: one or more
+  value @4 :Data;                    # set: the value; compareSet: the value wanted
+  expected @5 :Data;                 # compareSet: the value the key must hold now (empty: absent)
+  delta @6 :Int64;                   # add
+  timeoutMs @7 :Int64;               # get and wait: how long missing keys are waited for
+                                     # (capped by the coordinator's config; 0: its cap)
+}
+
+enum StoreOp {
+  set @0;
+  get @1;                            # waits for the key, then answers its value
+  add @2;                            # the key holds a decimal integer; answers the sum
+  compareSet @3;                     # answers the value held afterwards
+  check @4;                          # number = 1 when every key exists
+  deleteKey @5;                      # number = 1 when it existed
+  numKeys @6;
+  wait @7;                           # answers once every key exists
+}
+
+struct StoreReply {
+  id @0 :UInt64;
+  ok @1 :Bool;
+  error @2 :Text;                    # why not: timed out, the generation is over, refused
+  timedOut @3 :Bool;
+  value @4 :Data;                    # get, compareSet
+  number @5 :Int64;                  # add, numKeys, check, deleteKey
 }
 
 struct Shutdown {

@@ -37,7 +37,7 @@ TEST(Hostlist, MalformedListsAreRefusedNamingThem) {
 JobConfig slurm_config() {
   return parse_config(
       "[cluster]\nnodes_from = \"slurm\"\nports_per_job = 50\ncoordinator_port = 7100\n"
-      "store_port = 7102\ndata_port_base = 7110\nrollout_port_base = 7130\n"
+      "data_port_base = 7110\nrollout_port_base = 7130\n"
       "[[cluster.nodes]]\nname = \"template\"\nhost = \"ignored\"\ndata_actors = 2\n"
       "learners = 1\n",
       "job.toml");
@@ -89,7 +89,6 @@ TEST(Allocation, NodesTakeTheAddressesTheLauncherPasses) {
 TEST(Allocation, PortsMoveWithTheJobId) {
   const JobConfig a = resolve_allocation(slurm_config(), {"c1", "4203"});
   EXPECT_EQ(a.cluster.coordinator_port, 7100 + 3 * 50);
-  EXPECT_EQ(a.cluster.store_port, 7102 + 3 * 50);
   EXPECT_EQ(a.cluster.data_port_base, 7110 + 3 * 50);
   const JobConfig b = resolve_allocation(slurm_config(), {"c1", "4204_7"});  // an array task
   EXPECT_EQ(b.cluster.coordinator_port, 7100 + 4 * 50);
@@ -117,7 +116,7 @@ TEST(Allocation, RefusedWithTheKeyWhenItCannotHold) {
                     "[[cluster.nodes]]\nname = \"b\"\n")
                 .find("exactly one [[cluster.nodes]] entry"),
             std::string::npos);
-  EXPECT_NE(refusal("[cluster]\nports_per_job = 10\ncoordinator_port = 7100\nstore_port = 7102\n"
+  EXPECT_NE(refusal("[cluster]\nports_per_job = 10\ncoordinator_port = 7100\n"
                     "data_port_base = 7200\n")
                 .find("cluster.ports_per_job: must exceed the span"),
             std::string::npos);

@@ -161,8 +161,10 @@ TEST(Config, CrossKeyChecks) {
             std::string::npos);
   EXPECT_EQ(refusal("[data]\ndataset = \"shards\"\nshards = \"/data/train\"\n"), "");
   EXPECT_EQ(
-      refusal("[cluster]\nstore_port = 7100\n"),
-      "job.toml:2:14: cluster.store_port: port 7100 is already used by cluster.coordinator_port");
+      refusal("[cluster]\nmetrics_port = 7100\n"),
+      "job.toml:2:16: cluster.metrics_port: port 7100 is already used by cluster.coordinator_port");
+  // Unused (no store port is opened): accepted, and it collides with nothing.
+  EXPECT_EQ(refusal("[cluster]\nstore_port = 7100\n"), "");
   EXPECT_EQ(refusal("[[cluster.nodes]]\nlearners = 0\n"),
             "job.toml:1:1: cluster.nodes: every stage needs at least one learner over all nodes, "
             "got 0");

@@ -159,6 +159,59 @@ std::vector<pid_t> descendants() {
   return out;
 }
 
+std::string Listener::describe() const {
+  return fmt::format("{}:{} of pid {} ({})", address, port, pid, command);
+}
+
+std::vector<Listener> listening_sockets(pid_t pid) {
+  const std::string proc = fmt::format("/proc/{}", pid);
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(proc + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(it->path(), link_ec).string();
+    if (!link_ec && target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::string command;
+  {
+    std::ifstream in(proc + "/cmdline");
+    for (std::string arg; std::getline(in, arg, '\0');)
+      command += (command.empty() ? "" : " ") + arg;
+  }
+  std::vector<Listener> out;
+  for (const bool v6 : {false, true}) {
+    std::ifstream table(proc + (v6 ? "/net/tcp6" : "/net/tcp"));
+    std::string line;
+    std::getline(table, line);  // the header
+    while (std::getline(table, line)) {
+      std::istringstream row(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      if (!(row >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+            timeout >> inode))
+        continue;
+      if (state != "0A" || !inodes.count(inode)) continue;  // 0A: TCP_LISTEN
+      const size_t colon = local.find(':');
+      const std::string hex = local.substr(0, colon);
+      // The kernel prints each 32-bit word of the address as a number in host order.
+      char text[INET6_ADDRSTRLEN] = {};
+      if (v6) {
+        in6_addr a{};
+        for (int w = 0; w < 4; ++w)
+          a.s6_addr32[w] = static_cast<uint32_t>(std::stoul(hex.substr(8 * w, 8), nullptr, 16));
+        inet_ntop(AF_INET6, &a, text, sizeof text);
+      } else {
+        in_addr a{};
+        a.s_addr = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+        inet_ntop(AF_INET, &a, text, sizeof text);
+      }
+      out.push_back({pid, text, std::stoi(local.substr(colon + 1), nullptr, 16), command});
+    }
+  }
+  return out;
+}
+
 void adopt_orphans() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
@@ -169,14 +222,14 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
   return fmt::format(
       "[job]\nname = \"{}\"\nwork_dir = \"{}\"\nstages = [\"{}\"]\n\n"
       "[cluster]\ncoordinator_host = \"127.0.0.1\"\ncoordinator_port = {}\nmetrics_port = {}\n"
-      "store_port = {}\ndata_port_base = {}\n"
+      "data_port_base = {}\n"
       "heartbeat_interval_ms = 50\nheartbeat_misses = {}\nmax_restarts = {}\n"
       "restart_backoff_ms = 50\nrestart_backoff_max_ms = 400\nreconnect_grace_s = 20\n"
       "stall_timeout_s = {}\ndrain_timeout_s = {}\nstatus_linger_ms = {}\n{}\n{}\n"
       "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
       job.name, work_dir.string(), fmt::join(job.stages, "\", \""), job.port, job.metrics_port,
-      free_port(), free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
+      free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
       job.drain_timeout_s, job.status_linger_ms, job.cluster_extra, nodes, job.steps,
       job.checkpoint_every, job.ssl_extra, job.extra);
 }

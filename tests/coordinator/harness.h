@@ -59,6 +59,19 @@ std::vector<pid_t> descendants();
 // Makes orphans re-parent to the test process, so descendants() sees them.
 void adopt_orphans();
 
+// A TCP socket listening in a process.
+struct Listener {
+  pid_t pid = 0;
+  std::string address;  // numeric: "127.0.0.1", "0.0.0.0" / "::" for every interface
+  int port = 0;
+  std::string command;  // the process's command line, arguments joined by spaces
+  std::string describe() const;
+};
+// Every TCP socket (IPv4 and IPv6) that process `pid` listens on: the LISTEN
+// rows of /proc/PID/net/tcp{,6} whose inode is one of /proc/PID/fd's sockets.
+// Empty for a process that is gone.
+std::vector<Listener> listening_sockets(pid_t pid);
+
 using testing::TempDir;  // tests/support/temp_dir.h
 
 // Shortest runtime config for tests: loopback, 50 ms heartbeats. `nodes` are

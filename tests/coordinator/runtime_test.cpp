@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "common/file_bytes.h"
+#include "control/control.h"
+#include "control/rendezvous_store.h"
 #include "storage/checkpoint_store.h"
 #include "tests/coordinator/runtime_fixture.h"
 #include "tests/support/subprocess.h"
@@ -721,6 +723,132 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
 
 namespace saccade::testing {
 namespace {
+
+// What a peer gets back within 2 s for a set and a get on the rendezvous store
+// of `generation` and a status request, sent as `role` (routing id `identity`)
+// with the CURVE settings of `config_file` ([security] off: plain TCP).
+std::vector<wire::Envelope::Body::Which> try_the_store(const fs::path& config_file, int port,
+                                                       wire::Role role, const std::string& identity,
+                                                       uint64_t generation) {
+  const JobConfig config = load_config(config_file.string());
+  const control::Security security = control::load_security(config.security, false);
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::routing_id, identity);
+  if (security.curve) {
+    socket.set(zmq::sockopt::curve_serverkey, security.server_public);
+    socket.set(zmq::sockopt::curve_publickey, security.client.public_key);
+    socket.set(zmq::sockopt::curve_secretkey, security.client.secret_key);
+  }
+  socket.connect(fmt::format("tcp://127.0.0.1:{}", port));
+  control::EnvelopeWriter writer({config.job.name, role, 0, "n0"});
+  control::StoreQuery set;
+  set.op = wire::StoreOp::SET;
+  set.keys = {"test/rank/1"};
+  set.value = "an address of the stranger's choosing";
+  control::StoreQuery get;
+  get.op = wire::StoreOp::GET;
+  get.keys = {"test/rank/0"};
+  get.timeout_ms = 500;
+  for (const control::StoreQuery& q : {set, get})
+    socket.send(writer.make(generation,
+                            [&](wire::Envelope::Builder e) {
+                              control::write_store_request(writer.next_seq(), generation, q,
+                                                           e.getBody().initStoreRequest());
+                            }),
+                zmq::send_flags::dontwait);
+  socket.send(
+      writer.make(generation, [](wire::Envelope::Builder e) { e.getBody().initStatusRequest(); }),
+      zmq::send_flags::dontwait);
+  std::vector<wire::Envelope::Body::Which> got;
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, 50ms);
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+    wire::Received r = wire::recv_message(socket, control::expect_any_job(config));
+    if (r.status == wire::RecvStatus::kOk) got.push_back(r.message->kind());
+  }
+  return got;
+}
+
+// The learners meet through the coordinator's store over their CURVE link; a peer
+// without the job's keys (or without CURVE) cannot set or read a key, even posing as
+// learner 0, a process with the keys that is no learner is refused, and the job runs
+// on undisturbed.
+TEST_F(Runtime, OnlyTheJobsLearnersReachTheRendezvousStore) {
+  const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
+  for (const fs::path& d : {keys, stranger})
+    ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
+  auto security = [&](const fs::path& client_dir) {
+    return fmt::format(
+        "[security]\ncurve = true\nserver_key = \"{}\"\nserver_public_key = \"{}\"\n"
+        "client_key = \"{}\"\n",
+        (keys / "server.key").string(), (keys / "server.pub").string(),
+        (client_dir / "client.key").string());
+  };
+  TestJob job = two_node_job(100000);
+  job.extra = security(keys);
+  const fs::path config = write_config(job);
+  job.extra = security(stranger);
+  const fs::path wrong = write_config(job, "stranger.toml");
+  job.extra = "";
+  const fs::path plain = write_config(job, "plain.toml");
+
+  Child& coord = coordinator(config);
+  Child& a0 = agent(config, job.port, "n0");
+  Child& a1 = agent(config, job.port, "n1");
+  auto stepping = [](const Json& s) {
+    return all_running(s) && (*actor(s, "learner", 0)).at("step").get<double>() > 0 &&
+           (*actor(s, "learner", 1)).at("step").get<double>() > 0;
+  };
+  auto s = wait_status(config, stepping, 30s);
+  ASSERT_TRUE(s) << "the learners met through the store with the job's keys";
+  const auto generation = (*s).at("generation").get<uint64_t>();
+  using Body = wire::Envelope::Body;
+  const std::string learner0 = control::actor_identity(wire::Role::LEARNER, 0);
+  EXPECT_TRUE(try_the_store(wrong, job.port, wire::Role::LEARNER, learner0, generation).empty())
+      << "another client key: no handshake, nothing reaches the store";
+  EXPECT_TRUE(try_the_store(plain, job.port, wire::Role::LEARNER, learner0, generation).empty())
+      << "no CURVE: no handshake";
+  // With the job's keys the same requests from a status client: its status is
+  // answered (the socket works), the store requests are not.
+  EXPECT_EQ(try_the_store(config, job.port, wire::Role::CLIENT, "status-client", generation),
+            std::vector<Body::Which>{Body::STATUS_REPLY});
+
+  // Nothing of the job listens but the coordinator, on its configured address: no store port.
+  std::vector<std::string> listening;
+  for (pid_t pid : descendants())
+    for (const Listener& l : listening_sockets(pid))
+      listening.push_back(pid == coord.pid() ? fmt::format("{}:{}", l.address, l.port)
+                                             : l.describe());
+  EXPECT_EQ(listening, std::vector<std::string>{fmt::format("127.0.0.1:{}", job.port)});
+
+  const double step = (*actor(*status(config), "learner", 0)).at("step").get<double>();
+  s = wait_status(
+      config,
+      [&](const Json& now) {
+        return (*actor(now, "learner", 0)).at("step").get<double>() > step + 20 &&
+               (*actor(now, "learner", 1)).at("step").get<double>() > step + 20;
+      },
+      20s);
+  ASSERT_TRUE(s) << "the learners train on";
+  EXPECT_EQ((*s).at("generation").get<uint64_t>(), generation) << "no re-rendezvous";
+  for (int rank : {0, 1})
+    EXPECT_EQ((*actor(*s, "learner", rank)).at("restarts").get<double>(), 0) << rank;
+  coord.signal(SIGTERM);
+  EXPECT_EQ(coord.wait(20s), 4);
+  EXPECT_EQ(a0.wait(10s), 0);
+  EXPECT_EQ(a1.wait(10s), 0);
+  const std::string log = coord.log();
+  EXPECT_NE(log.find("client key is not this job's"), std::string::npos) << log;
+  EXPECT_NE(log.find("clients may only ask for status"), std::string::npos) << log;
+  for (Child* a : {&a0, &a1})
+    EXPECT_NE(a->log().find(fmt::format("met generation {} (2 learners)", generation)),
+              std::string::npos)
+        << a->log();
+}
 
 TEST_F(Runtime, PeersOfAnotherJobOrNodeAreRefusedAtOnceWithTheReason) {
   TestJob job;

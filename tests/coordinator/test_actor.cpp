@@ -1,5 +1,6 @@
 // The actor executable of the runtime tests: the real actor runtime with
-// torch-free bodies. Learners wait for their rendezvous, resume from the
+// torch-free bodies. Learners wait for their rendezvous, meet through the
+// coordinator's rendezvous store as c10d's rendezvous does, resume from the
 // committed checkpoint step, count steps to ssl.epochs * ssl.steps_per_epoch
 // and commit a (tiny, real) checkpoint file every ssl.checkpoint_every_steps
 // (twice, the same bytes both times, with SACCADE_TEST_RECOMMIT set);
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -69,11 +71,49 @@ void maybe_fault(ActorContext& ctx, int64_t step) {
   }
 }
 
+// Meets the other learners of `r`'s generation through the coordinator's
+// rendezvous store, as c10d's rendezvous does: every rank sets its key, then
+// waits for every rank's. A newer generation arriving meanwhile is met instead.
+// nullopt when it failed otherwise (said on stderr) or the actor stops.
+std::optional<runtime::RendezvousInfo> meet(ActorContext& ctx, runtime::RendezvousInfo r) {
+  const int64_t timeout_ms = ctx.config().cluster.collective_timeout_s * 1000;
+  for (;;) {
+    if (r.world_size <= 1) return r;
+    control::StoreQuery set;
+    set.op = wire::StoreOp::SET;
+    set.keys = {fmt::format("test/rank/{}", r.rank)};
+    set.value = std::to_string(getpid());
+    set.timeout_ms = timeout_ms;
+    control::StoreAnswer a = ctx.rendezvous_store(r.generation, set);
+    if (a.ok) {
+      control::StoreQuery wait;
+      wait.op = wire::StoreOp::WAIT;
+      for (int rank = 0; rank < r.world_size; ++rank)
+        wait.keys.push_back(fmt::format("test/rank/{}", rank));
+      wait.timeout_ms = timeout_ms;
+      a = ctx.rendezvous_store(r.generation, wait);
+    }
+    if (a.ok) {
+      fmt::print(stderr, "met generation {} ({} learners)\n", r.generation, r.world_size);
+      return r;
+    }
+    if (ctx.stopping()) return std::nullopt;
+    if (auto now = ctx.rendezvous(); now && now->generation > r.generation) {
+      r = *now;
+      continue;
+    }
+    fmt::print(stderr, "rendezvous of generation {} failed: {}\n", r.generation, a.error);
+    return std::nullopt;
+  }
+}
+
 class Learner : public ActorBody {
  public:
   int run(ActorContext& ctx) override {
     auto r = ctx.wait_rendezvous(0, std::chrono::seconds(60));
     if (!r) return ctx.stopping() ? 0 : 5;
+    r = meet(ctx, *r);
+    if (!r) return ctx.stopping() ? 0 : 11;
     uint64_t generation = r->generation;
     step_ = 0;
     if (r->resume_from_step >= 0) {  // the checkpoint streamed back must be the one committed
@@ -99,7 +139,9 @@ class Learner : public ActorBody {
     while (step_ < budget) {
       if (ctx.stopping()) return 0;
       if (auto now = ctx.rendezvous(); now && now->generation != generation) {
-        generation = now->generation;  // re-rendezvous: a peer restarted
+        const auto met = meet(ctx, *now);  // re-rendezvous: a peer restarted
+        if (!met) return ctx.stopping() ? 0 : 11;
+        generation = met->generation;
       }
       maybe_fault(ctx, step_);
       ctx.sleep_for(std::chrono::milliseconds(step_ms()));

@@ -8,14 +8,19 @@
 #include <signal.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "common/config.h"
 #include "dataloader/idx_dataset.h"
 #include "model/safetensors.h"
 #include "storage/checkpoint_store.h"
@@ -53,6 +58,47 @@ double distance(const std::vector<float>& a, const std::vector<float>& b) {
   double sum = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) sum += std::pow(double(a[i]) - b[i], 2);
   return std::sqrt(sum);
+}
+
+// Samples the listening TCP sockets of every process the test started, every
+// 100 ms, until destroyed: what a job listens on, stage by stage.
+class ListenerSampler {
+ public:
+  ListenerSampler()
+      : thread_([this] {
+          while (!stop_) {
+            for (pid_t pid : descendants())
+              for (Listener& l : listening_sockets(pid)) {
+                std::lock_guard lock(mutex_);
+                seen_.emplace(l.describe(), std::move(l));
+              }
+            std::this_thread::sleep_for(100ms);
+          }
+        }) {}
+  ~ListenerSampler() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::vector<Listener> seen() {
+    std::lock_guard lock(mutex_);
+    std::vector<Listener> out;
+    for (const auto& [key, l] : seen_) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::map<std::string, Listener> seen_;  // by what it is, so each is kept once
+  std::thread thread_;
+};
+
+// The value after `flag` in a command line ("" when absent).
+std::string argument(const std::string& command, const std::string& flag) {
+  const size_t at = command.find(" " + flag + " ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + flag.size() + 2;
+  return command.substr(from, command.find(' ', from) - from);
 }
 
 class Job : public RuntimeFixture {
@@ -341,6 +387,11 @@ fs::path prepare_policy_job(TestJob& job, const fs::path& dir, const fs::path& w
 // learner), the probe in learner 0's slot, GRPO on a policy learner and a
 // rollout actor, then the evaluation led from learner 0's slot with its
 // glimpse traces on an eval actor, each stage reading the one before over the wire.
+// All four stages as one `saccade run`, under CURVE, with two learners on two nodes
+// of their own addresses (127.0.0.1 and 127.0.0.2), data, rollout and eval actors and
+// the Prometheus port: every socket any process of the job listens on is on the
+// address the config gives its node (the coordinator's: coordinator_host), none on
+// every interface, and the learners meet through the coordinator, with no store port.
 TEST_F(Job, EveryStageRunsAsOneJob) {
   TestJob job = tiny_job({}, 4, 8);
   job.extra.insert(job.extra.find("loader_threads"),
@@ -353,16 +404,60 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
       "[policy]\nepochs = 1\nbatch_size = 16\n"
       "blocks = 1\nwidth = 16\nheads = 2\nmixtures = 2\ngroup_size = 3\nsteps = 2\nupdates = 2\n"
       "[eval]\nglimpses = 3\nimages = 24\nscales = [1.0, 2.0]\nsweep_images = 8\n";
-  job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1\neval_actors = 1"};
+  job.nodes = {node("n0", 1, 1) + "\nrollout_actors = 1\neval_actors = 1",
+               "name = \"n1\"\nhost = \"127.0.0.2\"\ndata_actors = 1\nlearners = 1"};
   job.stages = {"pretrain", "probe", "policy", "eval"};
-  job.cluster_extra += fmt::format("rollout_port_base = {}\n", free_ports(1));
+  const int rollout_port = free_ports(1);
+  job.cluster_extra += fmt::format("rollout_port_base = {}\n", rollout_port);
+  job.metrics_port = free_port();
+  const fs::path keys = dir_.path() / "keys";
+  ASSERT_EQ(run_process({build_path("saccade"), "keys", "generate", keys.string()}).exit_code, 0);
+  job.extra += fmt::format(
+      "[security]\ncurve = true\nserver_key = \"{0}/server.key\"\n"
+      "server_public_key = \"{0}/server.pub\"\nclient_key = \"{0}/client.key\"\n",
+      keys.string());
   const fs::path config = write_config(job);
+  const JobConfig resolved = load_config(config.string());
+  std::optional<ListenerSampler> sampler;
+  sampler.emplace();
   Child& run_all = run(config, {}, "run-all-stages");
   EXPECT_EQ(run_all.wait(600s), 0) << run_all.log();
+  const std::vector<Listener> listeners = sampler->seen();
+  sampler.reset();
   const std::string log = run_all.log();
+
+  // Every listener where the config puts it; each configured port seen in use.
+  std::set<std::string> covered;
+  for (const Listener& l : listeners) {
+    const std::string what = l.describe();
+    EXPECT_NE(l.address, "0.0.0.0") << what;
+    EXPECT_NE(l.address, "::") << what;
+    if (l.command.find(" coordinator ") != std::string::npos) {
+      EXPECT_EQ(l.address, "127.0.0.1") << what;
+      EXPECT_TRUE(l.port == job.port || l.port == job.metrics_port) << what;
+      covered.insert(l.port == job.port ? "control" : "metrics");
+      continue;
+    }
+    const std::string role = argument(l.command, "--role"), rank = argument(l.command, "--rank");
+    ASSERT_FALSE(role.empty()) << "only the coordinator and actors listen: " << what;
+    const std::string node = argument(l.command, "--node");
+    EXPECT_EQ(l.address, node == "n1" ? "127.0.0.2" : "127.0.0.1") << what;
+    if (role == "data") {
+      EXPECT_EQ(l.port, resolved.cluster.data_port_base + std::stoi(rank)) << what;
+    } else if (role == "rollout" || role == "eval") {
+      EXPECT_EQ(l.port, rollout_port + std::stoi(rank)) << what;
+    } else {
+      // A learner listens only for its collective library's pairs (Gloo), on its node's address.
+      EXPECT_EQ(role, "learner") << what;
+    }
+    covered.insert(role + " " + rank);
+  }
+  for (const char* port : {"control", "metrics", "data 0", "data 1", "rollout 0", "eval 0"})
+    EXPECT_TRUE(covered.count(port)) << port << " never seen listening";
   for (const char* what :
-       {"stage pretrain finished", "stage 2/4 probe begins", "stage probe finished",
-        "stage 3/4 policy begins", "stage policy finished", "stage 4/4 eval begins",
+       {"generation 1: joined 2 learners over gloo", "stage pretrain finished",
+        "stage 2/4 probe begins", "stage probe finished", "stage 3/4 policy begins",
+        "stage policy finished", "stage 4/4 eval begins",
         "probe done: head for checkpoint 4 committed", "eval: glimpse traces on 1 eval actor(s)",
         "eval done: report for checkpoint 4 committed (24 images, 8 in the sweep)",
         "eval actor stops: "})

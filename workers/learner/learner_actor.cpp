@@ -148,15 +148,13 @@ class LearnerActor final : public runtime::ActorBody {
       trainer_.reset();
     }
     const std::chrono::milliseconds timeout(r.collective_timeout_ms);
-    if (me.rank == 0 && (!server_ || !server_->serves(r.store_host, r.store_port))) {
-      server_.reset();
-      server_ =
-          std::make_unique<StoreServer>(r.store_host, r.store_port, r.world_size,
-                                        std::chrono::seconds(config.cluster.rendezvous_timeout_s));
-    }
     LearnerGroupOptions o;
-    o.store_host = r.store_host;
-    o.store_port = r.store_port;
+    // The generation's keys live in the coordinator and travel over this actor's
+    // (CURVE-protected) link: no learner serves a store port.
+    const uint64_t generation = r.generation;
+    o.store = [&ctx, generation](const control::StoreQuery& q) {
+      return ctx.rendezvous_store(generation, q);
+    };
     o.rank = r.rank;
     o.world_size = r.world_size;
     o.generation = r.generation;
@@ -164,7 +162,7 @@ class LearnerActor final : public runtime::ActorBody {
     o.device = me.device;
     o.local_host = node_host(config, me.node);
     ctx.touch();
-    group_ = LearnerGroup::join(o, me.rank == 0 ? server_.get() : nullptr);
+    group_ = LearnerGroup::join(o, nullptr);
     spdlog::info("generation {}: joined {} learners over {}", r.generation, r.world_size,
                  group_->backend());
     LearnerGroup* group = group_.get();
@@ -206,7 +204,6 @@ class LearnerActor final : public runtime::ActorBody {
     }
   }
 
-  std::unique_ptr<StoreServer> server_;  // learner 0: the c10d store, across generations
   std::unique_ptr<LearnerGroup> group_;  // this generation's process group
   // Written by the body's thread only, under save_mutex_; checkpoint() may read
   // them from the runtime's bounded-drain thread.

@@ -1,6 +1,7 @@
 #include "workers/learner/learner_group.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -10,7 +11,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cstdlib>
 #include <stdexcept>
+
+#include "control/control.h"
+#include "workers/learner/coordinator_store.h"
 
 namespace saccade::workers {
 
@@ -45,8 +50,26 @@ StoreServer::StoreServer(const std::string& host, uint16_t port, int world_size,
 
 StoreServer::~StoreServer() = default;
 
+// NCCL picks the interface it listens on (its bootstrap and socket transport)
+// by name, not by address: unless the operator chose one, it gets the interface
+// that holds the node's configured address, so it does not listen on another
+// network of the host. (InfiniBand traffic is not TCP and is not affected.)
+[[maybe_unused]] void pin_nccl_interface(const std::string& host) {
+  if (std::getenv("NCCL_SOCKET_IFNAME") != nullptr) return;
+  const std::string name = control::interface_of(host);
+  if (name.empty()) {
+    spdlog::warn(
+        "no local interface holds {}'s address: NCCL picks its own (set "
+        "NCCL_SOCKET_IFNAME)",
+        host);
+    return;
+  }
+  setenv("NCCL_SOCKET_IFNAME", ("=" + name).c_str(), 1);  // "=": this name exactly
+  spdlog::info("NCCL listens on interface {} (the node's address {})", name, host);
+}
+
 struct LearnerGroup::Impl {
-  c10::intrusive_ptr<c10d::TCPStore> client;  // null on rank 0 (it uses its server)
+  c10::intrusive_ptr<c10d::TCPStore> client;  // bench only; null on rank 0 (it uses its server)
   c10::intrusive_ptr<c10d::Store> store;      // this generation's prefix
   c10::intrusive_ptr<C10dGroup> group;
   std::string backend;
@@ -65,10 +88,14 @@ std::unique_ptr<LearnerGroup> LearnerGroup::join(const LearnerGroupOptions& o,
                                                  StoreServer* server) {
   auto impl = std::make_unique<Impl>();
   impl->timeout = o.timeout;
-  const std::string where = fmt::format("{}:{}", o.store_host, o.store_port);
+  const std::string where = o.store ? std::string("the coordinator's rendezvous store")
+                                    : fmt::format("{}:{}", o.store_host, o.store_port);
   try {
     c10::intrusive_ptr<c10d::Store> base;
-    if (server) {
+    if (o.store) {
+      // The coordinator keeps one map per generation: no prefix needed.
+      impl->store = make_coordinator_store(o.store, o.timeout);
+    } else if (server) {
       base = server->impl_->store;
     } else {
       c10d::TCPStoreOptions so;
@@ -78,12 +105,15 @@ std::unique_ptr<LearnerGroup> LearnerGroup::join(const LearnerGroupOptions& o,
       impl->client = c10::make_intrusive<c10d::TCPStore>(o.store_host, so);
       base = impl->client;
     }
-    base->setTimeout(o.timeout);
-    impl->store = c10::make_intrusive<c10d::PrefixStore>(
-        fmt::format("saccade/generation/{}", o.generation), base);
+    if (base) {
+      base->setTimeout(o.timeout);
+      impl->store = c10::make_intrusive<c10d::PrefixStore>(
+          fmt::format("saccade/generation/{}", o.generation), base);
+    }
     const torch::Device device(o.device);
     if (device.is_cuda()) {
 #ifdef SACCADE_LEARNER_NCCL
+      pin_nccl_interface(o.local_host);
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = o.timeout;
       impl->group =
@@ -95,6 +125,7 @@ std::unique_ptr<LearnerGroup> LearnerGroup::join(const LearnerGroupOptions& o,
 #endif
     } else {
       auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
+      // Gloo's pairs listen on the address the node's host resolves to, never on every interface.
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.local_host));
       impl->group =
           c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world_size, options);

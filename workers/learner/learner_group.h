@@ -1,14 +1,16 @@
 // The learners of one generation as a c10d process group: rendezvous through
-// a TCPStore, then gradient all-reduce over Gloo (CPU) or NCCL (CUDA),
-// chosen by device. This file is the thin adapter between saccade and
-// LibTorch's c10d, whose classes differ between 1.13 and 2.x (Backend vs
-// ProcessGroup, Work): the rest of the learner sees only this interface.
+// the job's store (the coordinator's, over the authenticated control link), then
+// gradient all-reduce over Gloo (CPU) or NCCL (CUDA), chosen by device. This file is the thin
+// adapter between saccade and LibTorch's c10d, whose classes differ between 1.13 and 2.x (Backend
+// vs ProcessGroup, Work): the rest of the learner sees only this interface.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "control/rendezvous_store.h"
 
 namespace at {
 class Tensor;
@@ -17,19 +19,24 @@ class Tensor;
 namespace saccade::workers {
 
 struct LearnerGroupOptions {
-  std::string store_host;  // learner 0's node: it serves the TCPStore
+  // The job's rendezvous store: the coordinator's, reached over the learner's
+  // authenticated control link (keys of this generation only). Unset: a plain
+  // TCPStore at store_host:store_port served by rank 0 (saccade bench allreduce
+  // only; it listens on every interface and admits anyone: never a job's).
+  control::StoreTransport store;
+  std::string store_host;
   uint16_t store_port = 0;
   int rank = 0;
   int world_size = 1;
   uint64_t generation = 0;            // keys of each generation live under their own prefix
   std::chrono::milliseconds timeout;  // rendezvous and every collective (never c10d's 30 min)
   std::string device = "cpu";         // "cpu": Gloo; "cuda:N": NCCL
-  std::string local_host;             // this node's address, for Gloo's transport
+  std::string local_host;             // this node's address: Gloo and NCCL listen only there
 };
 
-// Learner 0's TCPStore server. It outlives generations: when another learner
-// is lost, learner 0 keeps serving the store and the new generation meets
-// under a fresh key prefix.
+// Rank 0's TCPStore server, for `saccade bench allreduce` (a job's learners use
+// the coordinator's store). It outlives generations: each meets under a fresh
+// key prefix.
 class StoreServer {
  public:
   StoreServer(const std::string& host, uint16_t port, int world_size,
@@ -50,8 +57,8 @@ class StoreServer {
 class LearnerGroup {
  public:
   // Joins generation `options.generation`: blocks until all world_size ranks
-  // joined. Rank 0 passes its store server. Throws std::runtime_error naming
-  // the store address on timeout or failure.
+  // joined. Without options.store, rank 0 passes its store server. Throws
+  // std::runtime_error naming the store on timeout or failure.
   static std::unique_ptr<LearnerGroup> join(const LearnerGroupOptions& options,
                                             StoreServer* server);
   ~LearnerGroup();

@@ -213,6 +213,60 @@ class RuntimeContext final : public ActorContext {
     return std::nullopt;
   }
 
+  control::StoreAnswer rendezvous_store(uint64_t generation,
+                                        const control::StoreQuery& query) override {
+    runtime_.touch();
+    uint64_t id = 0, incarnation = 0;
+    {
+      std::lock_guard lock(runtime_.mutex_);
+      id = ++runtime_.store_next_id_;
+      runtime_.store_pending_[id];
+      incarnation = runtime_.coordinator_incarnation_;
+    }
+    runtime_.post([id, generation, query](wire::Envelope::Builder e) {
+      control::write_store_request(id, generation, query, e.getBody().initStoreRequest());
+    });
+    // The coordinator answers a wait when it times out; a silent coordinator
+    // gets the heartbeat timeout on top before the request is given up.
+    const auto& c = runtime_.config_.cluster;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max<int64_t>(query.timeout_ms, 0) +
+                                                    c.heartbeat_interval_ms * c.heartbeat_misses);
+    control::StoreAnswer out;
+    out.id = id;
+    std::unique_lock lock(runtime_.mutex_);
+    for (;;) {
+      auto& answer = runtime_.store_pending_.at(id);
+      if (answer) {
+        out = std::move(*answer);
+        break;
+      }
+      if (runtime_.stopping_) {
+        out.error = "the actor is stopping";
+        break;
+      }
+      if (runtime_.rendezvous_ && runtime_.rendezvous_->generation > generation) {
+        out.error = fmt::format("generation {} ended (generation {} began): rendezvous again",
+                                generation, runtime_.rendezvous_->generation);
+        break;
+      }
+      if (runtime_.coordinator_incarnation_ != incarnation) {
+        out.error = fmt::format(
+            "the coordinator restarted: the rendezvous keys of generation {} are gone", generation);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        out.error = "no answer from the coordinator's rendezvous store in time";
+        out.timed_out = true;
+        break;
+      }
+      runtime_.changed_.wait_for(lock, std::chrono::milliseconds(100));
+      runtime_.touch();
+    }
+    runtime_.store_pending_.erase(id);
+    return out;
+  }
+
   void sleep_for(std::chrono::milliseconds d) override {
     runtime_.touch();
     std::unique_lock lock(runtime_.mutex_);

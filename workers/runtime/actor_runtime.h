@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "control/checkpoint_transfer.h"
 #include "control/placement.h"
+#include "control/rendezvous_store.h"
 
 namespace CLI {
 class App;
@@ -50,10 +51,9 @@ struct ActorOptions {
   std::string log_dir;    // overrides logging.dir when set
 };
 
-// Where learners meet (c10d TCPStore) for one generation.
+// Where learners meet for one generation: through the coordinator's rendezvous
+// store (ActorContext::rendezvous_store), the keys of this generation only.
 struct RendezvousInfo {
-  std::string store_host;
-  uint16_t store_port = 0;
   int32_t world_size = 0;
   int32_t rank = 0;
   int64_t resume_from_step = -1;  // -1: fresh start, else the last committed checkpoint
@@ -108,6 +108,15 @@ class ActorContext {
   // on timeout or when stopping.
   virtual std::optional<RendezvousInfo> wait_rendezvous(uint64_t after_generation,
                                                         std::chrono::milliseconds timeout) = 0;
+  // One operation on the learners' rendezvous store of `generation`, kept by
+  // the coordinator and reached over this process's authenticated link (c10d's
+  // Store for learners: workers/learner/coordinator_store.h). Blocks until the
+  // coordinator answers; a get or wait waits up to query.timeout_ms for its
+  // keys. Answers ok = false (error set) on timeout, when a newer generation
+  // arrives or the coordinator restarts meanwhile (the keys are gone), or when
+  // stopping. Learners only: the coordinator refuses other roles.
+  virtual control::StoreAnswer rendezvous_store(uint64_t generation,
+                                                const control::StoreQuery& query) = 0;
   // Sleeps up to `d`, waking early when a drain is asked.
   virtual void sleep_for(std::chrono::milliseconds d) = 0;
   // Tells the runtime the body is alive while it waits on something else

@@ -178,22 +178,16 @@ void CoordinatorLink::handle(const wire::Message& m) {
       return;
     case wire::Envelope::Body::RENDEZVOUS: {
       const auto r = body.getRendezvous();
-      RendezvousInfo info{r.getStoreHost(),
-                          r.getStorePort(),
-                          r.getWorldSize(),
-                          r.getRank(),
-                          r.getResumeFromStep(),
-                          r.getCollectiveTimeoutMs(),
-                          m.envelope().getGeneration()};
+      RendezvousInfo info{r.getWorldSize(), r.getRank(), r.getResumeFromStep(),
+                          r.getCollectiveTimeoutMs(), m.envelope().getGeneration()};
       if (info.rank != assignment_.rank || info.world_size <= info.rank) {
         drops_.refused("coordinator", "rendezvous for another rank");
         return;
       }
       std::lock_guard lock(mutex_);
       if (rendezvous_ && rendezvous_->generation >= info.generation) return;
-      spdlog::info("rendezvous generation {}: store {}:{}, world {}, resume from step {}",
-                   info.generation, info.store_host, info.store_port, info.world_size,
-                   info.resume_from_step);
+      spdlog::info("rendezvous generation {}: world {}, resume from step {}", info.generation,
+                   info.world_size, info.resume_from_step);
       rendezvous_ = info;
       changed_.notify_all();
       return;
@@ -230,6 +224,15 @@ void CoordinatorLink::handle(const wire::Message& m) {
           load_ = Transfer::kFailed;
         }
       }
+      changed_.notify_all();
+      return;
+    }
+    case wire::Envelope::Body::STORE_REPLY: {
+      control::StoreAnswer a = control::read_store_reply(body.getStoreReply());
+      std::lock_guard lock(mutex_);
+      auto it = store_pending_.find(a.id);
+      if (it == store_pending_.end() || it->second) return;  // given up on, or a duplicate
+      it->second = std::move(a);
       changed_.notify_all();
       return;
     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -84,6 +85,10 @@ class CoordinatorLink {
   control::CheckpointAssembler incoming_;
   control::Blobs loaded_;
   int64_t loaded_step_ = -1;  // of loaded_
+
+  // Rendezvous store requests awaiting the coordinator's answer, by id; guarded by mutex_.
+  uint64_t store_next_id_ = 0;
+  std::map<uint64_t, std::optional<control::StoreAnswer>> store_pending_;
 
   void post(std::function<void(wire::Envelope::Builder)> fill) {
     std::lock_guard lock(mutex_);
