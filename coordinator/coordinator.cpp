@@ -443,8 +443,7 @@ class Coordinator final : public PeerSender {
       return;
     }
     if (a.assignment.role == wire::Role::LEARNER) {
-      ++job_.generation;
-      job_.mark_job();
+      job_.begin_generation();
       spdlog::warn("learner lost ({}): generation {}, every learner re-rendezvous", who,
                    job_.generation);
       for (auto& [k, other] : job_.actors)
@@ -498,7 +497,7 @@ class Coordinator final : public PeerSender {
               auto r = e.getBody().initRendezvous();
               r.setWorldSize(world);
               r.setRank(learner.assignment.rank);
-              r.setResumeFromStep(job_.checkpoint_step);
+              r.setResumeFromStep(job_.generation_resume_step);
               r.setCollectiveTimeoutMs(config_.cluster.collective_timeout_s * 1000);
             });
   }

@@ -118,6 +118,7 @@ void JobState::load(int64_t now_ms) {
     store_.put({{"job/id", config_.job.name}, {"job/config", to_toml(config_)}}, true);
     place_stage(now_ms);
     load_checkpoint_index();
+    generation_resume_step = checkpoint_step;
     stages[stage()].started_ns = wire::now_ns();
     mark_job();
     flush(true);
@@ -146,6 +147,9 @@ void JobState::load(int64_t now_ms) {
     ++stage_index;
   place_stage(now_ms);
   load_checkpoint_index();
+  // A database from before the field was kept: the newest commit, as then.
+  generation_resume_step = std::stoll(
+      store_.get("job/generation_resume_step").value_or(std::to_string(checkpoint_step)));
   for (const auto& [key, value] : store_.scan("restarts/")) {
     role_restarts[role_from_name(key.substr(9))] = static_cast<uint32_t>(std::stoul(value));
   }
@@ -176,11 +180,11 @@ bool JobState::advance_stage(int64_t now_ms) {
   store_.checkpoints(config_.job.stages[stage_index + 1]);
   ++stage_index;
   stages[stage()].started_ns = wire::now_ns();
-  ++generation;  // the new stage's learners form a group of their own
   for (auto& [role, n] : role_restarts) n = 0;
   metrics.clear();
   place_stage(now_ms);
   load_checkpoint_index();
+  begin_generation();  // the new stage's learners form a group of their own
   for (auto& [k, a] : actors) mark(a);
   flush(true);
   return true;
@@ -194,7 +198,7 @@ void JobState::relaunch(int64_t now_ms) {
       checkpoint_step);
   state = JobPhase::kRunning;
   reason.clear();
-  ++generation;  // the learners of this launch form a new group
+  begin_generation();  // the learners of this launch form a new group
   for (auto& [role, n] : role_restarts) n = 0;
   for (auto& [k, a] : actors) {
     a.phase = Phase::kPending;
@@ -208,6 +212,12 @@ void JobState::relaunch(int64_t now_ms) {
   flush(true);
 }
 
+void JobState::begin_generation() {
+  ++generation;
+  generation_resume_step = checkpoint_step;
+  mark_job();
+}
+
 void JobState::flush(bool sync) {
   std::map<std::string, std::string> batch;
   for (const ActorKey& k : dirty_actors_) {
@@ -219,6 +229,7 @@ void JobState::flush(bool sync) {
     batch["job/state"] = job_phase_name(state);
     batch["job/reason"] = reason;
     batch["job/generation"] = std::to_string(generation);
+    batch["job/generation_resume_step"] = std::to_string(generation_resume_step);
     for (auto [role, n] : role_restarts)
       batch[fmt::format("restarts/{}", role_name(role))] = std::to_string(n);
     for (const auto& [name, r] : stages)

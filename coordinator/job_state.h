@@ -87,11 +87,19 @@ class JobState {
   // stage is then recorded as finished and nothing else changes.
   bool advance_stage(int64_t now_ms);
 
+  // A new learner generation (a learner lost, a new stage or launch), resuming from the
+  // newest committed checkpoint.
+  void begin_generation();
+
   std::map<ActorKey, ActorRecord> actors;
   std::map<std::string, NodeRecord> nodes;
   JobPhase state = JobPhase::kRunning;
   std::string reason;
   uint64_t generation = 1;
+  // The checkpoint every learner of this generation resumes from: the newest commit when
+  // the generation began. Fixed for the generation, so that a commit of the generation
+  // before (it lands after the bump) cannot start two learners from different steps.
+  int64_t generation_resume_step = -1;
   int64_t checkpoint_step = -1;
   uint64_t checkpoint_bytes = 0;
   int64_t checkpoint_time_ns = 0;
