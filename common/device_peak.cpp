@@ -18,13 +18,13 @@ struct PeakRow {
 // Tensor Core GPU" datasheet; A100: "NVIDIA A100 Tensor Core GPU" datasheet). Their
 // tensor figures are quoted with sparsity; dense is half of them.
 constexpr std::array<PeakRow, 7> kPeaks{{
+    {"GH200", 989.4, 66.9},  // before "H200", which its name contains
     {"H100 PCIe", 756.5, 51.2},
     {"H100 NVL", 835.5, 60.0},
     {"H100", 989.4, 66.9},  // SXM5 (e.g. "NVIDIA H100 80GB HBM3")
     {"H200 NVL", 835.5, 60.0},
     {"H200", 989.4, 66.9},  // SXM (e.g. "NVIDIA H200")
     {"A100", 312.0, 19.5},
-    {"GH200", 989.4, 66.9},
 }};
 
 }  // namespace
@@ -50,9 +50,6 @@ std::string cuda_device_name(int index) {
 }
 
 double table_peak_tflops(const std::string& device_name, const std::string& precision) {
-  // GH200 contains "H200" too: check the longer names first.
-  if (device_name.find("GH200") != std::string::npos)
-    return precision == "bf16" ? kPeaks[6].bf16 : kPeaks[6].fp32;
   for (const PeakRow& row : kPeaks) {
     if (device_name.find(row.name_part) != std::string::npos)
       return precision == "bf16" ? row.bf16 : row.fp32;

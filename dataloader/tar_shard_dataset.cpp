@@ -17,11 +17,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#if SACCADE_HAS_IMAGE_CODECS
-#include <opencv2/imgcodecs.hpp>
-#endif
-#include <opencv2/imgproc.hpp>
-
+#include "dataloader/image_decode.h"
 #include "dataloader/tar_index.h"
 
 namespace saccade::data {
@@ -267,23 +263,12 @@ std::optional<Sample> TarShardDataset::get(int64_t index) const {
     }
     done += static_cast<size_t>(got);
   }
-  cv::Mat image;
-  try {
-#if SACCADE_HAS_IMAGE_CODECS
-    if (!bytes.empty()) {
-      image = cv::imdecode(bytes,
-                           impl_->options.channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-    }
-#endif
-  } catch (const cv::Exception& ex) {
-    impl_->fail(i, std::string("OpenCV: ") + ex.what());
-    return std::nullopt;
-  }
+  std::string why;
+  cv::Mat image = decode_image(bytes.data(), bytes.size(), impl_->options.channels, &why);
   if (image.empty()) {
-    impl_->fail(i, bytes.empty() ? "empty member" : "not a decodable image");
+    impl_->fail(i, why);
     return std::nullopt;
   }
-  if (impl_->options.channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
   impl_->stats.record_decoded();
   return Sample{std::move(image), e.label, impl_->source_of(i)};
 }

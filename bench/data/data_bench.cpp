@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -20,6 +19,7 @@
 #include "common/config.h"
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
+#include "dataloader/image_decode.h"
 #include "kernels/integral_image.h"
 #include "schemas/wire.h"
 #include "workers/data/batch_codec.h"
@@ -68,13 +68,6 @@ std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
   return jpeg;
 }
 
-cv::Mat decode(const std::string& bytes, int channels) {
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U,
-                       const_cast<char*>(bytes.data()));  // imdecode does not write
-  cv::Mat image = cv::imdecode(buffer, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  if (!image.empty() && channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
-  return image;
-}
 #endif
 
 // The stages over `paths`, one image at a time on this thread; every `batch` images are
@@ -101,9 +94,10 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     const std::string bytes = read_file_bytes(paths[i]);
     total.read += seconds_since(start);
     start = Clock::now();
-    const cv::Mat image = decode(bytes, plain.channels);
+    std::string why;
+    const cv::Mat image = data::decode_image(bytes.data(), bytes.size(), plain.channels, &why);
     total.decode += seconds_since(start);
-    if (image.empty()) throw std::runtime_error("cannot decode " + paths[i].string());
+    if (image.empty()) throw std::runtime_error(paths[i].string() + ": " + why);
     row.megapixels += image.rows * static_cast<double>(image.cols) / 1e6;
     row.file_kb += static_cast<double>(bytes.size()) / 1024;
     // Every stage below is timed warm (after an untimed call), as a loader thread runs.
@@ -254,9 +248,7 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
                            {"pipeline_per_second", r.pipeline_per_second},
                            {"bytes_per_image", r.frame_bytes_per_image}});
     }
-    std::ofstream file(o.json_path);
-    file << j.dump(2) << "\n";
-    if (!file) throw std::runtime_error("cannot write " + o.json_path);
+    write_file_bytes(o.json_path, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <ostream>
 #include <set>
@@ -21,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/device_peak.h"
+#include "common/file_bytes.h"
 #include "common/seconds_since.h"
 #include "model/torch_compat.h"
 #include "workers/pretrain/job_options.h"
@@ -258,9 +258,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
                            {"losses", r.losses},
                            {"max_loss_rel_diff", r.max_loss_rel_diff}});
     }
-    std::ofstream file(o.json_path);
-    file << j.dump(2) << "\n";
-    if (!file) throw std::runtime_error("cannot write " + o.json_path);
+    write_file_bytes(o.json_path, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -49,6 +49,16 @@ class Runtime : public RuntimeFixture {
   std::string kill_and_restart_the_coordinator(std::chrono::milliseconds frozen);
 };
 
+// A [security] section with CURVE on: the job's server keys in `keys`, the client key a
+// process presents from `client_dir` (another directory: a stranger's key).
+std::string curve_section(const fs::path& keys, const fs::path& client_dir) {
+  return fmt::format(
+      "[security]\ncurve = true\nserver_key = \"{}\"\nserver_public_key = \"{}\"\n"
+      "client_key = \"{}\"\n",
+      (keys / "server.key").string(), (keys / "server.pub").string(),
+      (client_dir / "client.key").string());
+}
+
 std::string http_get(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -675,20 +685,13 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})
     ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
-  auto security = [&](const fs::path& client_dir) {
-    return fmt::format(
-        "[security]\ncurve = true\nserver_key = \"{}\"\nserver_public_key = \"{}\"\n"
-        "client_key = \"{}\"\n",
-        (keys / "server.key").string(), (keys / "server.pub").string(),
-        (client_dir / "client.key").string());
-  };
   TestJob job;
   job.port = free_port();
   job.steps = 100000;
   job.nodes = {kTwoNodes[0], "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 0\nlearners = 0"};
-  job.extra = security(keys);
+  job.extra = curve_section(keys, keys);
   const fs::path config = write_config(job);
-  job.extra = security(stranger);
+  job.extra = curve_section(keys, stranger);
   const fs::path wrong = write_config(job, "stranger.toml");
   job.extra = "";
   const fs::path plain = write_config(job, "plain.toml");
@@ -781,17 +784,10 @@ TEST_F(Runtime, OnlyTheJobsLearnersReachTheRendezvousStore) {
   const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
   for (const fs::path& d : {keys, stranger})
     ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
-  auto security = [&](const fs::path& client_dir) {
-    return fmt::format(
-        "[security]\ncurve = true\nserver_key = \"{}\"\nserver_public_key = \"{}\"\n"
-        "client_key = \"{}\"\n",
-        (keys / "server.key").string(), (keys / "server.pub").string(),
-        (client_dir / "client.key").string());
-  };
   TestJob job = two_node_job(100000);
-  job.extra = security(keys);
+  job.extra = curve_section(keys, keys);
   const fs::path config = write_config(job);
-  job.extra = security(stranger);
+  job.extra = curve_section(keys, stranger);
   const fs::path wrong = write_config(job, "stranger.toml");
   job.extra = "";
   const fs::path plain = write_config(job, "plain.toml");

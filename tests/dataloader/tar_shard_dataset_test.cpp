@@ -265,17 +265,25 @@ TEST(TarShardDataset, TheIndexIsReusedAndRebuiltWhenTheShardChanges) {
   EXPECT_TRUE(rebuilt);
 }
 
+// An index that cannot be written (a read-only folder; as root, who writes anywhere, a
+// directory standing where the index file would go) is kept in memory: the shard still reads.
 TEST(TarShardDataset, AReadOnlyFolderKeepsTheIndexInMemory) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root writes into read-only folders";
   Members m;
   const fs::path ro = m.dir.path() / "ro";
   fs::create_directories(ro);
   const std::string tar = (ro / "s.tar").string();
   run("cd " + m.files.string() + " && tar -cf " + tar + " 000.png 000.cls");
-  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    fs::create_directories(tar_index_path(tar));
+  } else {
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+  }
   EXPECT_EQ(TarShardDataset({tar, 3}).size(), 1);
-  EXPECT_FALSE(fs::exists(tar_index_path(tar)));
+  EXPECT_FALSE(fs::is_regular_file(tar_index_path(tar)));
   fs::permissions(ro, fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(ro))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temp file left: " << e.path();
 }
 
 TEST(TarShardDataset, ResumingTheLoaderContinuesExactlyAsAnUninterruptedRun) {
