@@ -108,15 +108,20 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     kernels::IntegralImage::build(pixels, 1);
     total.table += seconds_since(start);
     // make_ssl_views builds its own table: cut = its time without augmentation - the build,
-    // augment = its time with augmentation - without.
+    // augment = its time with augmentation - without. Each is the fastest of 3 interleaved
+    // calls, so that a difference of two timings is not a difference of two noises.
+    double unaugmented = 1e30, with_augmentation = 1e30;
     data::make_ssl_views(plain, image, i, slot, cut);
-    start = Clock::now();
-    data::make_ssl_views(plain, image, i, slot, cut);
-    const double unaugmented = seconds_since(start);
-    start = Clock::now();
-    data::make_ssl_views(augmented, image, i, slot, views);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      start = Clock::now();
+      data::make_ssl_views(plain, image, i, slot, cut);
+      unaugmented = std::min(unaugmented, seconds_since(start));
+      start = Clock::now();
+      data::make_ssl_views(augmented, image, i, slot, views);
+      with_augmentation = std::min(with_augmentation, seconds_since(start));
+    }
     total.cut += unaugmented;
-    total.augment += seconds_since(start) - unaugmented;
+    total.augment += with_augmentation - unaugmented;
     views.indices[static_cast<size_t>(slot)] = static_cast<int64_t>(i);
     if (++slot < slots) continue;
     slot = 0;
