@@ -130,10 +130,9 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   st->add_option(
         "--variants", step.variants,
         "Levers joined by '+', one variant each, e.g. fp32,bf16,bf16+sdpa+foreach "
-        "(fp32|bf16, sdpa: fused attention, foreach: multi-tensor AdamW/EMA, staged: one "
-        "page-locked upload of the batch, sync: a device synchronisation after every phase; "
-        "config: "
-        "the config's training path, the default)")
+        "(fp32|bf16, sdpa: fused attention, foreach: multi-tensor AdamW/EMA, sync: a "
+        "device synchronisation after every phase; config: the config's training path, the "
+        "default)")
       ->delimiter(',');
   st->add_option("--warmup", step.warmup, "Untimed steps per variant")
       ->capture_default_str()

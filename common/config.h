@@ -126,7 +126,9 @@ struct ViewsConfig {
   int64_t local_views{};
   double local_scale_min{};
   double local_scale_max{};
-  int64_t vit_grid{};  // ViT-mode evaluation grid
+  int64_t vit_grid{};       // ViT-mode evaluation grid
+  std::string cut_on;       // data | learner: who cuts the training views
+  int64_t ship_max_side{};  // cut_on = learner: images are shipped at most this long a side
 };
 
 struct SslConfig {

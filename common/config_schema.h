@@ -226,6 +226,16 @@ void describe(V& v, ViewsConfig& c) {
            "Largest area scale of a local view.");
   v.integer("vit_grid", c.vit_grid, 16, 1, 256,
             "Grid of ViT-mode evaluation (one step over the whole image).");
+  v.choice("cut_on", c.cut_on, "data", {"data", "learner"},
+           "Who cuts the training views: data = data actors cut them and ship uint8 patches; "
+           "learner = data actors ship the decoded image with the views' geometry and the "
+           "learner builds the integral image and cuts on its device (CUDA kernels on a GPU). "
+           "Both give the same views of the same image (docs/data.md, \"Who cuts the "
+           "views\").");
+  v.integer("ship_max_side", c.ship_max_side, 1024, 16, 65535,
+            "With cut_on = learner: an image whose longer side exceeds this is downscaled "
+            "(area interpolation) to it before shipping; it bounds the bytes per image "
+            "(side^2 x channels) and so the frame size.");
 }
 
 template <class V>

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <opencv2/imgproc.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,16 +24,6 @@ using kernels::PatchXYZ;
 void require(bool ok, const char* field, const std::string& expected) {
   if (!ok) throw std::invalid_argument(fmt::format("views.{}: expected {}", field, expected));
 }
-
-// Where one view's tokens sit in the per-image scratch buffer, and how to augment it.
-struct ViewSlice {
-  PatchBatch* target;
-  int64_t first_token;  // in the scratch buffer
-  int64_t tokens;       // of the whole view (K glimpses for a sequential view)
-  int64_t row;          // target view row of the first piece
-  int64_t pieces;       // 1, or K glimpses scattered step-major
-  PhotometricSpec photometric;
-};
 
 // One glimpse at `gaze`: M multi-zoom patches, then the foveal grid at zoom z.
 void add_glimpse(const ViewOptions& o, kernels::Gaze gaze, float z, std::vector<PatchXYZ>& out) {
@@ -69,7 +61,8 @@ void extract_with_positions(const ViewOptions& o, const kernels::IntegralImage& 
   }
 }
 
-// Per-channel normalisation constants (one config value may stand for all channels).
+}  // namespace
+
 void channel_stats(const ViewOptions& o, std::vector<float>& mean, std::vector<float>& stdev) {
   mean.resize(o.channels);
   stdev.resize(o.channels);
@@ -78,8 +71,6 @@ void channel_stats(const ViewOptions& o, std::vector<float>& mean, std::vector<f
     stdev[c] = o.pixel_std[o.pixel_std.size() == 1 ? 0 : c];
   }
 }
-
-}  // namespace
 
 void ViewOptions::validate() const {
   require(patch_size >= 1 && patch_size <= kernels::kMaxPatchSize, "patch_size",
@@ -113,15 +104,34 @@ void PatchBatch::resize(int64_t n, int64_t t, int64_t c, int64_t p) {
   positions.assign(static_cast<size_t>(n * t * 3), 0.0f);
 }
 
+void PixelViews::resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t rows_per_view,
+                        bool cut_on_learner) {
+  views = n;
+  tokens = t;
+  channels = c;
+  patch_size = p;
+  pieces = rows_per_view;
+  pixels.assign(cut_on_learner ? 0 : static_cast<size_t>(n * t * c * p * p), 0);
+  boxes.assign(cut_on_learner ? static_cast<size_t>(n * t * 4) : 0, 0.0f);
+  positions.assign(static_cast<size_t>(n * t * 3), 0.0f);
+  augment.assign(static_cast<size_t>(n / pieces * kViewAugmentFloats), 0.0f);
+  for (int64_t a = 0; a < n / pieces; ++a)
+    encode_view_augment({}, augment.data() + a * kViewAugmentFloats);
+}
+
 void SslBatch::allocate(const ViewOptions& o, int64_t b) {
   batch_size = b;
   const int64_t gg = int64_t{o.global_grid} * o.global_grid,
                 lg = int64_t{o.local_grid} * o.local_grid;
-  teacher_global.resize(b, gg, o.channels, o.patch_size);
-  student_global.resize(b, gg, o.channels, o.patch_size);
-  student_local.resize(o.local_views * b, lg, o.channels, o.patch_size);
-  teacher_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size);
-  student_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size);
+  const bool learner = o.cut_on_learner;
+  teacher_global.resize(b, gg, o.channels, o.patch_size, 1, learner);
+  student_global.resize(b, gg, o.channels, o.patch_size, 1, learner);
+  student_local.resize(o.local_views * b, lg, o.channels, o.patch_size, 1, learner);
+  teacher_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size, o.glimpses,
+                     learner);
+  student_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size, o.glimpses,
+                     learner);
+  images.assign(learner ? static_cast<size_t>(b) : 0, ShippedImage{});
   labels.assign(static_cast<size_t>(b), -1);
   indices.assign(static_cast<size_t>(b), -1);
   skipped_corrupt = 0;
@@ -145,65 +155,149 @@ kernels::ImageView checked_image(const ViewOptions& o, const cv::Mat& image, int
   return {image.data, image.rows, image.cols, o.channels, static_cast<std::ptrdiff_t>(image.step)};
 }
 
-// Cuts `patches` from the image's integral image in one extraction call, then
-// augments (when o.augment) and normalises each slice as a whole and scatters it
-// into its batch rows (`B` apart for the pieces of a sequence).
-void cut_slices(const ViewOptions& o, const kernels::ImageView& view,
-                const std::vector<PatchXYZ>& patches, const std::vector<ViewSlice>& slices,
-                int64_t B, std::mt19937_64& rng) {
+// Cuts `patches` from the image's integral image in one extraction call:
+// pixels [n, C, P, P] on the 0..255 scale and positions [n, 3]; or, for a
+// learner that cuts, their crop boxes [n, 4] (the same boxes the cut would read).
+struct CutPatches {
+  std::vector<float> pixels, boxes, positions;
+};
+CutPatches boxes_of(const kernels::ImageView& view, const std::vector<PatchXYZ>& patches) {
+  std::vector<kernels::CropBox> boxes;
+  boxes.reserve(patches.size());
+  kernels::to_crop_boxes(patches, {view.height, view.width}, 0, &boxes);
+  CutPatches cut;
+  cut.boxes.reserve(patches.size() * 4);
+  cut.positions.reserve(patches.size() * 3);
+  for (size_t i = 0; i < patches.size(); ++i) {
+    cut.boxes.insert(cut.boxes.end(), {boxes[i].x0, boxes[i].y0, boxes[i].x1, boxes[i].y1});
+    cut.positions.insert(cut.positions.end(), {patches[i].x, patches[i].y, patches[i].z});
+  }
+  return cut;
+}
+CutPatches cut_patches(const ViewOptions& o, const kernels::ImageView& view,
+                       const std::vector<PatchXYZ>& patches) {
   const kernels::IntegralImage table = kernels::IntegralImage::build(view, 1);
-  const kernels::ImageSize size{view.height, view.width};
   const int64_t patch_floats = int64_t{o.channels} * o.patch_size * o.patch_size;
-  std::vector<float> pixels(static_cast<size_t>(patches.size() * patch_floats));
-  std::vector<float> positions(patches.size() * 3);
-  extract_with_positions(o, table, size, patches, pixels.data(), positions.data());
+  CutPatches cut;
+  cut.pixels.resize(patches.size() * static_cast<size_t>(patch_floats));
+  cut.positions.resize(patches.size() * 3);
+  extract_with_positions(o, table, {view.height, view.width}, patches, cut.pixels.data(),
+                         cut.positions.data());
+  return cut;
+}
+
+// One SSL view: where its tokens sit in the cut and which view of `target` it is.
+struct SslSlice {
+  PixelViews* target;
+  int64_t first_token;
+  int64_t view;  // a: its rows are k * A + a
+  PhotometricSpec photometric;
+};
+
+// Draws each slice's augmentation (in slice order, when o.augment), mirrors the
+// positions of flipped views, rounds the pixels to uint8 (or takes the boxes, when
+// the learner cuts) and scatters them into rows.
+void scatter_ssl(const ViewOptions& o, kernels::ImageSize size, CutPatches& cut,
+                 const std::vector<SslSlice>& slices, std::mt19937_64& rng) {
   const float extent_x = kernels::image_extent(size).x;
+  const int64_t patch_floats = int64_t{o.channels} * o.patch_size * o.patch_size;
+  for (const SslSlice& s : slices) {
+    PixelViews& t = *s.target;
+    const int64_t view_tokens = t.tokens * t.pieces;
+    float* pos = cut.positions.data() + s.first_token * 3;
+    ViewAugment augment;
+    if (o.augment) augment = draw_view_augment(s.photometric, o.channels, o.patch_size, rng);
+    if (augment.flip) {
+      for (int64_t i = 0; i < view_tokens; ++i) pos[3 * i] = extent_x - pos[3 * i];
+    }
+    encode_view_augment(augment, t.augment.data() + s.view * kViewAugmentFloats);
+    const int64_t row_values = t.tokens * patch_floats;
+    for (int64_t k = 0; k < t.pieces; ++k) {
+      const int64_t row = k * t.augmented_views() + s.view;
+      const int64_t first = s.first_token + k * t.tokens;
+      if (o.cut_on_learner) {
+        std::memcpy(t.boxes_of(row), cut.boxes.data() + first * 4, t.tokens * 4 * sizeof(float));
+      } else {
+        uint8_t* out = t.pixels_of(row);
+        const float* in = cut.pixels.data() + first * patch_floats;
+        for (int64_t i = 0; i < row_values; ++i)  // box averages lie in [0, 255]
+          out[i] = static_cast<uint8_t>(in[i] + 0.5f);
+      }
+      std::memcpy(t.positions_of(row), pos + k * t.tokens * 3, t.tokens * 3 * sizeof(float));
+    }
+  }
+}
+
+// value = (value / 255 - mean[c]) / stdev[c] over `tokens` patches [C, plane].
+void normalise(float* pixels, int64_t tokens, int channels, int64_t plane,
+               const std::vector<float>& mean, const std::vector<float>& stdev) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int c = 0; c < channels; ++c) {
+      const float scale = 1.0f / (255.0f * stdev[c]), shift = mean[c] / stdev[c];
+      float* x = pixels + (t * channels + c) * plane;
+      for (int64_t i = 0; i < plane; ++i) x[i] = x[i] * scale - shift;
+    }
+  }
+}
+
+// Normalises the cut tokens [first, first + pieces * T) and scatters them into
+// rows row, row + B, ... of an unaugmented float batch (evaluation views).
+void scatter_normalised(const ViewOptions& o, CutPatches& cut, int64_t first, PatchBatch& target,
+                        int64_t row, int64_t pieces, int64_t B) {
   std::vector<float> mean, stdev;
   channel_stats(o, mean, stdev);
-  for (const ViewSlice& s : slices) {
-    if (s.pieces == 0) continue;  // an evaluation without glimpses (ViT mode only)
-    const ViewPixels v{pixels.data() + s.first_token * patch_floats, s.tokens, o.channels,
-                       o.patch_size};
-    float* pos = positions.data() + s.first_token * 3;
-    if (o.augment) {
-      augment_photometric(v, s.photometric, rng);
-      if (kernels::uniform01(rng) < 0.5) flip_horizontal(v, pos, extent_x);
-    }
-    normalize(v, mean.data(), stdev.data());
-    const int64_t piece = s.tokens / s.pieces;
-    for (int64_t k = 0; k < s.pieces; ++k) {
-      const int64_t row = s.row + k * B;  // step-major for sequences
-      std::memcpy(s.target->patches_of(row), v.patches + k * piece * patch_floats,
-                  piece * patch_floats * sizeof(float));
-      std::memcpy(s.target->positions_of(row), pos + k * piece * 3, piece * 3 * sizeof(float));
-    }
+  const int64_t plane = int64_t{o.patch_size} * o.patch_size;
+  const int64_t patch_floats = o.channels * plane;
+  float* pixels = cut.pixels.data() + first * patch_floats;
+  normalise(pixels, pieces * target.tokens, o.channels, plane, mean, stdev);
+  for (int64_t k = 0; k < pieces; ++k) {
+    std::memcpy(target.patches_of(row + k * B), pixels + k * target.tokens * patch_floats,
+                target.tokens * patch_floats * sizeof(float));
+    std::memcpy(target.positions_of(row + k * B),
+                cut.positions.data() + (first + k * target.tokens) * 3,
+                target.tokens * 3 * sizeof(float));
   }
 }
 
 }  // namespace
 
-void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, int64_t b,
+void make_ssl_views(const ViewOptions& o, const cv::Mat& original, uint64_t seed, int64_t b,
                     SslBatch& batch) {
+  // A learner that cuts gets the image as shipped, and the views are drawn on that.
+  cv::Mat capped;
+  if (o.cut_on_learner && o.ship_max_side > 0 &&
+      std::max(original.rows, original.cols) > o.ship_max_side && !original.empty()) {
+    const double scale =
+        o.ship_max_side / static_cast<double>(std::max(original.rows, original.cols));
+    cv::resize(original, capped,
+               cv::Size(std::max(1, static_cast<int>(std::lround(original.cols * scale))),
+                        std::max(1, static_cast<int>(std::lround(original.rows * scale)))),
+               0, 0, cv::INTER_AREA);
+  }
+  const cv::Mat& image = capped.empty() ? original : capped;
   const kernels::ImageView view = checked_image(o, image, b, batch.batch_size, "make_ssl_views");
+  if (o.cut_on_learner != batch.cut_on_learner())
+    throw std::invalid_argument(fmt::format(
+        "make_ssl_views: the batch was allocated for views cut on the {}, the options cut on "
+        "the {}",
+        batch.cut_on_learner() ? "learner" : "data plane",
+        o.cut_on_learner ? "learner" : "data plane"));
   const kernels::ImageSize size{image.rows, image.cols};
   std::mt19937_64 rng(seed);
 
   // 1. Geometry of every view, in one list of patches.
   std::vector<PatchXYZ> patches;
-  std::vector<ViewSlice> slices;
+  std::vector<SslSlice> slices;
   const int64_t B = batch.batch_size;
-  auto add_grid = [&](PatchBatch& target, int64_t row, int grid, float smin, float smax,
+  auto add_grid = [&](PixelViews& target, int64_t view, int grid, float smin, float smax,
                       PhotometricSpec spec) {
     const kernels::GridView g = kernels::random_grid_view(size, grid, smin, smax, rng);
-    slices.push_back({&target, static_cast<int64_t>(patches.size()),
-                      static_cast<int64_t>(g.patches.size()), row, 1, spec});
+    slices.push_back({&target, static_cast<int64_t>(patches.size()), view, spec});
     patches.insert(patches.end(), g.patches.begin(), g.patches.end());
   };
-  auto add_sequence = [&](PatchBatch& target, PhotometricSpec spec) {
-    const int64_t first = static_cast<int64_t>(patches.size());
+  auto add_sequence = [&](PixelViews& target, PhotometricSpec spec) {
+    slices.push_back({&target, static_cast<int64_t>(patches.size()), b, spec});
     add_glimpses(o, o.glimpses, size, rng, patches);
-    slices.push_back(
-        {&target, first, static_cast<int64_t>(patches.size()) - first, b, o.glimpses, spec});
   };
   // DINOv2's two global crops: blur always on the first, rarely plus solarisation on the second.
   add_grid(batch.teacher_global, b, o.global_grid, o.global_scale_min, o.global_scale_max,
@@ -217,8 +311,19 @@ void make_ssl_views(const ViewOptions& o, const cv::Mat& image, uint64_t seed, i
   add_sequence(batch.teacher_seq, {0.8f, 0.2f, 0.5f, 0.0f});
   add_sequence(batch.student_seq, {0.8f, 0.2f, 0.5f, 0.0f});
 
-  // 2. One extraction call for all of them; augment, normalise, scatter.
-  cut_slices(o, view, patches, slices, B, rng);
+  // 2. One extraction call for all of them (or their boxes and the image, for a learner
+  // that cuts); draw augmentations, round, scatter.
+  CutPatches cut = o.cut_on_learner ? boxes_of(view, patches) : cut_patches(o, view, patches);
+  scatter_ssl(o, size, cut, slices, rng);
+  if (o.cut_on_learner) {
+    ShippedImage& shipped = batch.images[static_cast<size_t>(b)];
+    shipped.height = image.rows;
+    shipped.width = image.cols;
+    const size_t row_bytes = static_cast<size_t>(image.cols) * o.channels;
+    shipped.pixels.resize(row_bytes * image.rows);
+    for (int y = 0; y < image.rows; ++y)
+      std::memcpy(shipped.pixels.data() + y * row_bytes, image.ptr(y), row_bytes);
+  }
 }
 
 void EvalBatch::allocate(const ViewOptions& o, int64_t b, int64_t k) {
@@ -241,15 +346,10 @@ void make_eval_views(const ViewOptions& options, const cv::Mat& image, uint64_t 
   const kernels::GridView grid = kernels::vit_full_grid(size, o.vit_grid);
   std::vector<PatchXYZ> patches = grid.patches;
   add_glimpses(o, static_cast<int>(batch.glimpses), size, rng, patches);
-  const int64_t vit_tokens = static_cast<int64_t>(grid.patches.size());
-  const std::vector<ViewSlice> slices = {{&batch.vit, 0, vit_tokens, b, 1, {}},
-                                         {&batch.seq,
-                                          vit_tokens,
-                                          static_cast<int64_t>(patches.size()) - vit_tokens,
-                                          b,
-                                          batch.glimpses,
-                                          {}}};
-  cut_slices(o, view, patches, slices, batch.batch_size, rng);
+  CutPatches cut = cut_patches(o, view, patches);
+  scatter_normalised(o, cut, 0, batch.vit, b, 1, batch.batch_size);
+  scatter_normalised(o, cut, static_cast<int64_t>(grid.patches.size()), batch.seq, b,
+                     batch.glimpses, batch.batch_size);
 }
 
 GlimpseCutter::GlimpseCutter(const ViewOptions& options, const cv::Mat& image)
@@ -280,8 +380,8 @@ void GlimpseCutter::cut(float x, float y, float fovea_zoom, PatchBatch& out, int
   float* pixels = out.patches_of(row);
   extract_with_positions(options_, table_, {height_, width_}, patches, pixels,
                          out.positions_of(row));
-  normalize({pixels, out.tokens, options_.channels, options_.patch_size}, mean_.data(),
-            stdev_.data());
+  normalise(pixels, out.tokens, options_.channels,
+            int64_t{options_.patch_size} * options_.patch_size, mean_, stdev_);
 }
 
 }  // namespace saccade::data

@@ -10,6 +10,7 @@
 
 #include <opencv2/core/mat.hpp>
 
+#include "dataloader/augment.h"
 #include "kernels/integral_image.h"
 
 namespace saccade::data {
@@ -35,6 +36,10 @@ struct ViewOptions {
   std::vector<float> pixel_mean;  // per channel (or one for all), 0..1 scale
   std::vector<float> pixel_std;
   bool augment = true;  // DINOv2 photometric augmentations and horizontal flips
+  // views.cut_on = "learner": training batches carry the decoded image (longer side at most
+  // ship_max_side, downscaled by area) and each token's crop box instead of its pixels.
+  bool cut_on_learner = false;
+  int ship_max_side = 0;
 
   int glimpse_tokens() const { return multizoom + fovea_grid * fovea_grid; }
   // Throws std::invalid_argument naming the field.
@@ -57,23 +62,64 @@ struct PatchBatch {
   float* positions_of(int64_t view) { return positions.data() + view * tokens * 3; }
 };
 
+// N rows of T tokens each as the data plane carries them, before augmentation:
+// pixels [N, T, C, P, P], box averages rounded to uint8 (0..255), or, when the
+// learner cuts, boxes [N, T, 4] = (x0, y0, x1, y1) in pixels of the row's image
+// (image n % B of the batch, kernels::CropBox) and no pixels; positions
+// [N, T, 3] = (x, y, z), flips already applied; augment [A, kViewAugmentFloats],
+// one drawn augmentation per view (augment.h). A view is `pieces` rows, A apart
+// (step-major: a sequence of K glimpses is rows a, A + a, ..., (K - 1) A + a),
+// so N = pieces * A. The learner augments and normalises them on its device
+// (workers/ssl/view_augment.h). Owns its buffers.
+struct PixelViews {
+  int64_t views = 0;  // N rows
+  int64_t tokens = 0;
+  int64_t channels = 0;
+  int64_t patch_size = 0;
+  int64_t pieces = 1;           // rows per view: K for sequences, else 1
+  std::vector<uint8_t> pixels;  // empty when the learner cuts
+  std::vector<float> boxes;     // empty when the data plane cuts
+  std::vector<float> positions;
+  std::vector<float> augment;
+
+  void resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t pieces, bool cut_on_learner);
+  int64_t augmented_views() const { return views / pieces; }  // A
+  int64_t patch_bytes() const { return channels * patch_size * patch_size; }
+  uint8_t* pixels_of(int64_t row) { return pixels.data() + row * tokens * patch_bytes(); }
+  float* positions_of(int64_t row) { return positions.data() + row * tokens * 3; }
+  float* boxes_of(int64_t row) { return boxes.data() + row * tokens * 4; }
+};
+
+// A decoded image shipped to a learner that cuts its own views. Owns its pixels.
+struct ShippedImage {
+  int height = 0;
+  int width = 0;
+  std::vector<uint8_t> pixels;  // HWC, rows packed (width * channels bytes)
+};
+
 // All views of a batch of B images. Sequential and local views are stored
-// step-major: glimpse k (local view l) of image b is view k * B + b, so one
+// step-major: glimpse k (local view l) of image b is row k * B + b, so one
 // step of the whole batch is one contiguous [B, T, ...] slice.
 struct SslBatch {
   int64_t batch_size = 0;
-  PatchBatch teacher_global;     // B views of global_grid^2 tokens
-  PatchBatch student_global;     // B
-  PatchBatch student_local;      // L * B views of local_grid^2 tokens
-  PatchBatch teacher_seq;        // K * B views of glimpse_tokens()
-  PatchBatch student_seq;        // K * B
-  std::vector<int64_t> labels;   // B (-1 when unlabeled)
-  std::vector<int64_t> indices;  // B dataset indices actually used
-  int64_t skipped_corrupt = 0;   // corrupt files skipped while filling it
+  PixelViews teacher_global;         // B views of global_grid^2 tokens
+  PixelViews student_global;         // B
+  PixelViews student_local;          // L * B views of local_grid^2 tokens, one row each
+  PixelViews teacher_seq;            // B views of K glimpses of glimpse_tokens(): K * B rows
+  PixelViews student_seq;            // B views, K * B rows
+  std::vector<ShippedImage> images;  // B when the learner cuts (views.cut_on), else empty
+  std::vector<int64_t> labels;       // B (-1 when unlabeled)
+  std::vector<int64_t> indices;      // B dataset indices actually used
+  int64_t skipped_corrupt = 0;       // corrupt files skipped while filling it
 
   // Sizes every buffer for `b` images.
   void allocate(const ViewOptions& options, int64_t b);
+  bool cut_on_learner() const { return !images.empty(); }
 };
+
+// Per-channel normalisation constants of `options` (one config value may stand
+// for all channels): value = (value / 255 - mean[c]) / stdev[c].
+void channel_stats(const ViewOptions& options, std::vector<float>& mean, std::vector<float>& stdev);
 
 // The views the frozen model is probed and evaluated on, without augmentation:
 // the ViT-mode grid, and a sequence of `glimpses` glimpses at random gazes
@@ -114,15 +160,18 @@ class GlimpseCutter {
 
  private:
   ViewOptions options_;
-  std::vector<float> mean_, stdev_;  // per channel, for normalize()
+  std::vector<float> mean_, stdev_;  // per channel, for normalisation
   kernels::IntegralImage table_;
   int height_ = 0, width_ = 0;
   float extent_x_ = 1, extent_y_ = 1;
 };
 
-// Cuts every view of one image into slot b of a batch. The random draws come
-// from `seed` only, so a given (seed, image) gives the same views on any
-// thread, rank or run. Thread-safe: keeps no state between calls.
+// Cuts every view of one image into slot b of a batch and draws its
+// augmentation (when options.augment). With options.cut_on_learner it cuts
+// nothing: slot b gets the image (downscaled to ship_max_side) and every token's
+// crop box in it, which the learner extracts to the same pixels. The random draws come from `seed`
+// only, so a given (seed, image) gives the same views on any thread, rank or run. Thread-safe:
+// keeps no state between calls.
 void make_ssl_views(const ViewOptions& options, const cv::Mat& image, uint64_t seed, int64_t b,
                     SslBatch& batch);
 

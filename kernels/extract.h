@@ -64,6 +64,11 @@ class Extractor {
   virtual int channels() const = 0;
   // Extracts into host memory `out`, layout [N, C, P, P]; boxes refer to the batch.
   virtual void extract(std::span<const CropBox> boxes, int patch_size, float* out) = 0;
+  // Extracts into the backend's own memory `out_device`, layout [N, C, P, P]: host memory
+  // for kCpu (the same as extract), memory of the CUDA device for kCuda (e.g. a tensor on
+  // it), skipping a copy back to the host. Synchronous: the patches are there on return.
+  virtual void extract_to_device(std::span<const CropBox> boxes, int patch_size,
+                                 float* out_device) = 0;
 };
 
 struct ExtractorOptions {

@@ -40,6 +40,10 @@ class CpuExtractor final : public Extractor {
                     out, num_threads_);
   }
 
+  void extract_to_device(std::span<const CropBox> boxes, int patch_size, float* out) override {
+    extract(boxes, patch_size, out);
+  }
+
  private:
   int num_threads_;
   std::vector<IntegralImage> tables_;  // owned; storage reused across batches

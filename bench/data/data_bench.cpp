@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
+#include "dataloader/augment.h"
 #include "dataloader/image_decode.h"
 #include "kernels/integral_image.h"
 #include "schemas/wire.h"
@@ -73,17 +74,18 @@ std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
 // The stages over `paths`, one image at a time on this thread; every `batch` images are
 // encoded into one frame and sent through `push` to `pull` (ZeroMQ's I/O threads move it).
 SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
-                   const JobConfig& config, int batch, zmq::socket_t& push, zmq::socket_t& pull) {
+                   const JobConfig& config, bool learner_cuts, int batch, zmq::socket_t& push,
+                   zmq::socket_t& pull) {
   SetRow row;
-  row.name = name;
+  row.name = fmt::format("{}, {} cuts", name, learner_cuts ? "learner" : "data");
 #if SACCADE_HAS_IMAGE_CODECS
-  data::ViewOptions plain = workers::view_options(config), augmented = plain;
-  plain.augment = false;
+  data::ViewOptions augmented = workers::view_options(config);
+  augmented.cut_on_learner = learner_cuts;
   augmented.augment = true;
+  const int views_per_image = 4 + augmented.local_views;  // 2 global, L local, 2 sequences
   // Frames of `slots` images; images after the last full frame are not encoded or sent.
   const int slots = static_cast<int>(std::min<size_t>(static_cast<size_t>(batch), paths.size()));
-  data::SslBatch cut, views;
-  cut.allocate(plain, slots);
+  data::SslBatch views;
   views.allocate(augmented, slots);
   Stages total;
   double frame_bytes = 0;
@@ -95,7 +97,7 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     total.read += seconds_since(start);
     start = Clock::now();
     std::string why;
-    const cv::Mat image = data::decode_image(bytes.data(), bytes.size(), plain.channels, &why);
+    const cv::Mat image = data::decode_image(bytes.data(), bytes.size(), augmented.channels, &why);
     total.decode += seconds_since(start);
     if (image.empty()) throw std::runtime_error(paths[i].string() + ": " + why);
     row.megapixels += image.rows * static_cast<double>(image.cols) / 1e6;
@@ -103,25 +105,29 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     // Every stage below is timed warm (after an untimed call), as a loader thread runs.
     const kernels::ImageView pixels{image.data, image.rows, image.cols, image.channels(),
                                     static_cast<ptrdiff_t>(image.step)};
-    kernels::IntegralImage::build(pixels, 1);
-    start = Clock::now();
-    kernels::IntegralImage::build(pixels, 1);
-    total.table += seconds_since(start);
-    // make_ssl_views builds its own table: cut = its time without augmentation - the build,
-    // augment = its time with augmentation - without. Each is the fastest of 3 interleaved
-    // calls, so that a difference of two timings is not a difference of two noises.
-    double unaugmented = 1e30, with_augmentation = 1e30;
-    data::make_ssl_views(plain, image, i, slot, cut);
+    if (!learner_cuts) {  // a learner that cuts builds the table itself
+      kernels::IntegralImage::build(pixels, 1);
+      start = Clock::now();
+      kernels::IntegralImage::build(pixels, 1);
+      total.table += seconds_since(start);
+    }
+    // make_ssl_views builds its own table (data side) and draws every view's augmentation:
+    // cut = its time - the build - the draws, the draws timed alone. Each is the fastest of
+    // 3 calls, so that a difference of two timings is not a difference of two noises.
+    double whole = 1e30, draws = 1e30;
+    data::make_ssl_views(augmented, image, i, slot, views);
     for (int repeat = 0; repeat < 3; ++repeat) {
       start = Clock::now();
-      data::make_ssl_views(plain, image, i, slot, cut);
-      unaugmented = std::min(unaugmented, seconds_since(start));
-      start = Clock::now();
       data::make_ssl_views(augmented, image, i, slot, views);
-      with_augmentation = std::min(with_augmentation, seconds_since(start));
+      whole = std::min(whole, seconds_since(start));
+      std::mt19937_64 rng(i);
+      start = Clock::now();
+      for (int v = 0; v < views_per_image; ++v)
+        data::draw_view_augment({}, augmented.channels, augmented.patch_size, rng);
+      draws = std::min(draws, seconds_since(start));
     }
-    total.cut += unaugmented;
-    total.augment += with_augmentation - unaugmented;
+    total.cut += whole - draws;
+    total.augment += draws;
     views.indices[static_cast<size_t>(slot)] = static_cast<int64_t>(i);
     if (++slot < slots) continue;
     slot = 0;
@@ -140,7 +146,7 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     total.send += seconds_since(start);
     ++frames;
   }
-  total.cut -= total.table;  // the build make_ssl_views did, measured alone above
+  total.cut -= total.table;  // the build make_ssl_views did (data side), measured alone above
   const auto n = static_cast<double>(paths.size());
   row.images = static_cast<int>(paths.size());
   row.megapixels /= n;
@@ -201,8 +207,10 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
   push.connect(pull.get(zmq::sockopt::last_endpoint));
   std::vector<SetRow> rows;
   try {
-    for (const auto& [name, paths] : sets)
-      rows.push_back(measure_set(name, paths, config, o.batch, push, pull));
+    for (const auto& [name, paths] : sets) {
+      for (const bool learner_cuts : {false, true})
+        rows.push_back(measure_set(name, paths, config, learner_cuts, o.batch, push, pull));
+    }
   } catch (...) {
     fs::remove_all(scratch);
     throw;
@@ -216,22 +224,25 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
       config.views.multizoom_patches + config.views.fovea_grid * config.views.fovea_grid,
       config.views.glimpses, config.views.local_views, o.batch);
   out << fmt::format(
-      "{:<20} {:>6} {:>6} {:>7}  {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>6}  {:>10} "
+      "{:<34} {:>6} {:>6} {:>7}  {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>6}  {:>10} "
       "{:>11} {:>7} {:>9}\n",
       "images", "count", "MP", "KB", "read", "decode", "table", "cut", "augment", "encode", "send",
       "decode/s", "pipeline/s", "share", "MB/image");
   for (const SetRow& r : rows) {
     const Stages& s = r.per_image;
     out << fmt::format(
-        "{:<20} {:>6} {:>6.2f} {:>7.1f}  {:>6.2f} {:>7.2f} {:>6.2f} {:>6.2f} {:>8.2f} {:>7.2f} "
+        "{:<34} {:>6} {:>6.2f} {:>7.1f}  {:>6.2f} {:>7.2f} {:>6.2f} {:>6.2f} {:>8.2f} {:>7.2f} "
         "{:>6.2f}  {:>10.1f} {:>11.1f} {:>6.1f}% {:>9.2f}\n",
         r.name, r.images, r.megapixels, r.file_kb, 1e3 * s.read, 1e3 * s.decode, 1e3 * s.table,
         1e3 * s.cut, 1e3 * s.augment, 1e3 * s.encode, 1e3 * s.send, r.decode_only_per_second,
         r.pipeline_per_second, 100 * r.pipeline_per_second / r.decode_only_per_second,
         r.frame_bytes_per_image / 1e6);
   }
-  out << "cut includes normalisation; send is ZeroMQ over loopback to a receiver in this "
-         "process; share: the pipeline's images/s over decoding alone\n";
+  out << "data cuts: cut = the integral-image cut of every view, rounded to uint8; learner "
+         "cuts: the views' geometry and the shipped image (downscaled to views.ship_max_side), "
+         "the table and the cut left to the learner. augment = drawing each view's "
+         "augmentation (applied on the learner). send is ZeroMQ over loopback to a receiver "
+         "in this process; share: the pipeline's images/s over decoding alone\n";
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j = {
         {"config", o.config_path}, {"batch", o.batch}, {"rows", nlohmann::ordered_json::array()}};

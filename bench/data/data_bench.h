@@ -1,7 +1,8 @@
 // `saccade bench data CONFIG`: what a data actor spends per image, stage by stage, on one
-// core: read, decode, table build, cut (with normalisation), augment, encode and send,
-// beside decoding alone on the same files. On generated ImageNet-size JPEGs and on photos
-// (the installed wallpapers by default). Torch-free: it measures the data plane as data
+// core: read, decode, table build, cut, augment (the draw), encode and send, beside
+// decoding alone on the same files; once with the data actor cutting the views and once
+// shipping the image for the learner to cut (views.cut_on). On generated ImageNet-size JPEGs and on
+// photos (the installed wallpapers by default). Torch-free: it measures the data plane as data
 // actors run it (dataloader/views.h, workers/data/batch_codec.h, ZeroMQ over loopback).
 #pragma once
 

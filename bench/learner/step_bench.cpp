@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <ostream>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -22,6 +23,7 @@
 #include "common/device_peak.h"
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
+#include "dataloader/augment.h"
 #include "model/torch_compat.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -34,7 +36,6 @@ struct Variant {
   bool bf16 = false;
   bool fused_attention = true;
   bool multi_tensor = true;
-  bool staged_upload = true;
   bool phase_syncs = false;  // the timed steps also synchronise after every phase
 };
 
@@ -46,7 +47,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.bf16 = config.ssl.precision == "bf16";
     return v;
   }
-  v.fused_attention = v.multi_tensor = v.staged_upload = false;
+  v.fused_attention = v.multi_tensor = false;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find('+', start), text.size());
@@ -59,14 +60,12 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.fused_attention = true;
     } else if (lever == "foreach") {
       v.multi_tensor = true;
-    } else if (lever == "staged") {
-      v.staged_upload = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
     } else {
       throw std::invalid_argument(fmt::format(
-          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, staged, "
-          "sync joined by '+', or config)",
+          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, sync "
+          "joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -74,24 +73,32 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   return v;
 }
 
-// Normalised pixels ~ N(0, 1); positions in short-side units with zooms in [0, zoom_max].
-void fill(data::PatchBatch& pb, double zoom_max) {
-  const torch::Tensor patches = torch::randn({static_cast<int64_t>(pb.patches.size())});
-  std::memcpy(pb.patches.data(), patches.data_ptr<float>(), pb.patches.size() * sizeof(float));
-  const torch::Tensor xyz = torch::rand({pb.views * pb.tokens, 3}) *
+// Uniform uint8 pixels, each view's augmentation drawn as the data plane draws it
+// (DINOv2's probabilities), positions in short-side units with zooms in [0, zoom_max].
+void fill(data::PixelViews& pv, double zoom_max, std::mt19937_64& rng) {
+  const torch::Tensor pixels =
+      torch::randint(0, 256, {static_cast<int64_t>(pv.pixels.size())}, torch::kByte);
+  std::memcpy(pv.pixels.data(), pixels.data_ptr<uint8_t>(), pv.pixels.size());
+  const torch::Tensor xyz = torch::rand({pv.views * pv.tokens, 3}) *
                             torch::tensor({1.0f, 1.0f, static_cast<float>(zoom_max)});
-  std::memcpy(pb.positions.data(), xyz.data_ptr<float>(), pb.positions.size() * sizeof(float));
+  std::memcpy(pv.positions.data(), xyz.data_ptr<float>(), pv.positions.size() * sizeof(float));
+  for (int64_t a = 0; a < pv.augmented_views(); ++a) {
+    data::encode_view_augment(data::draw_view_augment({}, static_cast<int>(pv.channels),
+                                                      static_cast<int>(pv.patch_size), rng),
+                              pv.augment.data() + a * data::kViewAugmentFloats);
+  }
 }
 
 std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count) {
   const data::ViewOptions views = workers::view_options(config);
   std::vector<data::SslBatch> out(static_cast<size_t>(count));
   torch::manual_seed(static_cast<uint64_t>(config.job.seed) + 1);
+  std::mt19937_64 rng(static_cast<uint64_t>(config.job.seed) + 1);
   for (data::SslBatch& b : out) {
     b.allocate(views, batch);
-    for (data::PatchBatch* pb :
+    for (data::PixelViews* pv :
          {&b.teacher_global, &b.student_global, &b.student_local, &b.teacher_seq, &b.student_seq})
-      fill(*pb, views.zoom_max);
+      fill(*pv, views.zoom_max, rng);
     for (int64_t i = 0; i < batch; ++i) b.indices[static_cast<size_t>(i)] = i;
   }
   return out;
@@ -166,7 +173,6 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
       t.bf16 = v.bf16;
       t.multi_tensor_update = v.multi_tensor;
-      t.staged_upload = v.staged_upload;
       t.time_phases = v.phase_syncs;
       t.peak_tflops =
           resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,

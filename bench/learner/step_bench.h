@@ -20,8 +20,8 @@ struct StepBenchOptions {
   std::vector<int64_t> batches;  // images per step; empty = the config's batch per learner
   // Levers, one variant each, e.g. "fp32", "bf16+sdpa+foreach": a precision (fp32 | bf16;
   // default the config's), "sdpa" (fused attention kernels, LibTorch >= 2), "foreach"
-  // (multi-tensor AdamW and EMA), "staged" (the batch uploaded through one page-locked
-  // buffer), "sync" (a device synchronisation after every phase, as when phases are timed).
+  // (multi-tensor AdamW and EMA), "sync" (a device synchronisation after every phase, as
+  // when phases are timed).
   // Empty: one variant, the config's training path.
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch

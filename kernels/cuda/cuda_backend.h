@@ -13,16 +13,8 @@ namespace saccade::kernels::cuda {
 int device_count();
 
 // An Extractor whose tables live in device memory (uint32, same layout as the CPU
-// IntegralImage). Bit-identical results to the CPU backend.
-class CudaExtractor : public Extractor {
- public:
-  // Writes patches [N, C, P, P] into device memory `out_device` (e.g. a tensor on the
-  // same device), skipping the copy back to the host. Synchronous.
-  virtual void extract_to_device(std::span<const CropBox> boxes, int patch_size,
-                                 float* out_device) = 0;
-};
-
-// Throws std::runtime_error when the device cannot be used.
-std::unique_ptr<CudaExtractor> make_cuda_extractor(int device);
+// IntegralImage). Bit-identical results to the CPU backend. Throws
+// std::runtime_error when the device cannot be used.
+std::unique_ptr<Extractor> make_cuda_extractor(int device);
 
 }  // namespace saccade::kernels::cuda

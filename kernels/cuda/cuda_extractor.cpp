@@ -55,7 +55,7 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
-class CudaExtractorImpl final : public CudaExtractor {
+class CudaExtractorImpl final : public Extractor {
  public:
   explicit CudaExtractorImpl(int device) : device_(device) {
     check(cudaSetDevice(device_), "cudaSetDevice");
@@ -164,7 +164,7 @@ int device_count() {
   return n;
 }
 
-std::unique_ptr<CudaExtractor> make_cuda_extractor(int device) {
+std::unique_ptr<Extractor> make_cuda_extractor(int device) {
   const int n = device_count();
   if (device < 0 || device >= n)
     throw std::runtime_error("CUDA device " + std::to_string(device) + " requested but " +

@@ -180,9 +180,10 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
 }
 
-// The data plane's cost per stage on generated JPEGs: every stage measured, the frame's
-// bytes per image those of the views' fp32 patches and positions (plus a small envelope),
-// and the whole pipeline slower than decoding alone.
+// The data plane's cost per stage on generated JPEGs, once with the data actor cutting and
+// once shipping the image for the learner to cut: every stage measured (a learner that cuts
+// builds the table itself), the frame's bytes per image those of what travels (plus a small
+// envelope), and the pipeline slower than decoding alone.
 TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
   const testing::TempDir scratch("cli-data");
   const std::string json_path = (scratch.path() / "data.json").string();
@@ -192,22 +193,34 @@ TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(json_path);
   const nlohmann::json j = nlohmann::json::parse(in);
-  ASSERT_EQ(j.at("rows").size(), 1u);
-  const auto& row = j.at("rows")[0];
-  EXPECT_EQ(row.at("count").get<int>(), 4);
-  EXPECT_NEAR(row.at("megapixels").get<double>(), 64 * 48 / 1e6, 1e-9);
-  for (const char* stage : {"read", "decode", "table", "cut", "augment", "encode", "send"})
-    EXPECT_GT(row.at("ms_per_image").at(stage).get<double>(), 0) << stage;
-  EXPECT_LT(row.at("pipeline_per_second").get<double>(),
-            row.at("decode_only_per_second").get<double>());
-  // The paper's views (configs/vit-s-imagenet.toml): C = 3, P = 16, so a token is 768 pixels
-  // + 3 coordinates, as float32. Tokens per image: 2 global views of 16^2, 8 local views of
-  // 7^2, 2 sequences of 8 glimpses of 36 + 8^2: 512 + 392 + 1600 = 2504. Then the envelope.
-  // (Its augmentation takes milliseconds: a measured difference well above timing noise.)
-  const double tensor_bytes = 2504.0 * (768 + 3) * 4;
-  const double bytes = row.at("bytes_per_image").get<double>();
-  EXPECT_GE(bytes, tensor_bytes);
-  EXPECT_LT(bytes, tensor_bytes + 2000);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  // The paper's views (configs/vit-s-imagenet.toml): C = 3, P = 16. Tokens per image: 2
+  // global views of 16^2, 8 local views of 7^2, 2 sequences of 8 glimpses of 36 + 8^2:
+  // 512 + 392 + 1600 = 2504, each with 3 float32 coordinates; 12 views of 13 float32
+  // augmentation parameters. The data side ships 768 uint8 pixels per token, the learner
+  // side a box (4 float32) per token and the 64 x 48 RGB image.
+  const double common = 2504.0 * 3 * 4 + 12 * 13 * 4;
+  const double shipped[2] = {common + 2504.0 * 768, common + 2504.0 * 16 + 64 * 48 * 3};
+  for (int side = 0; side < 2; ++side) {
+    const auto& row = j.at("rows")[side];
+    SCOPED_TRACE(row.at("images").get<std::string>());
+    EXPECT_EQ(row.at("count").get<int>(), 4);
+    EXPECT_NEAR(row.at("megapixels").get<double>(), 64 * 48 / 1e6, 1e-9);
+    for (const char* stage : {"read", "decode", "table", "cut", "augment", "encode", "send"}) {
+      if (side == 1 && std::string(stage) == "table") {
+        EXPECT_EQ(row.at("ms_per_image").at(stage).get<double>(), 0);
+      } else {
+        EXPECT_GT(row.at("ms_per_image").at(stage).get<double>(), 0) << stage;
+      }
+    }
+    EXPECT_LT(row.at("pipeline_per_second").get<double>(),
+              row.at("decode_only_per_second").get<double>());
+    const double bytes = row.at("bytes_per_image").get<double>();
+    EXPECT_GE(bytes, shipped[side]);
+    EXPECT_LT(bytes, shipped[side] + 2000);
+  }
+  EXPECT_NE(j.at("rows")[1].at("images").get<std::string>().find("learner cuts"),
+            std::string::npos);
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {

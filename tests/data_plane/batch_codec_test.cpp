@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <utility>
 
 #include "test_data.h"
 
@@ -17,18 +18,24 @@ namespace {
 
 constexpr int64_t kImages = 3;
 
-// A batch of random values (a NaN and a negative zero among them: bits must survive).
+// A batch of random pixels, positions (a NaN and a negative zero among them: bits must
+// survive) and drawn augmentations.
 data::SslBatch random_batch(const data::ViewOptions& views) {
   data::SslBatch b;
   b.allocate(views, kImages);
-  std::mt19937 rng(7);
+  std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> u(-3, 3);
-  for (data::PatchBatch* p :
+  for (data::PixelViews* p :
        {&b.teacher_global, &b.student_global, &b.student_local, &b.teacher_seq, &b.student_seq}) {
-    for (float& v : p->patches) v = u(rng);
+    for (uint8_t& v : p->pixels) v = static_cast<uint8_t>(rng());
     for (float& v : p->positions) v = u(rng);
+    for (int64_t a = 0; a < p->augmented_views(); ++a) {
+      data::encode_view_augment(
+          data::draw_view_augment({1.0f, 0.5f, 0.5f, 0.5f}, views.channels, views.patch_size, rng),
+          p->augment.data() + a * data::kViewAugmentFloats);
+    }
   }
-  b.teacher_global.patches[5] = std::numeric_limits<float>::quiet_NaN();
+  b.teacher_global.positions[5] = std::numeric_limits<float>::quiet_NaN();
   b.student_seq.positions[1] = -0.0f;
   b.labels = {3, -1, 7};
   b.indices = {11, 0, 42};
@@ -42,23 +49,27 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 void expect_bit_equal(const data::SslBatch& a, const data::SslBatch& b) {
   EXPECT_EQ(a.batch_size, b.batch_size);
-  const data::PatchBatch data::SslBatch::*sets[] = {
+  const data::PixelViews data::SslBatch::*sets[] = {
       &data::SslBatch::teacher_global, &data::SslBatch::student_global,
       &data::SslBatch::student_local, &data::SslBatch::teacher_seq, &data::SslBatch::student_seq};
   for (auto set : sets) {
     EXPECT_EQ((a.*set).views, (b.*set).views);
     EXPECT_EQ((a.*set).tokens, (b.*set).tokens);
-    EXPECT_TRUE(same_bits((a.*set).patches, (b.*set).patches));
+    EXPECT_EQ((a.*set).pixels, (b.*set).pixels);
     EXPECT_TRUE(same_bits((a.*set).positions, (b.*set).positions));
+    EXPECT_TRUE(same_bits((a.*set).augment, (b.*set).augment));
   }
   EXPECT_EQ(a.labels, b.labels);
   EXPECT_EQ(a.indices, b.indices);
   EXPECT_EQ(a.skipped_corrupt, b.skipped_corrupt);
 }
 
+// A batch of `views` written into a message, and the tools to spoil it.
 class BatchCodec : public ::testing::Test {
  protected:
-  BatchCodec() : views_(testing::small_views()), batch_(random_batch(views_)) {
+  explicit BatchCodec(data::ViewOptions views = testing::small_views())
+      : views_(std::move(views)), batch_(random_batch(views_)) {}
+  void SetUp() override {
     out_ = message_->initRoot<wire::Batch>();
     write_batch(batch_, 99, {2, 17}, out_);
   }
@@ -91,8 +102,8 @@ TEST_F(BatchCodec, RoundTripIsBitExact) {
   EXPECT_EQ(out_.getEpoch(), 2);
   EXPECT_EQ(out_.getPosition(), 17);
   EXPECT_EQ(out_.getImages(), 3u);
-  EXPECT_EQ(out_.getTensors().size(), 12u);
-  EXPECT_EQ(std::string(out_.getTensors()[0].getName().cStr()), "teacher_global.patches");
+  EXPECT_EQ(out_.getTensors().size(), 17u);
+  EXPECT_EQ(std::string(out_.getTensors()[0].getName().cStr()), "teacher_global.pixels");
   std::string why;
   const auto back = read_batch(out_.asReader(), views_, kImages, why);
   ASSERT_TRUE(back.has_value()) << why;
@@ -124,7 +135,7 @@ TEST_F(BatchCodec, RefusesOtherViews) {
   other.glimpses = 3;
   std::string why;
   EXPECT_FALSE(read_batch(out_.asReader(), other, kImages, why).has_value());
-  EXPECT_NE(why.find("teacher_seq.patches"), std::string::npos) << why;
+  EXPECT_NE(why.find("teacher_seq.pixels"), std::string::npos) << why;
 }
 
 TEST_F(BatchCodec, RefusesAWrongDtype) {
@@ -133,8 +144,8 @@ TEST_F(BatchCodec, RefusesAWrongDtype) {
 }
 
 TEST_F(BatchCodec, RefusesAWrongShape) {
-  tensor("teacher_global.patches").getShape().set(2, 1);
-  expect_refused("\"teacher_global.patches\" has shape [3, 16, 1, 4, 4]");
+  tensor("teacher_global.pixels").getShape().set(2, 1);
+  expect_refused("\"teacher_global.pixels\" has shape [3, 16, 1, 4, 4]");
 }
 
 TEST_F(BatchCodec, RefusesAShapeOfAnotherRank) {
@@ -148,8 +159,20 @@ TEST_F(BatchCodec, RefusesAWrongByteCount) {
 }
 
 TEST_F(BatchCodec, RefusesAnUnknownOrMissingName) {
-  tensor("student_seq.patches").setName("student_seq.patchez");
-  expect_refused("\"student_seq.patches\" is missing");
+  tensor("student_seq.pixels").setName("student_seq.pixelz");
+  expect_refused("\"student_seq.pixels\" is missing");
+}
+
+// An augmentation the data plane could not have drawn (here a jitter order that is not a
+// permutation) is refused by tensor, row and column, not applied.
+TEST_F(BatchCodec, RefusesAnAugmentationThatIsNotADraw) {
+  auto bytes = tensor("teacher_seq.augment").getData();
+  const float duplicate = 2.0f;
+  std::memcpy(bytes.begin() + (1 * data::kViewAugmentFloats + data::kAugOrder) * sizeof(float),
+              &duplicate, sizeof(float));
+  std::memcpy(bytes.begin() + (1 * data::kViewAugmentFloats + data::kAugOrder + 1) * sizeof(float),
+              &duplicate, sizeof(float));
+  expect_refused("\"teacher_seq.augment\" row 1: augmentation order {2, 2,");
 }
 
 TEST_F(BatchCodec, RefusesADuplicateName) {
@@ -158,8 +181,70 @@ TEST_F(BatchCodec, RefusesADuplicateName) {
 }
 
 TEST_F(BatchCodec, RefusesAMissingTensor) {
-  out_.initTensors(11);
-  expect_refused("11 tensors, expected 12");
+  out_.initTensors(16);
+  expect_refused("16 tensors, expected 17");
+}
+
+// views.cut_on = "learner": boxes instead of pixels, and one "image.i" [H, W, C] per image.
+data::ViewOptions learner_cut_views() {
+  data::ViewOptions views = testing::small_views();
+  views.cut_on_learner = true;
+  views.ship_max_side = 64;
+  return views;
+}
+
+class LearnerCutCodec : public BatchCodec {
+ protected:
+  LearnerCutCodec() : BatchCodec(learner_cut_views()) {
+    for (size_t i = 0; i < batch_.images.size(); ++i) {
+      data::ShippedImage& image = batch_.images[i];
+      image.height = 10 + static_cast<int>(i);
+      image.width = 64 - static_cast<int>(i);
+      image.pixels.resize(static_cast<size_t>(image.height * image.width * views_.channels));
+      for (size_t j = 0; j < image.pixels.size(); ++j)
+        image.pixels[j] = static_cast<uint8_t>(j * 7 + i);
+    }
+    for (data::PixelViews* p : {&batch_.teacher_global, &batch_.student_global,
+                                &batch_.student_local, &batch_.teacher_seq, &batch_.student_seq}) {
+      for (size_t j = 0; j < p->boxes.size(); j += 4) {  // x0, y0, x1, y1: non-empty boxes
+        p->boxes[j] = static_cast<float>(j % 13);
+        p->boxes[j + 1] = static_cast<float>(j % 5);
+        p->boxes[j + 2] = p->boxes[j] + 3.5f;
+        p->boxes[j + 3] = p->boxes[j + 1] + 2.25f;
+      }
+    }
+  }
+};
+
+TEST_F(LearnerCutCodec, RoundTripCarriesImagesAndBoxes) {
+  EXPECT_EQ(out_.getTensors().size(), 17u + kImages);
+  std::string why;
+  const auto back = read_batch(out_.asReader(), views_, kImages, why);
+  ASSERT_TRUE(back.has_value()) << why;
+  expect_bit_equal(batch_, *back);
+  ASSERT_EQ(back->images.size(), static_cast<size_t>(kImages));
+  for (size_t i = 0; i < back->images.size(); ++i) {
+    EXPECT_EQ(back->images[i].height, batch_.images[i].height);
+    EXPECT_EQ(back->images[i].width, batch_.images[i].width);
+    EXPECT_EQ(back->images[i].pixels, batch_.images[i].pixels);
+  }
+  EXPECT_TRUE(same_bits(back->student_seq.boxes, batch_.student_seq.boxes));
+  EXPECT_LE(out_.totalSize().wordCount * 8, batch_frame_bytes(views_, kImages));
+}
+
+TEST_F(LearnerCutCodec, RefusesAnImageOverTheCapOrOfOtherChannels) {
+  tensor("image.1").getShape().set(1, 65);
+  expect_refused("\"image.1\" has shape [11, 65, 3], expected [H, W, 3] with sides in 1..64");
+  tensor("image.1").getShape().set(1, 63);
+  tensor("image.2").getShape().set(2, 1);
+  expect_refused("\"image.2\" has shape [12, 62, 1]");
+}
+
+TEST_F(LearnerCutCodec, RefusesABoxTheCutWouldNotAccept) {
+  auto bytes = tensor("student_local.boxes").getData();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.begin() + 2 * sizeof(float), &nan, sizeof(float));
+  expect_refused("\"student_local.boxes\": ");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -39,7 +40,7 @@ class ServerThread {
  public:
   explicit ServerThread(std::shared_ptr<const data::Dataset> dataset,
                         control::Security security = {}, size_t max_bytes = 8 << 20,
-                        std::string local_endpoint = "") {
+                        std::string local_endpoint = "", data::ViewOptions views = small_views()) {
     BatchServerOptions o;
     o.endpoint = "tcp://127.0.0.1:*";
     o.local_endpoint = std::move(local_endpoint);
@@ -47,7 +48,7 @@ class ServerThread {
     o.sender = {kJob, wire::Role::DATA, 0, "n0"};
     o.expect = expect(max_bytes);
     o.threads = 2;
-    server_ = std::make_unique<BatchServer>(std::move(dataset), small_views(), o);
+    server_ = std::make_unique<BatchServer>(std::move(dataset), std::move(views), o);
     thread_ = std::thread([this] { server_->serve([this] { return stop_.load(); }); });
   }
   ~ServerThread() { stop(); }
@@ -88,8 +89,9 @@ RemoteSourceOptions client_options(data::ShardOptions shard, std::vector<std::st
 
 // What the single-process loader gives for the same shard, start and seed.
 std::vector<data::LoadedBatch> local_batches(std::shared_ptr<const data::Dataset> ds,
-                                             data::DataPosition start, int n) {
-  data::SslLoader loader(ds, shard_of(ds->size()), start, small_views(), {kBatch, 1, 1, kSeed});
+                                             data::DataPosition start, int n,
+                                             const data::ViewOptions& views = small_views()) {
+  data::SslLoader loader(ds, shard_of(ds->size()), start, views, {kBatch, 1, 1, kSeed});
   std::vector<data::LoadedBatch> out;
   for (int i = 0; i < n; ++i) out.push_back(loader.next());
   return out;
@@ -108,8 +110,16 @@ void expect_same(const data::LoadedBatch& local, const data::LoadedBatch& remote
   for (auto set : {&data::SslBatch::teacher_global, &data::SslBatch::student_global,
                    &data::SslBatch::student_local, &data::SslBatch::teacher_seq,
                    &data::SslBatch::student_seq}) {
-    EXPECT_TRUE(same_bits((a.*set).patches, (b.*set).patches));
+    EXPECT_EQ((a.*set).pixels, (b.*set).pixels);
+    EXPECT_TRUE(same_bits((a.*set).boxes, (b.*set).boxes));
     EXPECT_TRUE(same_bits((a.*set).positions, (b.*set).positions));
+    EXPECT_TRUE(same_bits((a.*set).augment, (b.*set).augment));
+  }
+  ASSERT_EQ(a.images.size(), b.images.size());
+  for (size_t i = 0; i < a.images.size(); ++i) {
+    EXPECT_EQ(a.images[i].height, b.images[i].height);
+    EXPECT_EQ(a.images[i].width, b.images[i].width);
+    EXPECT_EQ(a.images[i].pixels, b.images[i].pixels);
   }
 }
 
@@ -141,6 +151,35 @@ TEST(DataPlane, RemoteBatchesEqualTheLocalLoadersBitForBit) {
   }
   EXPECT_GE(source.skipped_corrupt(), 6u);  // 3 corrupt images, seen in two epochs
   EXPECT_EQ(source.resent(), 0u);
+  EXPECT_EQ(source.dropped(), 0u);
+}
+
+// views.cut_on = "learner": the data actor ships each decoded image (downscaled to the cap)
+// with every token's box, and the learner gets what its own loader would have made.
+TEST(DataPlane, ImagesAndBoxesTravelWhenTheLearnerCuts) {
+  data::ViewOptions views = small_views();
+  views.cut_on_learner = true;
+  views.ship_max_side = 50;  // the generated images are 20-74 pixels a side
+  auto ds = std::make_shared<GeneratedDataset>(23, std::vector<int64_t>{4});
+  ServerThread server(ds, {}, 8 << 20, "", views);
+  RemoteSourceOptions o = client_options(shard_of(23), {server.endpoint()});
+  o.views = views;
+  RemoteBatchSource source(o, {0, 0});
+  const auto remote = take(source, 7);
+  const auto local = local_batches(ds, {0, 0}, 7, views);
+  ASSERT_EQ(remote.size(), 7u);
+  int capped = 0;
+  for (size_t i = 0; i < remote.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_same(local[i], remote[i]);
+    ASSERT_EQ(remote[i].batch->images.size(), static_cast<size_t>(kBatch));
+    EXPECT_TRUE(remote[i].batch->teacher_seq.pixels.empty());
+    for (const data::ShippedImage& image : remote[i].batch->images) {
+      EXPECT_LE(std::max(image.height, image.width), 50);
+      capped += std::max(image.height, image.width) == 50;
+    }
+  }
+  EXPECT_GT(capped, 0);  // some images were over the cap
   EXPECT_EQ(source.dropped(), 0u);
 }
 
@@ -270,7 +309,7 @@ TEST(DataPlane, ServerDropsGarbageAndKeepsServing) {
   peer.send(request(kJob, 2, {0, 16}, 2));                                // index out of range
   peer.send(request(kJob, 3, {0, 1}, 1));                                 // one seed for two images
   peer.send(request(kJob, 4, {}, 0));                                     // no image
-  peer.send(request(kJob, 5, std::vector<int64_t>(40, 0), 40));           // an answer over 256 KiB
+  peer.send(request(kJob, 5, std::vector<int64_t>(400, 0), 400));         // an answer over 256 KiB
   peer.socket().send(zmq::str_buffer("part"), zmq::send_flags::sndmore);  // multi-part
   peer.socket().send(zmq::str_buffer("part"), zmq::send_flags::none);
   {

@@ -57,9 +57,10 @@ std::vector<LoadedBatch> take(std::shared_ptr<const Dataset> ds, int threads, in
 void expect_same(const SslBatch& a, const SslBatch& b) {
   EXPECT_EQ(a.indices, b.indices);
   EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.teacher_global.patches, b.teacher_global.patches);
+  EXPECT_EQ(a.teacher_global.pixels, b.teacher_global.pixels);
   EXPECT_EQ(a.student_seq.positions, b.student_seq.positions);
-  EXPECT_EQ(a.student_local.patches, b.student_local.patches);
+  EXPECT_EQ(a.student_local.pixels, b.student_local.pixels);
+  EXPECT_EQ(a.student_local.augment, b.student_local.augment);
 }
 
 TEST(SslLoader, BatchesDoNotDependOnThreadsOrDepth) {
@@ -74,7 +75,7 @@ TEST(SslLoader, BatchesDoNotDependOnThreadsOrDepth) {
   }
   EXPECT_EQ(one[0].position, (DataPosition{0, 4}));
   EXPECT_EQ(one[6].position.epoch, 1);
-  EXPECT_NE(one[0].batch->teacher_global.patches, one[1].batch->teacher_global.patches);
+  EXPECT_NE(one[0].batch->teacher_global.pixels, one[1].batch->teacher_global.pixels);
 }
 
 TEST(SslLoader, ResumeFromAPositionContinuesExactly) {
@@ -144,10 +145,10 @@ TEST(ViewSeed, TwoRanksOfBatchBCutTheViewsOfOneRankOfBatch2B) {
         const SslBatch& b = *halves[r].batch;
         const int64_t slot = 2 * j + r;
         EXPECT_EQ(a.indices[slot], b.indices[j]);
-        const int64_t g = a.teacher_global.tokens * a.teacher_global.patch_floats();
-        EXPECT_TRUE(std::equal(a.teacher_global.patches.begin() + slot * g,
-                               a.teacher_global.patches.begin() + (slot + 1) * g,
-                               b.teacher_global.patches.begin() + j * g));
+        const int64_t g = a.teacher_global.tokens * a.teacher_global.patch_bytes();
+        EXPECT_TRUE(std::equal(a.teacher_global.pixels.begin() + slot * g,
+                               a.teacher_global.pixels.begin() + (slot + 1) * g,
+                               b.teacher_global.pixels.begin() + j * g));
         for (int k = 0; k < o.glimpses; ++k) {  // step-major: view k * B + image
           const int64_t t = a.student_seq.tokens * 3;
           EXPECT_TRUE(std::equal(a.student_seq.positions.begin() + (k * 8 + slot) * t,

@@ -311,8 +311,8 @@ TEST(TarShardDataset, ResumingTheLoaderContinuesExactlyAsAnUninterruptedRun) {
     SCOPED_TRACE(i);
     EXPECT_EQ(straight[i + 2].batch->indices, resumed[i].batch->indices);
     EXPECT_EQ(straight[i + 2].batch->labels, resumed[i].batch->labels);
-    EXPECT_EQ(straight[i + 2].batch->teacher_global.patches,
-              resumed[i].batch->teacher_global.patches);
+    EXPECT_EQ(straight[i + 2].batch->teacher_global.pixels,
+              resumed[i].batch->teacher_global.pixels);
   }
 }
 

@@ -23,6 +23,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
+#include "tests/support/reference_augment.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -132,13 +133,16 @@ TrainerOptions trainer_options(int64_t steps_per_epoch) {
   o.clip_grad = 3.0;
   o.device = "cpu";
   o.seed = 3;
+  o.pixel_mean = {0.2f};  // as the views of view_options() normalised them
+  o.pixel_std = {0.3f};
   return o;
 }
 
 std::unique_ptr<data::SslLoader> loader(std::shared_ptr<const data::Dataset> ds,
-                                        data::DataPosition at, int64_t batch = 8) {
+                                        data::DataPosition at, int64_t batch = 8,
+                                        const data::ViewOptions& v = views()) {
   return std::make_unique<data::SslLoader>(ds, data::ShardOptions{ds->size(), 1, 0, 1, true, false},
-                                           at, views(), data::LoaderOptions{batch, 2, 2, 9});
+                                           at, v, data::LoaderOptions{batch, 2, 2, 9});
 }
 
 // The teacher's features of the first n images seen whole (a global view of scale 1,
@@ -148,6 +152,18 @@ struct Features {
   std::vector<int64_t> labels;
   int64_t dim = 0;
 };
+// A set of unaugmented views as the float batch teacher_features reads: normalised as the
+// device normalises them (views(): mean 0.2, std 0.3).
+data::PatchBatch normalised(const data::PixelViews& v) {
+  data::PatchBatch out;
+  out.resize(v.views, v.tokens, v.channels, v.patch_size);
+  out.positions = v.positions;
+  std::copy(v.pixels.begin(), v.pixels.end(), out.patches.begin());
+  testing::reference_normalise(out.patches.data(), v.views * v.tokens, static_cast<int>(v.channels),
+                               static_cast<int>(v.patch_size), {0.2f}, {0.3f});
+  return out;
+}
+
 Features whole_image_features(const SslTrainer& trainer, std::shared_ptr<const data::Dataset> ds,
                               int64_t n) {
   data::ViewOptions whole = views();
@@ -158,7 +174,7 @@ Features whole_image_features(const SslTrainer& trainer, std::shared_ptr<const d
   Features f;
   while (static_cast<int64_t>(f.labels.size()) < n) {
     const data::LoadedBatch b = l.next();
-    const std::vector<float> rows = trainer.teacher_features(b.batch->teacher_global);
+    const std::vector<float> rows = trainer.teacher_features(normalised(b.batch->teacher_global));
     f.dim = static_cast<int64_t>(rows.size()) / b.batch->batch_size;
     f.rows.insert(f.rows.end(), rows.begin(), rows.end());
     f.labels.insert(f.labels.end(), b.batch->labels.begin(), b.batch->labels.end());
@@ -230,18 +246,20 @@ void expect_resume_bit_exact(const TrainerOptions& options) {
       << "optimizer state differs";
 }
 
-// The staged upload (one buffer, one transfer) cuts the same views as ten separate uploads:
-// the same losses and weights, bit for bit, including a batch with local views.
-TEST(SslTrainer, StagedUploadTrainsBitIdentically) {
+// views.cut_on = "learner": the trainer cuts the shipped images on its device (the CPU
+// here) and trains exactly as on the patches the data plane cuts: the same losses and
+// weights, bit for bit.
+TEST(SslTrainer, CuttingOnTheLearnerTrainsBitIdentically) {
   auto ds = shapes(40);
-  TrainerOptions plain = trainer_options(5), staged = plain;
-  plain.staged_upload = false;
-  staged.staged_upload = true;
-  SslTrainer a(plain), b(staged);
-  auto la = loader(ds, {0, 0}), lb = loader(ds, {0, 0});
+  data::ViewOptions learner_cuts = views();
+  learner_cuts.cut_on_learner = true;
+  learner_cuts.ship_max_side = 4096;
+  SslTrainer a(trainer_options(5)), b(trainer_options(5));
+  auto la = loader(ds, {0, 0}), lb = loader(ds, {0, 0}, 8, learner_cuts);
   for (int i = 0; i < 3; ++i) {
     const data::LoadedBatch batch_a = la->next(), batch_b = lb->next();
-    ASSERT_GT(batch_a.batch->student_local.views, 0);
+    ASSERT_TRUE(batch_b.batch->cut_on_learner());
+    ASSERT_TRUE(batch_b.batch->student_local.pixels.empty());
     const StepStats sa = a.train_step(*batch_a.batch), sb = b.train_step(*batch_b.batch);
     EXPECT_EQ(sa.loss, sb.loss) << "step " << i;
   }
@@ -766,7 +784,7 @@ TEST(SslTrainer, TeacherFeaturesOfASequenceCarryTheState) {
   auto ds = shapes(16);
   SslTrainer trainer(trainer_options(5));
   const data::LoadedBatch b = loader(ds, {0, 0})->next();
-  const data::PatchBatch& seq = b.batch->teacher_seq;  // K x 8 views, step-major
+  const data::PatchBatch seq = normalised(b.batch->teacher_seq);  // K x 8 views, step-major
   const int64_t steps = seq.views / b.batch->batch_size, batch = b.batch->batch_size;
   ASSERT_GT(steps, 1);
   const std::vector<float> f = trainer.teacher_features(seq, steps);

@@ -4,9 +4,11 @@
 // with a reason naming the tensor (the caller drops it), never a crash.
 //
 // Tensors (little-endian, row-major): for each view set V of teacher_global,
-// student_global, student_local, teacher_seq, student_seq: "V.patches" float32
-// [N, T, C, P, P] and "V.positions" float32 [N, T, 3]; then "labels" and
-// "indices", int64 [B]. Torch-free: data actors run without LibTorch.
+// student_global, student_local, teacher_seq, student_seq: "V.pixels" uint8
+// [N, T, C, P, P], "V.positions" float32 [N, T, 3] and "V.augment" float32
+// [A, kViewAugmentFloats] (data::PixelViews); then "labels" and "indices",
+// int64 [B]. A view's augmentation must decode (data::decode_view_augment).
+// Torch-free: data actors run without LibTorch.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "dataloader/augment.h"
 #include "dataloader/sharded_sampler.h"
 #include "dataloader/views.h"
 #include "schemas/messages.capnp.h"

@@ -49,6 +49,8 @@ data::ViewOptions view_options(const JobConfig& config) {
   o.local_scale_min = static_cast<float>(v.local_scale_min);
   o.local_scale_max = static_cast<float>(v.local_scale_max);
   o.vit_grid = static_cast<int>(v.vit_grid);
+  o.cut_on_learner = v.cut_on == "learner";
+  o.ship_max_side = static_cast<int>(v.ship_max_side);
   o.pixel_mean.assign(config.data.pixel_mean.begin(), config.data.pixel_mean.end());
   o.pixel_std.assign(config.data.pixel_std.begin(), config.data.pixel_std.end());
   return o;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/device_peak.h"
+#include "kernels/extract.h"
 #include "model/backbone.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
@@ -21,6 +22,7 @@
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 #include "workers/ssl/step_flops.h"
+#include "workers/ssl/view_augment.h"
 
 namespace saccade::workers {
 namespace {
@@ -74,7 +76,7 @@ struct SslTrainer::Impl {
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
   std::atomic<int64_t> step{0};
-  torch::Tensor staging;  // upload()'s reused buffer (page-locked on a GPU)
+  std::unique_ptr<kernels::Extractor> extractor;  // tables of the batch's images, cut here
 
   Impl(const TrainerOptions& o, AllReduceSum reduce, int world)
       : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
@@ -84,6 +86,11 @@ struct SslTrainer::Impl {
       throw std::invalid_argument(fmt::format("world_size: expected >= 1, got {}", world_size));
     if (world_size > 1 && !all_reduce)
       throw std::invalid_argument("world_size > 1 needs an all-reduce");
+    const auto channels = static_cast<size_t>(options.backbone.channels);
+    if (options.pixel_mean.size() != channels || options.pixel_std.size() != channels)
+      throw std::invalid_argument(fmt::format(
+          "pixel_mean and pixel_std: expected {} values each (one per channel), got {} and {}",
+          channels, options.pixel_mean.size(), options.pixel_std.size()));
     torch::manual_seed(options.seed);
     student = DinoNet(options.backbone, options.head);
     teacher = DinoNet(options.backbone, options.head);
@@ -103,56 +110,66 @@ struct SslTrainer::Impl {
     optimizer = std::make_unique<ssl::StudentOptimizer>(student_params, adamw);
   }
 
-  // The five view sets of a batch on the device. Staged (options.staged_upload): one copy
-  // of every buffer into `staging` on all intra-op threads, then one transfer of it. The
-  // buffer is reused: the previous step's transfer has finished, because every step ends by
-  // reading its losses back (a synchronisation).
+  // The five view sets of a batch on the device: uint8 pixels uploaded as they came (or
+  // cut here from the shipped images), then augmented and normalised there.
   std::array<ViewTensors, 5> upload(const data::SslBatch& batch) {
-    const std::array<const data::PatchBatch*, 5> sets = {
+    const std::array<const data::PixelViews*, 5> sets = {
         &batch.teacher_global, &batch.student_global, &batch.student_local, &batch.teacher_seq,
         &batch.student_seq};
+    std::array<torch::Tensor, 5> cut;
+    if (batch.cut_on_learner()) cut = cut_on_device(batch, sets);
     std::array<ViewTensors, 5> out;
-    if (!options.staged_upload) {
-      for (size_t i = 0; i < sets.size(); ++i) out[i] = to_tensors(*sets[i], device);
-      return out;
-    }
-    struct Piece {
-      const float* from;
-      int64_t offset, count;
-    };
-    std::vector<Piece> pieces;
-    constexpr int64_t kPieceFloats = int64_t{1} << 20;  // 4 MB: enough pieces for every thread
-    int64_t total = 0;
-    for (const data::PatchBatch* set : sets) {
-      for (const std::vector<float>* v : {&set->patches, &set->positions}) {
-        const auto n = static_cast<int64_t>(v->size());
-        for (int64_t at = 0; at < n; at += kPieceFloats)
-          pieces.push_back({v->data() + at, total + at, std::min(kPieceFloats, n - at)});
-        total += n;
-      }
-    }
-    if (!staging.defined() || staging.numel() < total)
-      staging = torch::empty(
-          {total}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device.is_cuda()));
-    float* base = staging.data_ptr<float>();
-    at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) {
-        const Piece& piece = pieces[static_cast<size_t>(i)];
-        std::memcpy(base + piece.offset, piece.from, static_cast<size_t>(piece.count) * 4);
-      }
-    });
-    const torch::Tensor all = device.is_cuda()
-                                  ? staging.narrow(0, 0, total).to(device, /*non_blocking=*/true)
-                                  : staging.narrow(0, 0, total);
-    int64_t offset = 0;
     for (size_t i = 0; i < sets.size(); ++i) {
-      const data::PatchBatch& pb = *sets[i];
-      const int64_t patches = static_cast<int64_t>(pb.patches.size());
-      const int64_t positions = static_cast<int64_t>(pb.positions.size());
-      out[i].patches = all.narrow(0, offset, patches)
-                           .view({pb.views, pb.tokens, pb.channels, pb.patch_size, pb.patch_size});
-      out[i].positions = all.narrow(0, offset + patches, positions).view({pb.views, pb.tokens, 3});
-      offset += patches + positions;
+      const data::PixelViews& set = *sets[i];
+      const ViewTensors raw = to_tensors(set, device);
+      out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
+                                   set.pieces, options.pixel_mean, options.pixel_std),
+                raw.positions};
+    }
+    return out;
+  }
+
+  // Builds the integral tables of the batch's shipped images on the device and cuts
+  // every token's box in one extraction call, rounded to uint8 as the data plane rounds
+  // (so that both sides give the same views).
+  std::array<torch::Tensor, 5> cut_on_device(const data::SslBatch& batch,
+                                             const std::array<const data::PixelViews*, 5>& sets) {
+    if (!extractor) {
+      kernels::ExtractorOptions eo;
+      eo.backend = device.is_cuda() ? kernels::Backend::kCuda : kernels::Backend::kCpu;
+      eo.device = device.is_cuda() ? std::max<int>(0, device.index()) : 0;
+      eo.num_threads = 0;
+      extractor = kernels::make_extractor(eo);
+    }
+    const int64_t channels = sets[0]->channels, p = sets[0]->patch_size;
+    std::vector<kernels::ImageView> images;
+    for (const data::ShippedImage& image : batch.images)
+      images.push_back(
+          {image.pixels.data(), image.height, image.width, static_cast<int>(channels), 0});
+    extractor->set_images(images);
+    std::vector<kernels::CropBox> boxes;
+    for (const data::PixelViews* set : sets) {
+      for (int64_t row = 0; row < set->views; ++row) {
+        const int image = static_cast<int>(row % batch.batch_size);
+        for (int64_t t = 0; t < set->tokens; ++t) {
+          const float* b = set->boxes.data() + (row * set->tokens + t) * 4;
+          boxes.push_back({b[0], b[1], b[2], b[3], image});
+        }
+      }
+    }
+    const auto n = static_cast<int64_t>(boxes.size());
+    // The extractor writes on its own stream: nothing of this device may still use memory
+    // the allocator hands out here.
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+    torch::Tensor all = torch::empty({n, channels, p, p}, torch::TensorOptions().device(device));
+    extractor->extract_to_device(boxes, static_cast<int>(p), all.data_ptr<float>());
+    all = (all + 0.5f).floor_().to(torch::kByte);  // box averages lie in [0, 255]
+    std::array<torch::Tensor, 5> out;
+    int64_t first = 0;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const int64_t rows = sets[i]->views * sets[i]->tokens;
+      out[i] = all.narrow(0, first, rows).view({sets[i]->views, sets[i]->tokens, channels, p, p});
+      first += rows;
     }
     return out;
   }
@@ -233,6 +250,13 @@ TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
   o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);
+  for (int64_t ch = 0; ch < o.backbone.channels; ++ch) {  // one config value may stand for all
+    const auto at = [&](const std::vector<double>& v) {
+      return static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(ch)]);
+    };
+    o.pixel_mean.push_back(at(c.data.pixel_mean));
+    o.pixel_std.push_back(at(c.data.pixel_std));
+  }
   return o;
 }
 

@@ -44,12 +44,9 @@ struct TrainerOptions {
   uint64_t seed = 0;       // initial weights
   double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
   bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
-  // The batch's views reach the device through one reused staging buffer (page-locked on a
-  // GPU): a parallel copy into it, then one asynchronous transfer, instead of ten transfers
-  // from pageable memory. On the CPU the same copy runs, for tests; the views are equal.
-  // Off by default: on an H200 host the copy into page-locked memory cost more than the
-  // faster transfer saved (docs/model.md); it pays once batches arrive in that buffer.
-  bool staged_upload = false;
+  // Per channel: the device normalises patches as (value / 255 - mean) / std.
+  // One value per backbone channel.
+  std::vector<float> pixel_mean, pixel_std;
   // Per-phase wall times (StepStats::phases). On a GPU each phase then ends with a device
   // synchronisation; measured on an H200 it costs nothing visible (docs/model.md).
   bool time_phases = true;

@@ -26,4 +26,17 @@ inline ViewTensors to_tensors(const data::PatchBatch& pb, const torch::Device& d
   return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
 }
 
+// The uint8 pixels [N, T, C, P, P] and positions [N, T, 3] of a PixelViews on
+// `device` (on the CPU they alias the views' buffers).
+inline ViewTensors to_tensors(const data::PixelViews& pv, const torch::Device& device) {
+  auto* pixels = const_cast<uint8_t*>(pv.pixels.data());  // from_blob does not write
+  auto* positions = const_cast<float*>(pv.positions.data());
+  ViewTensors t{
+      torch::from_blob(pixels, {pv.views, pv.tokens, pv.channels, pv.patch_size, pv.patch_size},
+                       torch::kByte),
+      torch::from_blob(positions, {pv.views, pv.tokens, 3})};
+  if (device.is_cpu()) return t;
+  return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
+}
+
 }  // namespace saccade::workers
