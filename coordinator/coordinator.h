@@ -3,6 +3,10 @@
 // both ways, hands learners their rendezvous and generation, serves status
 // (control socket) and Prometheus text (metrics port), and keeps all of this
 // in RocksDB under job.work_dir so that a restarted coordinator resumes the job.
+// Inside, coordinator.cpp is the poll loop and the dispatch of messages; the
+// decisions are a Supervisor's (starts, heartbeats, restarts: supervisor.h), a
+// StageRunner's (stages, drain, the end of the job: stage_runner.h) and the
+// CheckpointService's, which reach peers through PeerMessages.
 #pragma once
 
 #include <filesystem>

@@ -7,6 +7,8 @@
 #   common/ schemas/ storage/ control/ coordinator/ workers/runtime/: torch-free
 #   workers/      never includes coordinator/ (what they share is control/)
 #   coordinator/  never includes workers/
+#   coordinator/{supervisor,stage_runner,peer_messages}: no sockets, no processes
+#                 (their peers are a PeerSender, so their decisions test without them)
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}"
 bad=0
@@ -30,5 +32,9 @@ forbid "common schemas storage control coordinator workers/runtime" "torch/|ATen
   "the control plane and the actor runtime must stay torch-free"
 forbid "workers" "coordinator/" "workers/ must include control/, not coordinator/"
 forbid "coordinator control" "workers/" "the coordinator and control/ must not know the actors"
+decisions="coordinator/supervisor.h coordinator/supervisor.cpp coordinator/stage_runner.h
+  coordinator/stage_runner.cpp coordinator/peer_messages.h coordinator/peer_messages.cpp"
+forbid "$decisions" "zmq|control/process.h|coordinator/coordinator.h" \
+  "the coordinator's decisions reach peers through PeerSender, not sockets or processes"
 if [ "$bad" -ne 0 ]; then exit 1; fi
 echo "check_layers: the import arrows point one way"

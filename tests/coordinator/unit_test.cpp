@@ -17,6 +17,7 @@
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 #include "tests/coordinator/json.h"
+#include "tests/coordinator/recording_peers.h"
 #include "tests/support/temp_dir.h"
 
 namespace saccade::control {
@@ -401,30 +402,6 @@ TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs)
   EXPECT_EQ(messages, 7);
   EXPECT_EQ(assembler.take(), *blobs);
 }
-
-// What the service sent each peer, as the peer would read it.
-class RecordingPeers : public PeerSender {
- public:
-  struct Sent {
-    std::string id;
-    bool committed;  // a CheckpointCommitted; otherwise an Ack
-    int64_t step;
-    bool ok;
-    std::string error;
-  };
-  PeerSender::Sent try_send_to(const std::string& id, const Fill& fill) override {
-    capnp::MallocMessageBuilder m;
-    auto e = m.initRoot<wire::Envelope>();
-    fill(e);
-    const auto body = e.getBody().asReader();
-    if (body.isCheckpointCommitted())
-      sent.push_back({id, true, body.getCheckpointCommitted().getStep(), true, ""});
-    else if (body.isAck())
-      sent.push_back({id, false, -1, body.getAck().getOk(), body.getAck().getError().cStr()});
-    return PeerSender::Sent::kOk;
-  }
-  std::vector<Sent> sent;
-};
 
 // Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker (the same
 // messages a download sends); `between` runs after each chunk (other peers' messages
