@@ -207,24 +207,41 @@ TEST(DataPlane, LearnersOnTheServersNodeGetTheSameBatchesOverIpc) {
   fs::remove_all(dir);
 }
 
-TEST(DataPlane, ResumesFromADataPositionExactly) {
+// Resuming and a data actor lost mid-run, on either cut side (views.cut_on): the data
+// position and the batches do not depend on what travels.
+class DataPlaneEitherSide : public ::testing::TestWithParam<bool> {
+ protected:
+  data::ViewOptions views() const {
+    data::ViewOptions v = small_views();
+    v.cut_on_learner = GetParam();
+    v.ship_max_side = 64;
+    return v;
+  }
+  RemoteSourceOptions options(int64_t n, std::vector<std::string> endpoints) const {
+    RemoteSourceOptions o = client_options(shard_of(n), std::move(endpoints));
+    o.views = views();
+    return o;
+  }
+};
+
+TEST_P(DataPlaneEitherSide, ResumesFromADataPositionExactly) {
   auto ds = std::make_shared<GeneratedDataset>(23);
-  ServerThread server(ds);
-  const auto local = local_batches(ds, {0, 0}, 8);
-  RemoteBatchSource source(client_options(shard_of(23), {server.endpoint()}), local[4].position);
+  ServerThread server(ds, {}, 8 << 20, "", views());
+  const auto local = local_batches(ds, {0, 0}, 8, views());
+  RemoteBatchSource source(options(23, {server.endpoint()}), local[4].position);
   const auto remote = take(source, 3);
   ASSERT_EQ(remote.size(), 3u);
   for (size_t i = 0; i < 3; ++i) expect_same(local[5 + i], remote[i]);
 }
 
-TEST(DataPlane, EveryBatchArrivesInOrderWhenAServerStopsMidRun) {
+TEST_P(DataPlaneEitherSide, EveryBatchArrivesInOrderWhenAServerStopsMidRun) {
   auto ds = std::make_shared<GeneratedDataset>(40);
-  ServerThread a(ds), b(ds);
-  RemoteBatchSource source(client_options(shard_of(40), {a.endpoint(), b.endpoint()}), {0, 0});
+  ServerThread a(ds, {}, 8 << 20, "", views()), b(ds, {}, 8 << 20, "", views());
+  RemoteBatchSource source(options(40, {a.endpoint(), b.endpoint()}), {0, 0});
   auto remote = take(source, 3);
   a.stop();
   for (auto& batch : take(source, 9)) remote.push_back(std::move(batch));
-  const auto local = local_batches(ds, {0, 0}, 12);
+  const auto local = local_batches(ds, {0, 0}, 12, views());
   ASSERT_EQ(remote.size(), 12u);
   for (size_t i = 0; i < remote.size(); ++i) {
     SCOPED_TRACE(i);
@@ -232,6 +249,11 @@ TEST(DataPlane, EveryBatchArrivesInOrderWhenAServerStopsMidRun) {
   }
   EXPECT_GT(b.server().batches_served(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(CutOn, DataPlaneEitherSide, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Learner" : "Data";
+                         });
 
 // A data actor that takes requests and never answers.
 class BlackHole {

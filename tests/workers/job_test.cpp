@@ -231,6 +231,28 @@ TEST_F(Job, TwoLearnersWithBatchBMatchOneLearnerWithBatch2B) {
   EXPECT_LT(distance(one4, two4), 1e-3 * moved);
 }
 
+// views.cut_on = "learner" across real processes: the data actor ships images and boxes, the
+// learner cuts; the weights are those of the job whose data actor cuts, bit for bit.
+TEST_F(Job, ViewsCutOnTheLearnerTrainTheSameWeights) {
+  auto train = [&](const std::string& name, const std::string& cut_on) {
+    TestJob job = tiny_job({node("local", 1, 1)}, 4, 8);
+    job.checkpoint_every = 4;
+    job.status_linger_ms = 0;
+    job.extra += fmt::format("cut_on = \"{}\"\nship_max_side = 64\n", cut_on);  // [views]
+    const fs::path config = dir_.path() / (name + ".toml");
+    std::ofstream(config) << job_toml(job, dir_.path() / name);
+    Child& r = start(name, {build_path("saccade"), "run", config.string()});
+    EXPECT_EQ(r.wait(180s), 0) << name;
+    auto db = open_db(dir_.path() / name);
+    EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{4})) << name;
+    return student_weights(*db, 4);
+  };
+  const std::vector<float> data_cuts = train("data-cuts", "data");
+  const std::vector<float> learner_cuts = train("learner-cuts", "learner");
+  ASSERT_FALSE(data_cuts.empty());
+  EXPECT_EQ(data_cuts, learner_cuts);
+}
+
 TEST_F(Job, KilledLearnerDataActorAndCoordinatorLoseNoCommittedCheckpoint) {
   TestJob job = tiny_job({node("n0", 1, 1), node("n1", 1, 1)}, 300, 8);
   job.checkpoint_every = 10;
