@@ -131,8 +131,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
         "--variants", step.variants,
         "Levers joined by '+', one variant each, e.g. fp32,bf16,bf16+sdpa+foreach "
         "(fp32|bf16, sdpa: fused attention, foreach: multi-tensor AdamW/EMA, sync: a "
-        "device synchronisation after every phase; config: the config's training path, the "
-        "default)")
+        "device synchronisation after every phase, cut: the trainer cuts the views from the "
+        "images (views.cut_on = learner); config: the config's training path, the default)")
       ->delimiter(',');
   st->add_option("--warmup", step.warmup, "Untimed steps per variant")
       ->capture_default_str()
@@ -147,6 +147,12 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   st->add_option("--peak-tflops", step.peak_tflops,
                  "The device's peak TFLOP/s (default: ssl.peak_tflops or the device table)")
       ->check(CLI::Range(0.0, 1e6));
+  st->add_option("--image-width", step.image_width, "Width of the images the views are cut from")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 65535));
+  st->add_option("--image-height", step.image_height, "Their height")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 65535));
   st->add_option("--threads", step.threads, "Torch threads (default: ssl.threads)")
       ->check(CLI::Range(0, 4096));
   st->add_option("--json", step.json_path, "Also write the rows as JSON here");

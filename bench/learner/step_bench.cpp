@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <functional>
 #include <ostream>
-#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -23,7 +23,7 @@
 #include "common/device_peak.h"
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
-#include "dataloader/augment.h"
+#include "dataloader/views.h"
 #include "model/torch_compat.h"
 #include "workers/pretrain/job_options.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -36,7 +36,8 @@ struct Variant {
   bool bf16 = false;
   bool fused_attention = true;
   bool multi_tensor = true;
-  bool phase_syncs = false;  // the timed steps also synchronise after every phase
+  bool phase_syncs = false;   // the timed steps also synchronise after every phase
+  bool learner_cuts = false;  // batches carry images and boxes: the trainer cuts (views.cut_on)
 };
 
 // "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless "bf16").
@@ -62,10 +63,12 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.multi_tensor = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
+    } else if (lever == "cut") {
+      v.learner_cuts = true;
     } else {
       throw std::invalid_argument(fmt::format(
-          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, sync "
-          "joined by '+', or config)",
+          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, sync, "
+          "cut joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -73,33 +76,24 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   return v;
 }
 
-// Uniform uint8 pixels, each view's augmentation drawn as the data plane draws it
-// (DINOv2's probabilities), positions in short-side units with zooms in [0, zoom_max].
-void fill(data::PixelViews& pv, double zoom_max, std::mt19937_64& rng) {
-  const torch::Tensor pixels =
-      torch::randint(0, 256, {static_cast<int64_t>(pv.pixels.size())}, torch::kByte);
-  std::memcpy(pv.pixels.data(), pixels.data_ptr<uint8_t>(), pv.pixels.size());
-  const torch::Tensor xyz = torch::rand({pv.views * pv.tokens, 3}) *
-                            torch::tensor({1.0f, 1.0f, static_cast<float>(zoom_max)});
-  std::memcpy(pv.positions.data(), xyz.data_ptr<float>(), pv.positions.size() * sizeof(float));
-  for (int64_t a = 0; a < pv.augmented_views(); ++a) {
-    data::encode_view_augment(data::draw_view_augment({}, static_cast<int>(pv.channels),
-                                                      static_cast<int>(pv.patch_size), rng),
-                              pv.augment.data() + a * data::kViewAugmentFloats);
-  }
-}
-
-std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count) {
-  const data::ViewOptions views = workers::view_options(config);
+// Batches of noise images of width x height cut with the config's views (real geometry,
+// real augmentation draws), by the data plane or, with learner_cuts, left for the trainer
+// to cut: the same views either way, so both give the same losses.
+std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count,
+                                              bool learner_cuts, int width, int height) {
+  data::ViewOptions views = workers::view_options(config);
+  views.cut_on_learner = learner_cuts;
   std::vector<data::SslBatch> out(static_cast<size_t>(count));
-  torch::manual_seed(static_cast<uint64_t>(config.job.seed) + 1);
-  std::mt19937_64 rng(static_cast<uint64_t>(config.job.seed) + 1);
+  cv::RNG rng(static_cast<uint64_t>(config.job.seed) + 1);
+  int64_t seed = 0;
   for (data::SslBatch& b : out) {
     b.allocate(views, batch);
-    for (data::PixelViews* pv :
-         {&b.teacher_global, &b.student_global, &b.student_local, &b.teacher_seq, &b.student_seq})
-      fill(*pv, views.zoom_max, rng);
-    for (int64_t i = 0; i < batch; ++i) b.indices[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < batch; ++i) {
+      cv::Mat image(height, width, CV_8UC(views.channels));
+      rng.fill(image, cv::RNG::UNIFORM, 0, 256);
+      data::make_ssl_views(views, image, static_cast<uint64_t>(seed), i, b);
+      b.indices[static_cast<size_t>(i)] = seed++;
+    }
   }
   return out;
 }
@@ -167,9 +161,12 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   double flop_per_image = 0;
   for (const int64_t batch : batches) {
     if (batch < 1) throw std::invalid_argument("--batch: expected >= 1");
-    const std::vector<data::SslBatch> data = synthetic_batches(config, batch, 2);
+    std::vector<data::SslBatch> batches_of[2];  // cut by the data plane, by the trainer
     const size_t first_row = rows.size();
     for (const Variant& v : variants) {
+      std::vector<data::SslBatch>& data = batches_of[v.learner_cuts ? 1 : 0];
+      if (data.empty())
+        data = synthetic_batches(config, batch, 2, v.learner_cuts, o.image_width, o.image_height);
       workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
       t.bf16 = v.bf16;
       t.multi_tensor_update = v.multi_tensor;

@@ -1,6 +1,6 @@
 // `saccade bench step CONFIG`: the full sequential-to-global training step of the
 // config (teacher forward, student global/local/sequential forwards, loss, backward,
-// update, EMA) on synthetic batches of the config's view shapes, on one device.
+// update, EMA) on batches of the config's views cut from noise images, on one device.
 // Reports images/s, model TFLOP/s, MFU and the time per phase, per variant of the
 // step's levers, with every variant's losses on the same batches from the same
 // initial weights (so a faster variant is checked to train the same). Torch-free
@@ -21,7 +21,8 @@ struct StepBenchOptions {
   // Levers, one variant each, e.g. "fp32", "bf16+sdpa+foreach": a precision (fp32 | bf16;
   // default the config's), "sdpa" (fused attention kernels, LibTorch >= 2), "foreach"
   // (multi-tensor AdamW and EMA), "sync" (a device synchronisation after every phase, as
-  // when phases are timed).
+  // when phases are timed), "cut" (the batches carry the images and boxes and the trainer
+  // cuts the views on its device, views.cut_on = "learner"; the same views).
   // Empty: one variant, the config's training path.
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
@@ -29,7 +30,9 @@ struct StepBenchOptions {
   int phase_steps = 2;     // then steps timed per phase (synchronised on a GPU)
   double peak_tflops = 0;  // > 0 overrides ssl.peak_tflops and the device table
   int threads = 0;         // torch threads; 0 = the config's ssl.threads
-  std::string json_path;   // also write the rows here
+  int image_width = 500;   // the noise images the views are cut from (ImageNet's median)
+  int image_height = 375;
+  std::string json_path;  // also write the rows here
   // A Kineto trace (Chrome JSON: CPU ops and device kernels) of one more step of the
   // last variant at the last batch, written here (LibTorch >= 2 only).
   std::string profile_path;
