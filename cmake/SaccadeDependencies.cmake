@@ -14,8 +14,13 @@ if(SACCADE_IMAGE_CODECS)
 else()
   find_package(OpenCV REQUIRED COMPONENTS core imgproc)
 endif()
-# What decodes image files: link this, test SACCADE_HAS_IMAGE_CODECS (0 or 1).
+# What decodes image files: link this, test SACCADE_HAS_IMAGE_CODECS (0 or 1). JPEGs
+# always decode through libjpeg-turbo's TurboJPEG (Debian: libturbojpeg0-dev), which the
+# GPU bundle carries where OpenCV's imgcodecs (and its ~100 libraries) stay out.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 add_library(saccade_image_codecs INTERFACE)
+target_link_libraries(saccade_image_codecs INTERFACE PkgConfig::TURBOJPEG)
 if(SACCADE_IMAGE_CODECS)
   target_link_libraries(saccade_image_codecs INTERFACE opencv_imgcodecs)
   target_compile_definitions(saccade_image_codecs INTERFACE SACCADE_HAS_IMAGE_CODECS=1)

@@ -1,16 +1,77 @@
 #include "dataloader/image_decode.h"
 
+#include <turbojpeg.h>
+
+#include <memory>
 #include <opencv2/imgproc.hpp>
+#include <stdexcept>
 #if SACCADE_HAS_IMAGE_CODECS
 #include <opencv2/imgcodecs.hpp>
 #endif
 
 namespace saccade::data {
+namespace {
+
+// OpenCV's own limit on decoded pixels (CV_IO_MAX_IMAGE_PIXELS), kept for JPEGs too.
+constexpr int64_t kMaxPixels = int64_t{1} << 30;
+
+bool is_jpeg(const void* bytes, size_t size) {
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  return size >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
+}
+
+// A TurboJPEG handle per thread: a handle is not thread-safe, and making one allocates.
+tjhandle thread_handle(bool decompress) {
+  using Handle = std::unique_ptr<void, int (*)(tjhandle)>;
+  thread_local Handle decompressor(nullptr, tjDestroy), compressor(nullptr, tjDestroy);
+  Handle& h = decompress ? decompressor : compressor;
+  if (!h) h.reset(decompress ? tjInitDecompress() : tjInitCompress());
+  if (!h) throw std::runtime_error(std::string("TurboJPEG: ") + tjGetErrorStr2(nullptr));
+  return h.get();
+}
+
+// The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set. A warning (a
+// truncated scan, say) still gives the image, as libjpeg's default does for OpenCV.
+cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, std::string* reason) {
+  tjhandle h = thread_handle(true);
+  const auto* jpeg = static_cast<const unsigned char*>(bytes);
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  if (tjDecompressHeader3(h, jpeg, static_cast<unsigned long>(size), &width, &height, &subsampling,
+                          &colorspace) != 0) {
+    *reason = std::string("TurboJPEG: ") + tjGetErrorStr2(h);
+    return {};
+  }
+  if (static_cast<int64_t>(width) * height > kMaxPixels) {
+    *reason = "TurboJPEG: " + std::to_string(width) + " x " + std::to_string(height) +
+              " pixels exceed the limit of 2^30";
+    return {};
+  }
+  cv::Mat image(height, width, channels == 1 ? CV_8UC1 : CV_8UC3);
+  if (tjDecompress2(h, jpeg, static_cast<unsigned long>(size), image.data, width,
+                    static_cast<int>(image.step), height, channels == 1 ? TJPF_GRAY : TJPF_RGB,
+                    0) != 0 &&
+      tjGetErrorCode(h) != TJERR_WARNING) {
+    *reason = std::string("TurboJPEG: ") + tjGetErrorStr2(h);
+    return {};
+  }
+  return image;
+}
+
+}  // namespace
 
 cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* reason) {
   if (size == 0) {
     *reason = "empty member";
     return {};
+  }
+  std::string turbojpeg;  // why TurboJPEG refused a JPEG that OpenCV then tries
+  if (is_jpeg(bytes, size)) {
+    cv::Mat image = decode_jpeg(bytes, size, channels, &turbojpeg);
+    if (!image.empty()) return image;
+    if (!SACCADE_HAS_IMAGE_CODECS) {
+      *reason = turbojpeg;
+      return image;
+    }
   }
   cv::Mat image;
 #if SACCADE_HAS_IMAGE_CODECS
@@ -24,13 +85,32 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* 
   }
 #endif
   if (image.empty()) {
-    *reason = SACCADE_HAS_IMAGE_CODECS
-                  ? "not a decodable image"
-                  : "this build has no image codecs (SACCADE_IMAGE_CODECS=OFF)";
+    *reason = !turbojpeg.empty()         ? turbojpeg + "; OpenCV cannot decode it either"
+              : SACCADE_HAS_IMAGE_CODECS ? "not a decodable image"
+                                         : "not a JPEG, and this build has no other image "
+                                           "codecs (SACCADE_IMAGE_CODECS=OFF)";
     return {};
   }
   if (channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
   return image;
+}
+
+std::vector<uint8_t> encode_jpeg(const cv::Mat& image, int quality) {
+  if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
+    throw std::invalid_argument("encode_jpeg: expected a non-empty 8-bit gray or RGB image");
+  tjhandle h = thread_handle(false);
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  const bool gray = image.channels() == 1;
+  if (tjCompress2(h, image.data, image.cols, static_cast<int>(image.step), image.rows,
+                  gray ? TJPF_GRAY : TJPF_RGB, &jpeg, &size, gray ? TJSAMP_GRAY : TJSAMP_420,
+                  quality, 0) != 0) {
+    tjFree(jpeg);
+    throw std::runtime_error(std::string("TurboJPEG: ") + tjGetErrorStr2(h));
+  }
+  std::vector<uint8_t> out(jpeg, jpeg + size);
+  tjFree(jpeg);
+  return out;
 }
 
 }  // namespace saccade::data

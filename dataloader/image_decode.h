@@ -1,16 +1,25 @@
-// Image file bytes (JPEG, PNG, ... as OpenCV's imgcodecs reads them) to pixels: the one
-// decoder of bytes already in memory (tar members, benchmarks).
+// Image file bytes to pixels and back: the one decoder of bytes in memory (image
+// folders, tar members, benchmarks). JPEGs go through libjpeg-turbo's TurboJPEG API
+// (straight to RGB or gray, the decoder fast loaders use); other formats, and JPEGs
+// TurboJPEG refuses (CMYK, say), through OpenCV's imgcodecs when the build has them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <opencv2/core/mat.hpp>
 
 namespace saccade::data {
 
 // `channels` 1: 8-bit gray; 3: 8-bit RGB. An empty Mat, with `reason` set, when the
-// bytes are empty or do not decode, or when this build has no image codecs.
+// bytes are empty or do not decode. EXIF orientation is not applied (as PIL and
+// TurboJPEG read files).
 cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* reason);
+
+// A JPEG of `image` (8-bit gray, or RGB) at `quality` (1..100), 4:2:0 for colour.
+// Throws std::runtime_error when TurboJPEG fails.
+std::vector<uint8_t> encode_jpeg(const cv::Mat& image, int quality);
 
 }  // namespace saccade::data

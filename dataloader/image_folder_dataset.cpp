@@ -8,10 +8,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#if SACCADE_HAS_IMAGE_CODECS
-#include <opencv2/imgcodecs.hpp>
-#endif
-#include <opencv2/imgproc.hpp>
+
+#include "common/file_bytes.h"
+#include "dataloader/image_decode.h"
 
 namespace saccade::data {
 namespace fs = std::filesystem;
@@ -25,33 +24,26 @@ bool has_image_extension(const fs::path& path) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".webp";
 }
 
-// The image at path, or an empty Mat with the reason when it cannot be decoded.
+// The image at path, or an empty Mat with the reason when it cannot be read or decoded.
 cv::Mat decode(const std::string& path, int channels, std::string* reason) {
   std::error_code ec;
-  const auto bytes = fs::file_size(path, ec);
+  const auto size = fs::file_size(path, ec);
   if (ec) {
     *reason = "cannot stat: " + ec.message();
     return {};
   }
-  if (bytes == 0) {
+  if (size == 0) {
     *reason = "empty file";
     return {};
   }
-  cv::Mat image;
+  std::string bytes;
   try {
-#if SACCADE_HAS_IMAGE_CODECS
-    image = cv::imread(path, channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-#endif
-  } catch (const cv::Exception& e) {  // e.g. an image over OpenCV's pixel limit
-    *reason = std::string("OpenCV: ") + e.what();
+    bytes = read_file_bytes(path);
+  } catch (const std::runtime_error& e) {
+    *reason = e.what();
     return {};
   }
-  if (image.empty()) {
-    *reason = "not a decodable image";
-    return {};
-  }
-  if (channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
-  return image;
+  return decode_image(bytes.data(), bytes.size(), channels, reason);
 }
 
 }  // namespace

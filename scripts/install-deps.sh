@@ -13,8 +13,8 @@ packages=(
   # runtime: messaging, serialisation, storage, config, logging, CLI
   libzmq3-dev cppzmq-dev libsodium-dev capnproto libcapnp-dev librocksdb-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  # images
-  libopencv-dev
+  # images (JPEGs decode through TurboJPEG, the rest through OpenCV)
+  libopencv-dev libturbojpeg0-dev
   # gzipped IDX files (dataloader/idx_dataset.cpp links ZLIB::ZLIB)
   zlib1g-dev
   # tests and benchmarks; a real one-node Slurm for tests/scripts/slurm_test.sh

@@ -5,9 +5,6 @@
 
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
-#if SACCADE_HAS_IMAGE_CODECS
-#include <opencv2/imgcodecs.hpp>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -46,7 +43,6 @@ struct SetRow {
   double decode_only_per_second = 0, pipeline_per_second = 0;
 };
 
-#if SACCADE_HAS_IMAGE_CODECS
 // A photo-like test image: smooth gradients, shapes and mild noise, so that it compresses
 // like a photo (tens of KB at ImageNet size) rather than like noise.
 std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
@@ -64,12 +60,8 @@ std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
   cv::Mat noise(height, width, CV_8UC3);
   cv::randn(noise, cv::Scalar::all(0), cv::Scalar::all(6));
   image += noise;
-  std::vector<uint8_t> jpeg;
-  cv::imencode(".jpg", image, jpeg, {cv::IMWRITE_JPEG_QUALITY, 90});
-  return jpeg;
+  return data::encode_jpeg(image, 90);
 }
-
-#endif
 
 // The stages over `paths`, one image at a time on this thread; every `batch` images are
 // encoded into one frame and sent through `push` to `pull` (ZeroMQ's I/O threads move it).
@@ -78,7 +70,6 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
                    zmq::socket_t& pull) {
   SetRow row;
   row.name = fmt::format("{}, {} cuts", name, learner_cuts ? "learner" : "data");
-#if SACCADE_HAS_IMAGE_CODECS
   data::ViewOptions augmented = workers::view_options(config);
   augmented.cut_on_learner = learner_cuts;
   augmented.augment = true;
@@ -159,12 +150,6 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
   row.decode_only_per_second = 1 / (s.read + s.decode);
   row.pipeline_per_second =
       1 / (s.read + s.decode + s.table + s.cut + s.augment + s.encode + s.send);
-#else
-  (void)paths, (void)config, (void)batch, (void)push, (void)pull;
-  throw std::invalid_argument(
-      "saccade bench data: this build has no image codecs "
-      "(SACCADE_IMAGE_CODECS=OFF)");
-#endif
   return row;
 }
 
@@ -178,7 +163,6 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
   std::vector<std::pair<std::string, std::vector<fs::path>>> sets;
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("saccade-bench-data-{}", ::getpid());
-#if SACCADE_HAS_IMAGE_CODECS
   if (o.generated > 0) {
     fs::create_directories(scratch);
     std::vector<fs::path> paths;
@@ -190,7 +174,6 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
     }
     sets.emplace_back(fmt::format("generated {}x{}", o.generated_width, o.generated_height), paths);
   }
-#endif
   std::vector<fs::path> photos(o.photos.begin(), o.photos.end());
   if (photos.empty() && o.default_photos && fs::is_directory("/usr/share/backgrounds")) {
     for (const auto& e : fs::directory_iterator("/usr/share/backgrounds"))

@@ -1,0 +1,80 @@
+#include "dataloader/image_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <string>
+#include <vector>
+
+namespace saccade::data {
+namespace {
+
+// A photo-like RGB image: gradients, a disc and noise.
+cv::Mat photo(int height, int width) {
+  cv::Mat rgb(height, width, CV_8UC3);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x)
+      rgb.at<cv::Vec3b>(y, x) = {static_cast<uint8_t>(x * 255 / width),
+                                 static_cast<uint8_t>(y * 255 / height), 90};
+  cv::circle(rgb, {width / 3, height / 2}, height / 4, cv::Scalar(200, 40, 120), cv::FILLED);
+  cv::Mat noise(height, width, CV_8UC3);
+  cv::randn(noise, cv::Scalar::all(0), cv::Scalar::all(8));
+  return rgb + noise;
+}
+
+// TurboJPEG and OpenCV's imgcodecs run the same libjpeg-turbo decoder with the same
+// defaults (accurate DCT, fancy upsampling): a JPEG decodes to the same pixels through
+// either, in colour and in gray, so switching decoders does not move a single view.
+TEST(ImageDecode, JpegsDecodeAsOpenCvDecodesThem) {
+  const cv::Mat rgb = photo(75, 100);
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", bgr, jpeg, {cv::IMWRITE_JPEG_QUALITY, 85}));
+  std::string why;
+  const cv::Mat colour = decode_image(jpeg.data(), jpeg.size(), 3, &why);
+  ASSERT_FALSE(colour.empty()) << why;
+  cv::Mat expected = cv::imdecode(jpeg, cv::IMREAD_COLOR);
+  cv::cvtColor(expected, expected, cv::COLOR_BGR2RGB);
+  EXPECT_EQ(cv::norm(colour, expected, cv::NORM_INF), 0);
+  const cv::Mat gray = decode_image(jpeg.data(), jpeg.size(), 1, &why);
+  ASSERT_EQ(gray.channels(), 1);
+  EXPECT_EQ(cv::norm(gray, cv::imdecode(jpeg, cv::IMREAD_GRAYSCALE), cv::NORM_INF), 0);
+}
+
+TEST(ImageDecode, EncodedJpegsRoundTripCloseToTheImage) {
+  const cv::Mat rgb = photo(60, 80);
+  const std::vector<uint8_t> jpeg = encode_jpeg(rgb, 95);
+  std::string why;
+  const cv::Mat back = decode_image(jpeg.data(), jpeg.size(), 3, &why);
+  ASSERT_FALSE(back.empty()) << why;
+  ASSERT_EQ(back.size(), rgb.size());
+  EXPECT_LT(cv::norm(back, rgb, cv::NORM_L1) / rgb.total() / 3, 6.0);  // grey levels, mean
+  cv::Mat single;
+  cv::cvtColor(rgb, single, cv::COLOR_RGB2GRAY);
+  const std::vector<uint8_t> gray_jpeg = encode_jpeg(single, 95);
+  EXPECT_EQ(decode_image(gray_jpeg.data(), gray_jpeg.size(), 3, &why).channels(), 3);
+  EXPECT_THROW(encode_jpeg(cv::Mat(), 90), std::invalid_argument);
+}
+
+// A JPEG whose header is cut is refused with TurboJPEG's reason; one cut inside its scan
+// still decodes (libjpeg pads the rest, as it does for OpenCV); garbage after a JPEG's
+// magic bytes and non-JPEG garbage are refused.
+TEST(ImageDecode, BrokenJpegsAreRefusedOrPaddedAsLibjpegDoes) {
+  const std::vector<uint8_t> jpeg = encode_jpeg(photo(64, 64), 90);
+  std::string why;
+  EXPECT_TRUE(decode_image(jpeg.data(), 20, 3, &why).empty());
+  EXPECT_NE(why.find("TurboJPEG"), std::string::npos) << why;
+  const cv::Mat cut = decode_image(jpeg.data(), jpeg.size() * 3 / 4, 3, &why);
+  EXPECT_EQ(cut.rows, 64);
+  const std::vector<uint8_t> fake = {0xFF, 0xD8, 0xFF, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_TRUE(decode_image(fake.data(), fake.size(), 3, &why).empty());
+  const std::string text = "not an image at all";
+  EXPECT_TRUE(decode_image(text.data(), text.size(), 3, &why).empty());
+  EXPECT_FALSE(why.empty());
+}
+
+}  // namespace
+}  // namespace saccade::data
