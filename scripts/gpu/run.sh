@@ -14,6 +14,8 @@
 #      SACCADE_GPU_STEP_LARGE_BATCH (default 256; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights;
+#   data: saccade bench data of the paper's views on this host's JPEG decoder (TurboJPEG),
+#      one core: images/s of each cut side against decoding alone, bytes per image;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
@@ -33,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests extract extract_cpu model step allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests extract extract_cpu model step data allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -105,6 +107,8 @@ if wants extract_cpu; then
       --json "$out/extract_cpu_$gazes.json"
   done
 fi
+wants data && step data 60 "$bundle/bin/saccade" bench data "$here/vit-s-imagenet.toml" \
+  --generated 200 --no-photos --json "$out/data.json"
 wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s --device cuda \
   --bf16 --batch "${SACCADE_GPU_MODEL_BATCH:-256}" --iters 20 --json "$out/model.json"
 if wants step; then
