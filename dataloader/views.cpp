@@ -320,7 +320,7 @@ void make_ssl_views(const ViewOptions& o, const cv::Mat& original, uint64_t seed
     shipped.height = image.rows;
     shipped.width = image.cols;
     const size_t row_bytes = static_cast<size_t>(image.cols) * o.channels;
-    shipped.pixels.resize(row_bytes * image.rows);
+    shipped.pixels.assign((row_bytes * image.rows + 7) / 8 * 8, 0);
     for (int y = 0; y < image.rows; ++y)
       std::memcpy(shipped.pixels.data() + y * row_bytes, image.ptr(y), row_bytes);
   }

@@ -94,7 +94,9 @@ struct PixelViews {
 struct ShippedImage {
   int height = 0;
   int width = 0;
-  std::vector<uint8_t> pixels;  // HWC, rows packed (width * channels bytes)
+  // HWC, rows packed (width * channels bytes), then zeros up to a multiple of 8 bytes (so
+  // the wire can reference the buffer instead of copying it).
+  std::vector<uint8_t> pixels;
 };
 
 // All views of a batch of B images. Sequential and local views are stored

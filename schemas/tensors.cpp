@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <capnp/orphan.h>
+
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -43,6 +46,13 @@ void write_tensors(const std::vector<TensorOut>& tensors, capnp::List<Tensor>::B
     for (size_t d = 0; d < spec.shape.size(); ++d)
       dims.set(static_cast<unsigned>(d), spec.shape[d]);
     const size_t bytes = tensor_bytes(spec);
+    constexpr size_t kBorrowFrom = 4096;  // smaller tensors are cheaper copied than a segment
+    if (tensors[i].borrow && bytes >= kBorrowFrom &&
+        reinterpret_cast<uintptr_t>(tensors[i].data) % 8 == 0) {
+      t.adoptData(capnp::Orphanage::getForMessageContaining(t).referenceExternalData(
+          capnp::Data::Reader(static_cast<const kj::byte*>(tensors[i].data), bytes)));
+      continue;
+    }
     auto data = t.initData(static_cast<unsigned>(bytes));
     if (bytes > 0) std::memcpy(data.begin(), tensors[i].data, bytes);
   }

@@ -32,6 +32,10 @@ size_t tensor_bytes(const TensorSpec& spec);
 struct TensorOut {
   TensorSpec spec;
   const void* data = nullptr;
+  // The bytes outlive the message and stay readable up to the next 8-byte boundary:
+  // a large tensor then becomes a segment of the message instead of a copy in one (the
+  // frame is still one flat copy), which halves the memory traffic of encoding.
+  bool borrow = false;
 };
 
 // Fills `out` (initialised by the caller with tensors.size() elements) in order.

@@ -196,13 +196,13 @@ data::ViewOptions learner_cut_views() {
 class LearnerCutCodec : public BatchCodec {
  protected:
   LearnerCutCodec() : BatchCodec(learner_cut_views()) {
-    for (size_t i = 0; i < batch_.images.size(); ++i) {
+    for (size_t i = 0; i < batch_.images.size(); ++i) {  // 1,920 to 7,440 bytes: some borrowed
       data::ShippedImage& image = batch_.images[i];
-      image.height = 10 + static_cast<int>(i);
+      image.height = 10 + 15 * static_cast<int>(i);
       image.width = 64 - static_cast<int>(i);
-      image.pixels.resize(static_cast<size_t>(image.height * image.width * views_.channels));
-      for (size_t j = 0; j < image.pixels.size(); ++j)
-        image.pixels[j] = static_cast<uint8_t>(j * 7 + i);
+      const size_t bytes = static_cast<size_t>(image.height * image.width * views_.channels);
+      image.pixels.assign((bytes + 7) / 8 * 8, 0);  // zeros to the next word, as shipped
+      for (size_t j = 0; j < bytes; ++j) image.pixels[j] = static_cast<uint8_t>(j * 7 + i);
     }
     for (data::PixelViews* p : {&batch_.teacher_global, &batch_.student_global,
                                 &batch_.student_local, &batch_.teacher_seq, &batch_.student_seq}) {
@@ -234,10 +234,10 @@ TEST_F(LearnerCutCodec, RoundTripCarriesImagesAndBoxes) {
 
 TEST_F(LearnerCutCodec, RefusesAnImageOverTheCapOrOfOtherChannels) {
   tensor("image.1").getShape().set(1, 65);
-  expect_refused("\"image.1\" has shape [11, 65, 3], expected [H, W, 3] with sides in 1..64");
+  expect_refused("\"image.1\" has shape [25, 65, 3], expected [H, W, 3] with sides in 1..64");
   tensor("image.1").getShape().set(1, 63);
   tensor("image.2").getShape().set(2, 1);
-  expect_refused("\"image.2\" has shape [12, 62, 1]");
+  expect_refused("\"image.2\" has shape [40, 62, 1]");
 }
 
 TEST_F(LearnerCutCodec, RefusesABoxTheCutWouldNotAccept) {

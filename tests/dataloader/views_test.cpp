@@ -347,7 +347,11 @@ TEST(Views, ALearnerThatCutsGetsTheSameViewsFromTheImageAndItsBoxes) {
   const ShippedImage& got = shipped_image.images[1];
   ASSERT_EQ(got.height, 50);
   ASSERT_EQ(got.width, 70);
-  EXPECT_EQ(got.pixels, std::vector<uint8_t>(image.data, image.data + 50 * 70 * 3));
+  ASSERT_EQ(got.pixels.size(), size_t{10504});  // 50 x 70 x 3 = 10,500, then zeros to a word
+  EXPECT_EQ(std::vector<uint8_t>(got.pixels.begin(), got.pixels.begin() + 10500),
+            std::vector<uint8_t>(image.data, image.data + 50 * 70 * 3));
+  EXPECT_EQ(std::vector<uint8_t>(got.pixels.begin() + 10500, got.pixels.end()),
+            std::vector<uint8_t>(4, 0));
   const auto table = kernels::IntegralImage::build({got.pixels.data(), 50, 70, 3, 0});
   for (auto set : {&SslBatch::teacher_global, &SslBatch::student_global, &SslBatch::student_local,
                    &SslBatch::teacher_seq, &SslBatch::student_seq}) {
@@ -380,7 +384,7 @@ TEST(Views, ALearnerThatCutsGetsTheSameViewsFromTheImageAndItsBoxes) {
   make_ssl_views(learner_side, image, 7, 0, capped);
   EXPECT_EQ(capped.images[0].height, 25);
   EXPECT_EQ(capped.images[0].width, 35);
-  EXPECT_EQ(capped.images[0].pixels.size(), size_t{25} * 35 * 3);
+  EXPECT_EQ(capped.images[0].pixels.size(), size_t{2632});  // 25 x 35 x 3, to a word
   // A batch allocated for the other side is refused.
   EXPECT_THROW(make_ssl_views(data_side, image, 7, 0, capped), std::invalid_argument);
 }

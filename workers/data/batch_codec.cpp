@@ -22,7 +22,8 @@ namespace {
 template <class Byte>
 struct TensorSlot {
   wire::TensorSpec spec;
-  Byte* data;  // not owned: a buffer of the batch
+  Byte* data;           // not owned: a buffer of the batch
+  size_t buffer_bytes;  // the buffer's size, >= the tensor's bytes
 };
 
 // The five view sets of a batch with their wire names.
@@ -40,8 +41,9 @@ auto slots_of(Batch& batch) {
   using Byte = std::conditional_t<std::is_const_v<Batch>, const std::byte, std::byte>;
   std::vector<TensorSlot<Byte>> slots;
   auto add = [&](std::string name, wire::DType dtype, std::vector<int64_t> shape, auto& values) {
-    slots.push_back(
-        {{std::move(name), dtype, std::move(shape)}, reinterpret_cast<Byte*>(values.data())});
+    slots.push_back({{std::move(name), dtype, std::move(shape)},
+                     reinterpret_cast<Byte*>(values.data()),
+                     values.size() * sizeof(*values.data())});
   };
   const bool learner_cuts = batch.cut_on_learner();
   auto add_views = [&](const char* name, auto& views) {
@@ -104,7 +106,12 @@ void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosit
   out.setImages(static_cast<uint32_t>(batch.batch_size));
   out.setSkippedCorrupt(static_cast<uint32_t>(batch.skipped_corrupt));
   std::vector<wire::TensorOut> tensors;
-  for (const auto& slot : slots_of(batch)) tensors.push_back({slot.spec, slot.data});
+  // Borrowed, not copied, where the buffer is readable to the next word (images are padded
+  // to it): `batch` outlives the message that `out` belongs to.
+  for (const auto& slot : slots_of(batch)) {
+    const size_t word_end = (wire::tensor_bytes(slot.spec) + 7) / 8 * 8;
+    tensors.push_back({slot.spec, slot.data, slot.buffer_bytes >= word_end});
+  }
   wire::write_tensors(tensors, out.initTensors(static_cast<unsigned>(tensors.size())));
 }
 
@@ -132,7 +139,8 @@ std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::Vie
     }
     batch.images[i].height = static_cast<int>((*shape)[0]);
     batch.images[i].width = static_cast<int>((*shape)[1]);
-    batch.images[i].pixels.resize(static_cast<size_t>((*shape)[0] * (*shape)[1] * views.channels));
+    batch.images[i].pixels.assign(
+        static_cast<size_t>((*shape)[0] * (*shape)[1] * views.channels + 7) / 8 * 8, 0);
   }
   const auto slots = slots_of(batch);
   std::vector<wire::TensorSpec> specs;

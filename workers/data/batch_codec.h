@@ -27,7 +27,8 @@ namespace saccade::workers {
 // bound on the envelope around it), to keep requests under the frame limit.
 size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images);
 
-// Fills `out` with `batch`, its id and the data position after it.
+// Fills `out` with `batch`, its id and the data position after it. Large tensors are
+// referenced, not copied: `batch` must outlive the message `out` belongs to.
 void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosition position,
                  wire::Batch::Builder out);
 
