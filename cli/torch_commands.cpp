@@ -24,8 +24,20 @@
 #include "workers/probe/probe_actor.h"
 #include "workers/probe/probe_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
 namespace {
+
+// The probe's supervised baseline trains through `saccade pretrain`'s run.
+saccade::workers::PretrainedBackbone pretrain_backbone(const saccade::JobConfig& config,
+                                                       int64_t max_steps,
+                                                       const std::function<void()>& on_step) {
+  saccade::workers::PretrainRunOptions run;
+  run.max_steps = max_steps;
+  run.on_step = on_step;
+  const saccade::workers::PretrainResult r = saccade::workers::run_pretrain(config, run);
+  return {r.first_step, r.steps, r.images_per_second, r.backbone_path};
+}
 
 std::atomic<bool> g_stop{false};
 void request_stop(int) {
@@ -139,6 +151,7 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
     run.max_val_images = args->max_val_images;
     run.random_init = args->random_init;
     run.backbone_file = args->backbone_path;
+    run.pretrain = pretrain_backbone;
     const workers::ProbeReport r = workers::run_probe(config, run);
     if (!r.backbone_file.empty())
       fmt::print("probe of the backbone in {}", r.backbone_file);
@@ -228,7 +241,7 @@ class StageLearner : public saccade::runtime::ActorBody {
   int run(saccade::runtime::ActorContext& ctx) override {
     const std::string& stage = ctx.assignment().stage;
     if (stage == "probe")
-      body_ = saccade::workers::make_probe_actor();
+      body_ = saccade::workers::make_probe_actor(pretrain_backbone);
     else if (stage == "policy")
       body_ = saccade::workers::make_policy_learner();
     else if (stage == "eval")

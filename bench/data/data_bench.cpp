@@ -24,7 +24,7 @@
 #include "kernels/integral_image.h"
 #include "schemas/wire.h"
 #include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 
 namespace saccade::bench {
 namespace {

@@ -25,7 +25,8 @@
 #include "common/seconds_since.h"
 #include "dataloader/augment.h"
 #include "model/torch_compat.h"
-#include "workers/pretrain/job_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::bench {

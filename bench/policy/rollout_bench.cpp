@@ -16,12 +16,13 @@
 #include "common/seconds_since.h"
 #include "model/policy.h"
 #include "model/weights.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
+#include "workers/teacher/teacher_backbone.h"
 
 // OpenBLAS's thread pool is one per process; the actors here are threads of
 // one process (a job's are processes with a pool each), so each BLAS call is

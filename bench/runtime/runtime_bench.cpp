@@ -29,7 +29,7 @@
 #include "workers/data/batch_client.h"
 #include "workers/data/batch_codec.h"
 #include "workers/data/data_actor.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 
 namespace saccade::bench {
 namespace {

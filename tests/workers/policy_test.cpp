@@ -11,8 +11,8 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/view_tensors.h"
 #include "workers/probe/probe.h"
+#include "workers/ssl/view_tensors.h"
 
 namespace saccade::workers {
 namespace {

@@ -20,7 +20,7 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
 namespace saccade::workers {
 namespace {

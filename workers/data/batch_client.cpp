@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
 
 namespace saccade::workers {
 
@@ -20,22 +19,6 @@ struct RemoteBatchSource::Request {
   data::DataPosition after;             // the sampler's position after this batch
   std::optional<data::SslBatch> batch;  // the answer, once it came
 };
-
-RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
-                                         data::ShardOptions shard, int64_t batch) {
-  RemoteSourceOptions o;
-  o.endpoints = me.peers;
-  o.shard = shard;
-  o.views = view_options(config);
-  o.batch_size = batch;
-  o.seed = view_seed_root(config);
-  o.queue_depth = static_cast<int>(config.data.queue_depth);
-  o.request_timeout = std::chrono::milliseconds(config.data.request_timeout_ms);
-  o.security = control::load_security(config.security, /*as_server=*/false);
-  o.sender = {config.job.name, wire::Role::LEARNER, me.rank, me.node};
-  o.expect = control::expect_for(config);
-  return o;
-}
 
 RemoteBatchSource::RemoteBatchSource(RemoteSourceOptions options, data::DataPosition start)
     : options_(std::move(options)), sampler_(options_.shard) {

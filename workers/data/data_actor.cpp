@@ -13,7 +13,7 @@
 
 #include "dataloader/dataset_factory.h"
 #include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 
 namespace saccade::workers {
 

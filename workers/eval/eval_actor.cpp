@@ -9,11 +9,11 @@
 
 #include "control/placement.h"
 #include "workers/eval/eval_job.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_actors.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
-#include "workers/pretrain/job_options.h"
 #include "workers/probe/probe_actor.h"
 
 namespace saccade::workers {

@@ -18,11 +18,9 @@
 #include "dataloader/resized_dataset.h"
 #include "model/flops.h"
 #include "model/weights.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/probe.h"
 
 namespace saccade::workers {

@@ -1,4 +1,4 @@
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 
 #include <fmt/format.h>
 

@@ -13,7 +13,7 @@
 #include "kernels/parallel.h"
 #include "model/backbone.h"
 #include "model/policy.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
 namespace saccade::workers {
 namespace {

@@ -12,13 +12,13 @@
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "storage/rollout_store.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
 namespace saccade::workers {
 namespace {

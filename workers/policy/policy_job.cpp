@@ -15,12 +15,13 @@
 #include "model/policy.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
 namespace saccade::workers {
 namespace {
@@ -89,14 +90,6 @@ std::string percents(const std::vector<double>& a) {
   return out;
 }
 
-rl::RewardKind reward_kind(const std::string& name) {
-  if (name == "increase") return rl::RewardKind::kIncrease;
-  if (name == "final_correct") return rl::RewardKind::kFinalCorrect;
-  if (name == "probability") return rl::RewardKind::kProbability;
-  throw std::invalid_argument(fmt::format(
-      "policy.reward: expected probability, increase or final_correct, got \"{}\"", name));
-}
-
 }  // namespace
 
 ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
@@ -157,43 +150,9 @@ PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_b
       heads.backbone_file};
 }
 
-model::PolicyOptions policy_options_for(const JobConfig& config,
-                                        const model::BackboneOptions& backbone) {
-  model::PolicyOptions po;
-  po.in_dim = backbone.width;
-  po.n_state = backbone.n_state;
-  po.depth = config.policy.blocks;
-  po.width = config.policy.width;
-  po.heads = config.policy.heads;
-  po.n_mix = config.policy.mixtures;
-  po.validate();
-  return po;
-}
-
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {
   torch::manual_seed(static_cast<uint64_t>(config.job.seed));
   return model::GazePolicy(stage.policy_options);
-}
-
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images) {
-  PolicyTrainOptions train;
-  train.epochs = config.policy.epochs;
-  train.batch_size = config.policy.batch_size;
-  train.group = config.policy.group_size;
-  train.steps = config.policy.steps;
-  train.updates = config.policy.updates;
-  train.gamma = config.policy.gamma;
-  train.reward = reward_kind(config.policy.reward);
-  train.clip_eps = config.policy.clip_eps;
-  train.kl_beta = config.policy.kl_beta;
-  train.lr = config.policy.lr;
-  train.std_start = config.policy.std_start;
-  train.std_end = config.policy.std_end;
-  train.max_images = max_train_images;
-  train.threads = static_cast<int>(config.data.loader_threads);
-  train.seed = static_cast<uint64_t>(config.job.seed);
-  train.state_blind = !config.policy.sees_state;
-  return train;
 }
 
 namespace {

@@ -56,13 +56,8 @@ PolicyStage load_policy_stage(const JobConfig& config);
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
                               const std::string& head_origin,
                               const std::string& backbone_safetensors);
-// Config [policy] on a backbone of `backbone` options (validated; throws
-// std::invalid_argument naming the field).
-model::PolicyOptions policy_options_for(const JobConfig& config,
-                                        const model::BackboneOptions& backbone);
 // The policy GRPO starts from (seeded by job.seed: every process builds the same).
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
 
 // Trains `policy` with `rollouts` on the training split (resumed and
 // checkpointed as `progress` says), evaluates it against random gazes and the

@@ -8,7 +8,7 @@
 
 #include "dataloader/dataset_factory.h"
 #include "dataloader/random.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/classifiers.h"
 

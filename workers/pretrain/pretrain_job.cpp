@@ -16,7 +16,8 @@
 #include "dataloader/ssl_loader.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/pretrain/job_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
@@ -175,41 +176,6 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       100 * p.other / total);
 
   return result;
-}
-
-std::string initial_backbone(const JobConfig& config) {
-  return SslTrainer(trainer_options(config, /*steps_per_epoch=*/1)).export_backbone();
-}
-
-std::string teacher_backbone_from(const JobConfig& config, std::string_view teacher_blob) {
-  return model::extract_backbone(teacher_blob, "backbone", trainer_options(config, 1).backbone);
-}
-
-TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
-                                      const std::string& dir_override) {
-  const std::filesystem::path dir = dir_override.empty() ? config.job.work_dir : dir_override;
-  storage::StoreOptions read_only;
-  read_only.read_only = true;  // a coordinator or other readers may hold it
-  std::vector<std::string> tried;
-  for (const char* name : {"coordinator.db", "checkpoints.db"}) {
-    if (!std::filesystem::exists(dir / name)) continue;
-    const std::string db = (dir / name).string();
-    tried.push_back(db);
-    auto store = storage::CheckpointStore::open(db, read_only);
-    const auto info = step < 0 ? store->latest() : store->info(step);
-    if (!info) continue;  // e.g. a later job's coordinator.db beside pretrain's checkpoints.db
-    TeacherBackbone out;
-    out.db = db;
-    out.step = info->step;
-    out.safetensors = teacher_backbone_from(config, store->read(info->step, "teacher"));
-    return out;
-  }
-  if (tried.empty())
-    throw std::runtime_error(fmt::format(
-        "no checkpoints in {} (coordinator.db or checkpoints.db): pretrain first", dir.string()));
-  throw std::runtime_error(fmt::format("{} {} no committed checkpoint{}", fmt::join(tried, " and "),
-                                       tried.size() > 1 ? "have" : "has",
-                                       step < 0 ? "" : fmt::format(" {}", step)));
 }
 
 }  // namespace saccade::workers

@@ -11,18 +11,16 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "common/device_peak.h"
 #include "kernels/extract.h"
 #include "model/backbone.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/view_tensors.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 #include "workers/ssl/step_flops.h"
 #include "workers/ssl/view_augment.h"
+#include "workers/ssl/view_tensors.h"
 
 namespace saccade::workers {
 namespace {
@@ -229,36 +227,6 @@ struct SslTrainer::Impl {
     flush();
   }
 };
-
-TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
-                               const std::string& device) {
-  TrainerOptions o;
-  o.backbone = backbone_options(c);
-  o.head = dino_head_options(c);
-  o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
-  o.student_temp = c.ssl.student_temp;
-  o.koleo_weight = c.ssl.koleo_weight;
-  o.global_weight = c.ssl.global_weight;
-  o.sequential_weight = c.ssl.sequential_weight;
-  o.sequential_targets_global = c.ssl.sequential_targets == "global";
-  o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
-  o.ema_centering = c.ssl.teacher_centering == "ema";
-  o.center_momentum = c.ssl.center_momentum;
-  o.clip_grad = c.ssl.clip_grad;
-  o.device = device;
-  o.bf16 = c.ssl.precision == "bf16";
-  o.seed = static_cast<uint64_t>(c.job.seed);
-  o.supervised = c.ssl.objective == "supervised";
-  o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);
-  for (int64_t ch = 0; ch < o.backbone.channels; ++ch) {  // one config value may stand for all
-    const auto at = [&](const std::vector<double>& v) {
-      return static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(ch)]);
-    };
-    o.pixel_mean.push_back(at(c.data.pixel_mean));
-    o.pixel_std.push_back(at(c.data.pixel_std));
-  }
-  return o;
-}
 
 std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
   return {{"loss", s.loss},

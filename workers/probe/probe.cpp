@@ -12,7 +12,7 @@
 #include "dataloader/random.h"
 #include "kernels/parallel.h"
 #include "model/backbone.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
 namespace saccade::workers {
 namespace {

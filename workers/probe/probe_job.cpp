@@ -17,12 +17,11 @@
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/data/data_options.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/pretrain_job.h"
+#include "workers/job_options/data_options.h"
 #include "workers/probe/probe.h"
 #include "workers/probe/task_head.h"
 #include "workers/probe/transformer_probe.h"
+#include "workers/teacher/teacher_backbone.h"
 
 namespace saccade::workers {
 namespace {
@@ -182,9 +181,10 @@ std::string supervised_recipe(const JobConfig& sup) {
 // was trained with the same recipe for at most these steps, else trained
 // again. Returns its teacher backbone (as in DINO's rows, the EMA is probed).
 std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
-                                      int64_t dataset_size,
-                                      const std::function<void()>& on_progress,
+                                      int64_t dataset_size, const ProbeRunOptions& run,
                                       ProbeReport& report) {
+  if (!run.pretrain)
+    throw std::invalid_argument("probe: the supervised baseline needs a pretraining function");
   JobConfig sup = config;
   sup.ssl.objective = "supervised";
   sup.ssl.head_prototypes = classes;
@@ -216,12 +216,9 @@ std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
   }
   std::filesystem::create_directories(dir);
   write_file_bytes(recipe_file, recipe);
-  PretrainRunOptions options;
-  options.max_steps = steps;
-  options.on_step = on_progress;
   spdlog::info("probe: the supervised baseline, {} steps in {}", steps, dir.string());
   const auto t0 = Clock::now();
-  const PretrainResult trained = run_pretrain(sup, options);
+  const PretrainedBackbone trained = run.pretrain(sup, steps, run.on_progress);
   report.supervised_dir = dir.string();
   report.supervised_steps = trained.steps;
   if (trained.steps > trained.first_step) {
@@ -375,8 +372,8 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   if (!run.random_init && wants("random_init"))
     probe_baseline("random_init", initial_backbone(config));
   if (wants("supervised"))
-    probe_baseline("supervised", train_supervised_baseline(config, classes, train_set->size(),
-                                                           run.on_progress, report));
+    probe_baseline("supervised",
+                   train_supervised_baseline(config, classes, train_set->size(), run, report));
   if (wants("pixels")) {
     t0 = Clock::now();
     ProbeScores pixels;
