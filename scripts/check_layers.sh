@@ -5,12 +5,12 @@
 #   kernels/      knows nothing of the model, data loading or the runtime
 #   model/        knows nothing of data loading, processes or the wire
 #   common/ schemas/ storage/ control/ coordinator/ workers/runtime/: torch-free
-#   workers/data/ and the config's torch-free adapters (workers/job_options/
+#   workers/data_plane/ and the config's torch-free adapters (workers/job_options/
 #                 data_options, remote_batch_options): torch-free (data actors)
 #   workers/probe/ workers/policy/ workers/eval/: never include workers/pretrain/
 #                 (the teacher backbone is workers/teacher/, the config's options
 #                 workers/job_options/, view tensors workers/ssl/)
-#   workers/pretrain/: no workers/data/ include, and the saccade_pretrain target
+#   workers/pretrain/: no workers/data_plane/ include, and the saccade_pretrain target
 #                 links no data plane or socket library (`saccade pretrain` is one process)
 #   workers/      never includes coordinator/ (what they share is control/)
 #   coordinator/  never includes workers/
@@ -39,14 +39,14 @@ forbid "common schemas storage control coordinator workers/runtime" "torch/|ATen
   "the control plane and the actor runtime must stay torch-free"
 forbid "workers" "coordinator/" "workers/ must include control/, not coordinator/"
 forbid "coordinator control" "workers/" "the coordinator and control/ must not know the actors"
-torch_free_data="workers/data workers/job_options/data_options.h workers/job_options/data_options.cpp
+torch_free_data="workers/data_plane workers/job_options/data_options.h workers/job_options/data_options.cpp
   workers/job_options/remote_batch_options.h workers/job_options/remote_batch_options.cpp"
 forbid "$torch_free_data" "torch/|ATen/|c10/|model/" \
   "data actors run without LibTorch: the data plane and its options stay torch-free"
 forbid "workers/probe workers/policy workers/eval" "workers/pretrain/" \
   "probe, policy and eval must not include workers/pretrain/ (the teacher backbone is
   workers/teacher/, the config's options workers/job_options/, view tensors workers/ssl/)"
-forbid "workers/pretrain" "workers/data/" "workers/pretrain/ must not know the data plane"
+forbid "workers/pretrain" "workers/data_plane/" "workers/pretrain/ must not know the data plane"
 # forbid_link TARGET PATTERN WHY: no CMakeLists.txt may link TARGET to a match of PATTERN
 # (in its saccade_add_library(TARGET ...) or a target_link_libraries(TARGET ...)).
 forbid_link() {

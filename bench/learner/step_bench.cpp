@@ -91,7 +91,7 @@ void fill(data::PixelViews& pv, double zoom_max, std::mt19937_64& rng) {
 }
 
 std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count) {
-  const data::ViewOptions views = workers::view_options(config);
+  const data::ViewOptions views = job_options::view_options(config);
   std::vector<data::SslBatch> out(static_cast<size_t>(count));
   torch::manual_seed(static_cast<uint64_t>(config.job.seed) + 1);
   std::mt19937_64 rng(static_cast<uint64_t>(config.job.seed) + 1);
@@ -109,7 +109,7 @@ struct Row {
   std::string variant;
   int64_t batch = 0;
   double step_ms = 0, images_per_second = 0, tflops = 0, mfu = NAN;
-  workers::StepPhases phases;  // per step, seconds
+  pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch
 };
@@ -150,11 +150,11 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   const torch::Device device(o.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw std::invalid_argument("--device " + o.device + ": no CUDA device (or a CPU LibTorch)");
-  at::set_num_threads(workers::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
   int world = 0;
   for (const auto& node : config.cluster.nodes) world += static_cast<int>(node.learners);
   std::vector<int64_t> batches = o.batches;
-  if (batches.empty()) batches = {workers::per_rank_batch(config, std::max(world, 1))};
+  if (batches.empty()) batches = {job_options::per_rank_batch(config, std::max(world, 1))};
   std::vector<Variant> variants;
   for (const std::string& text :
        o.variants.empty() ? std::vector<std::string>{"config"} : o.variants)
@@ -171,7 +171,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
     const std::vector<data::SslBatch> data = synthetic_batches(config, batch, 2);
     const size_t first_row = rows.size();
     for (const Variant& v : variants) {
-      workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
+      ssl::TrainerOptions t = job_options::trainer_options(config, steps_per_epoch, o.device);
       t.bf16 = v.bf16;
       t.multi_tensor_update = v.multi_tensor;
       t.time_phases = v.phase_syncs;
@@ -179,13 +179,13 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
           resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,
                               v.bf16 ? "bf16" : "fp32");
       model::set_fused_attention(v.fused_attention);
-      workers::SslTrainer trainer(t);
+      pretrain::SslTrainer trainer(t);
       Row row;
       row.variant = v.name;
       row.batch = batch;
       size_t next = 0;
       auto step = [&] {
-        const workers::StepStats s = trainer.train_step(data[next++ % data.size()]);
+        const pretrain::StepStats s = trainer.train_step(data[next++ % data.size()]);
         row.losses.push_back(s.loss);
         flop_per_image = s.flop_per_image;
         return s;

@@ -17,7 +17,7 @@
 #include "dataloader/dataset_factory.h"
 #include "dataloader/views.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
 // The training (or validation) split of [data].
 data::DatasetSpec dataset_spec(const JobConfig& config, bool validation);
@@ -37,4 +37,4 @@ int64_t steps_per_epoch(const JobConfig& config, int64_t dataset_size);
 // Threads for torch and loaders: the configured count, or all cores when 0.
 int resolve_threads(int64_t configured);
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

@@ -7,7 +7,7 @@
 
 #include "common/device_peak.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 namespace {
 
 rl::RewardKind reward_kind(const std::string& name) {
@@ -66,9 +66,9 @@ ssl::ScheduleOptions schedule_options(const SslConfig& config, int64_t steps_per
   return o;
 }
 
-TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
-                               const std::string& device) {
-  TrainerOptions o;
+ssl::TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
+                                    const std::string& device) {
+  ssl::TrainerOptions o;
   o.backbone = backbone_options(c);
   o.head = dino_head_options(c);
   o.schedule = schedule_options(c.ssl, steps_per_epoch);
@@ -109,8 +109,8 @@ model::PolicyOptions policy_options_for(const JobConfig& config,
   return po;
 }
 
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images) {
-  PolicyTrainOptions train;
+policy::PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images) {
+  policy::PolicyTrainOptions train;
   train.epochs = config.policy.epochs;
   train.batch_size = config.policy.batch_size;
   train.group = config.policy.group_size;
@@ -130,4 +130,4 @@ PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_tra
   return train;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

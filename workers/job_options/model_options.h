@@ -11,7 +11,7 @@
 #include "workers/ssl/schedules.h"
 #include "workers/ssl/trainer_options.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
 model::BackboneOptions backbone_options(const JobConfig& config);
 model::DinoHeadOptions dino_head_options(const JobConfig& config);
@@ -22,14 +22,14 @@ ssl::ScheduleOptions schedule_options(const SslConfig& config, int64_t steps_per
 
 // The trainer of a job: [model], [ssl] and job.seed, with the schedules of
 // `steps_per_epoch` optimiser steps per epoch, on `device`.
-TrainerOptions trainer_options(const JobConfig& config, int64_t steps_per_epoch,
-                               const std::string& device = "cpu");
+ssl::TrainerOptions trainer_options(const JobConfig& config, int64_t steps_per_epoch,
+                                    const std::string& device = "cpu");
 
 // Config [policy] on a backbone of `backbone` options (validated; throws
 // std::invalid_argument naming the field).
 model::PolicyOptions policy_options_for(const JobConfig& config,
                                         const model::BackboneOptions& backbone);
 // GRPO's options: [policy] over the first `max_train_images` (0: all).
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
+policy::PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

@@ -4,11 +4,12 @@
 #include "schemas/wire.h"
 #include "workers/job_options/data_options.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
-RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
-                                         data::ShardOptions shard, int64_t batch) {
-  RemoteSourceOptions o;
+data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
+                                                     const control::Assignment& me,
+                                                     data::ShardOptions shard, int64_t batch) {
+  data_plane::RemoteSourceOptions o;
   o.endpoints = me.peers;
   o.shard = shard;
   o.views = view_options(config);
@@ -22,4 +23,4 @@ RemoteSourceOptions batch_source_options(const JobConfig& config, const control:
   return o;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

@@ -7,13 +7,14 @@
 #include "common/config.h"
 #include "control/placement.h"
 #include "dataloader/sharded_sampler.h"
-#include "workers/data/remote_source_options.h"
+#include "workers/data_plane/remote_source_options.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
 // The options of learner `me` (rank, node, peers) of a job: batches of `batch`
 // images of `shard`, with the single-process loader's view seed root.
-RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
-                                         data::ShardOptions shard, int64_t batch);
+data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
+                                                     const control::Assignment& me,
+                                                     data::ShardOptions shard, int64_t batch);
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

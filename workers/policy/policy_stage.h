@@ -18,7 +18,7 @@
 #include "workers/probe/probe_job.h"
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 class RolloutSource;
 
@@ -38,8 +38,8 @@ std::string fetch_input_blob(runtime::ActorContext& ctx, const control::Checkpoi
 // The probe's heads (job.work_dir/probe_head.safetensors) and the teacher
 // backbone of the checkpoint they name, frozen, on the CPU.
 struct PolicyStage {
-  TaskHead head;      // after glimpses: the policy's reward
-  TaskHead vit_head;  // ViT mode's (undefined in files written before the probe kept one)
+  probe::TaskHead head;      // after glimpses: the policy's reward
+  probe::TaskHead vit_head;  // ViT mode's (undefined in files written before the probe kept one)
   int64_t checkpoint_step = -1;
   model::FovealBackbone backbone{nullptr};
   model::PolicyOptions policy_options;  // config [policy] on the backbone's state
@@ -73,4 +73,4 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
                                        const std::function<void(const PolicyEpoch&)>& on_epoch = {},
                                        const PolicyProgress& progress = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

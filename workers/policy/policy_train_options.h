@@ -6,7 +6,7 @@
 
 #include "rl/grpo.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 struct PolicyTrainOptions {
   int64_t epochs = 20;
@@ -30,4 +30,4 @@ struct PolicyTrainOptions {
   uint64_t version_base = 0;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -13,7 +13,7 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_train_options.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 // What one epoch of training saw (means over its rollout batches).
 struct PolicyEpoch {
@@ -34,9 +34,9 @@ struct PolicyEpoch {
 // only read. Images are visited in a new order every epoch. `on_epoch` (may be
 // empty) sees each epoch's figures as it ends. Throws std::invalid_argument on
 // bad options or an empty dataset.
-std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                                      model::GazePolicyImpl& policy, const data::Dataset& dataset,
-                                      const data::ViewOptions& views,
+std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone,
+                                      const probe::TaskHead& head, model::GazePolicyImpl& policy,
+                                      const data::Dataset& dataset, const data::ViewOptions& views,
                                       const PolicyTrainOptions& options,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch = {});
 
@@ -99,4 +99,4 @@ GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* po
                               GazeSource source, int64_t dataset_size,
                               const GazeEvalOptions& options);
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -22,7 +22,7 @@
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -60,7 +60,7 @@ data::DataPosition parse_position(const std::string& s) {
 }  // namespace
 
 PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
   check_blas_speed();
 
   // One process uses the first GPU when LibTorch sees one (a CUDA build on a GPU node).
@@ -69,12 +69,12 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     spdlog::warn(
         "ssl.precision = \"bf16\" on the CPU: autocast runs matmuls in bf16, usually "
         "slower than fp32 on CPUs without bf16 instructions");
-  const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const int64_t per_epoch = steps_per_epoch(config, dataset->size());
+  const auto dataset = data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  const int64_t per_epoch = job_options::steps_per_epoch(config, dataset->size());
   const int64_t total_steps = run.max_steps >= 0
                                   ? std::min(run.max_steps, config.ssl.epochs * per_epoch)
                                   : config.ssl.epochs * per_epoch;
-  const int64_t batch = per_rank_batch(config, 1);
+  const int64_t batch = job_options::per_rank_batch(config, 1);
   spdlog::info("pretrain: {} images, {} steps ({} per epoch) of {} images", dataset->size(),
                total_steps, per_epoch, batch);
 
@@ -84,7 +84,7 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   result.checkpoint_db = (work_dir / "checkpoints.db").string();
   auto store = storage::CheckpointStore::open(result.checkpoint_db);
 
-  SslTrainer trainer(trainer_options(config, per_epoch, device));
+  SslTrainer trainer(job_options::trainer_options(config, per_epoch, device));
   spdlog::info("pretrain: on {} in {}", device, config.ssl.precision);
   data::DataPosition position;
   if (run.resume) {
@@ -101,8 +101,9 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
   data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
                                      static_cast<int>(config.data.queue_depth),
-                                     view_seed_root(config)};
-  data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
+                                     job_options::view_seed_root(config)};
+  data::SslLoader loader(dataset, shard, position, job_options::view_options(config),
+                         loader_options);
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
@@ -178,4 +179,4 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   return result;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

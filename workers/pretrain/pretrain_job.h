@@ -12,7 +12,7 @@
 #include "common/config.h"
 #include "workers/pretrain/ssl_trainer.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 
 struct PretrainRunOptions {
   int64_t max_steps = -1;                   // stop after this step count (-1: the config's epochs)
@@ -38,4 +38,4 @@ struct PretrainResult {
 
 PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& run = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

@@ -21,7 +21,7 @@ namespace at {
 class Tensor;
 }
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 
 // Sums a tensor in place over all learners; empty in one process.
 using AllReduceSum = std::function<void(at::Tensor&)>;
@@ -64,7 +64,7 @@ class SslTrainer {
   // Builds student and teacher (the teacher starts as a copy of the student).
   // all_reduce, when set, makes Sinkhorn-Knopp global and averages gradients
   // over `world_size` learners. Throws std::invalid_argument on bad options.
-  SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
+  SslTrainer(const ssl::TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
   ~SslTrainer();
   SslTrainer(const SslTrainer&) = delete;
   SslTrainer& operator=(const SslTrainer&) = delete;
@@ -100,4 +100,4 @@ class SslTrainer {
   std::unique_ptr<Impl> impl_;  // owns the models, optimiser and step counter
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

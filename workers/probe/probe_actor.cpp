@@ -12,7 +12,7 @@
 #include "workers/probe/probe_job.h"
 #include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 // The report's name among the probe stage's checkpoint blobs.
@@ -48,9 +48,9 @@ class ProbeActor : public runtime::ActorBody {
         if (ctx.stopping()) throw std::runtime_error("stopped by a drain");
         ctx.report(++units, 0.0);
       };
-      const ProbeReport report =
-          probe_backbone(config, teacher_backbone_from(config, teacher->blobs.at("teacher")),
-                         teacher->step, options);
+      const ProbeReport report = probe_backbone(
+          config, teacher::teacher_backbone_from(config, teacher->blobs.at("teacher")),
+          teacher->step, options);
       fmt::print(stderr, "{}", format_probe_table(report));
       if (ctx.stopping()) return 0;
       if (!ctx.save_checkpoint(
@@ -83,7 +83,7 @@ std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, cons
   const JobConfig& config = ctx.config();
   const uint32_t threads = ctx.assignment().threads;
   at::set_num_threads(threads > 0 ? static_cast<int>(threads)
-                                  : resolve_threads(config.ssl.threads));
+                                  : job_options::resolve_threads(config.ssl.threads));
   // A world of one: the rendezvous only says whether the stage committed already.
   const auto r = ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
   if (!r) {
@@ -101,4 +101,4 @@ std::unique_ptr<runtime::ActorBody> make_probe_actor(PretrainBackbone pretrain) 
   return std::make_unique<ProbeActor>(std::move(pretrain));
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -15,7 +15,7 @@
 #include "workers/probe/probe_job.h"
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // Exit codes besides 0 (done, or drained): 1 on any error, logged. `pretrain`
 // trains the supervised baseline when probe.baselines asks for it.
@@ -27,4 +27,4 @@ std::unique_ptr<runtime::ActorBody> make_probe_actor(PretrainBackbone pretrain);
 // is to run, nullopt when no rendezvous came (logged unless stopping).
 std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, const char* stage);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -23,7 +23,7 @@
 #include "workers/probe/transformer_probe.h"
 #include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 std::string report_json(const ProbeReport& r, const JobConfig& config) {
@@ -191,7 +191,7 @@ std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
   const std::filesystem::path dir =
       std::filesystem::path(config.job.work_dir) / kSupervisedBaselineDir;
   sup.job.work_dir = dir.string();
-  const int64_t budget = config.ssl.epochs * steps_per_epoch(config, dataset_size);
+  const int64_t budget = config.ssl.epochs * job_options::steps_per_epoch(config, dataset_size);
   const int64_t steps =
       config.probe.supervised_steps > 0 ? std::min(config.probe.supervised_steps, budget) : budget;
   const std::string recipe = supervised_recipe(sup);
@@ -252,11 +252,11 @@ std::string format_probe_table(const ProbeReport& r) {
 }
 
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
-  if (run.random_init) return probe_backbone(config, initial_backbone(config), -1, run);
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
+  if (run.random_init) return probe_backbone(config, teacher::initial_backbone(config), -1, run);
   if (!run.backbone_file.empty())
     return probe_backbone(config, read_file_bytes(run.backbone_file), -1, run);
-  const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
+  const teacher::TeacherBackbone teacher = teacher::load_teacher_backbone(config, run.step);
   ProbeReport report = probe_backbone(config, teacher.safetensors, teacher.step, run);
   report.checkpoint_db = teacher.db;
   return report;
@@ -269,8 +269,9 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   report.backbone_file = run.backbone_file;
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
 
-  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  const auto train_set =
+      data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  const auto val_set = data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
   if (train_set->num_classes() < 2)
     throw std::runtime_error("the probe needs labels: the training split has no classes");
   const auto& baselines = config.probe.baselines;
@@ -301,7 +302,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
   val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
-  const data::ViewOptions views = view_options(config);
+  const data::ViewOptions views = job_options::view_options(config);
 
   EvaluationOptions eval;
   eval.knn.k = config.probe.knn_k;
@@ -370,7 +371,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     report.fit_seconds += seconds_since(t0);
   };
   if (!run.random_init && wants("random_init"))
-    probe_baseline("random_init", initial_backbone(config));
+    probe_baseline("random_init", teacher::initial_backbone(config));
   if (wants("supervised"))
     probe_baseline("supervised",
                    train_supervised_baseline(config, classes, train_set->size(), run, report));
@@ -410,4 +411,4 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   return report;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

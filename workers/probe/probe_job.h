@@ -16,7 +16,7 @@
 
 #include "common/config.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // The heads the probe writes in job.work_dir for the policy and eval stages
 // (probe.head's kind; workers/probe/task_head.h): the task head on the
@@ -100,4 +100,4 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& options = 
 ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_safetensors,
                            int64_t step, const ProbeRunOptions& options);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

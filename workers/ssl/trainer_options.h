@@ -10,7 +10,7 @@
 #include "model/options.h"
 #include "workers/ssl/schedules.h"
 
-namespace saccade::workers {
+namespace saccade::ssl {
 
 struct TrainerOptions {
   model::BackboneOptions backbone;
@@ -42,4 +42,4 @@ struct TrainerOptions {
   bool supervised = false;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::ssl

@@ -13,17 +13,17 @@
 #include "storage/checkpoint_store.h"
 #include "workers/job_options/model_options.h"
 
-namespace saccade::workers {
+namespace saccade::teacher {
 
 std::string initial_backbone(const JobConfig& config) {
   // As SslTrainer builds it: seeded by job.seed, the backbone before the head.
   torch::manual_seed(static_cast<uint64_t>(config.job.seed));
-  model::FovealBackbone backbone(backbone_options(config));
+  model::FovealBackbone backbone(job_options::backbone_options(config));
   return model::export_backbone(*backbone);
 }
 
 std::string teacher_backbone_from(const JobConfig& config, std::string_view teacher_blob) {
-  return model::extract_backbone(teacher_blob, "backbone", backbone_options(config));
+  return model::extract_backbone(teacher_blob, "backbone", job_options::backbone_options(config));
 }
 
 TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
@@ -53,4 +53,4 @@ TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
                                        step < 0 ? "" : fmt::format(" {}", step)));
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::teacher

@@ -9,7 +9,7 @@
 
 #include "common/config.h"
 
-namespace saccade::workers {
+namespace saccade::teacher {
 
 // The teacher backbone of a committed checkpoint of the job (DINO evaluates
 // the teacher), as model::export_backbone's safetensors. The checkpoints are
@@ -32,4 +32,4 @@ TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step = -1
 // the random-init baseline, as model::export_backbone's safetensors.
 std::string initial_backbone(const JobConfig& config);
 
-}  // namespace saccade::workers
+}  // namespace saccade::teacher

@@ -23,10 +23,10 @@
 #include "dataloader/ssl_loader.h"
 #include "dataloader/views.h"
 #include "schemas/wire.h"
-#include "workers/data/remote_source_options.h"
+#include "workers/data_plane/remote_source_options.h"
 #include "workers/runtime/request_client.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 class RemoteBatchSource : private runtime::RequestProtocol {
  public:
@@ -63,4 +63,4 @@ class RemoteBatchSource : private runtime::RequestProtocol {
   uint64_t skipped_corrupt_ = 0;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

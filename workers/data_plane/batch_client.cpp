@@ -1,12 +1,12 @@
-#include "workers/data/batch_client.h"
+#include "workers/data_plane/batch_client.h"
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 
-#include "workers/data/batch_codec.h"
+#include "workers/data_plane/batch_codec.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 namespace {
 using Body = wire::Envelope::Body;
@@ -122,4 +122,4 @@ runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, const wire::Message& 
   return {Kind::kDone, request->id, "", ""};
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

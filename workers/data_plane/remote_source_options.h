@@ -13,7 +13,7 @@
 #include "dataloader/views.h"
 #include "schemas/wire.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 struct RemoteSourceOptions {
   std::vector<std::string> endpoints;  // the learner's data actors (assignment().peers)
@@ -28,4 +28,4 @@ struct RemoteSourceOptions {
   wire::Expect expect;                               // job id and frame size limit
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane
