@@ -17,7 +17,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/local_run.h"
 #include "coordinator/status.h"
-#include "workers/data/data_actor.h"
+#include "workers/data_plane/data_actor.h"
 #include "workers/runtime/actor_runtime.h"
 
 namespace saccade::cli {
@@ -45,7 +45,7 @@ constexpr const char* kLaunchHelp =
 
 void add_coordinator(CLI::App& app, GlobalOptions& global) {
   static std::string file, launch;
-  static control::CoordinatorOptions options;
+  static coordinator::CoordinatorOptions options;
   CLI::App* cmd = app.add_subcommand("coordinator", "Run (or resume) a job's coordinator");
   cmd->add_option("CONFIG", file, "Job config (TOML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--bind", options.bind_host,
@@ -59,13 +59,13 @@ void add_coordinator(CLI::App& app, GlobalOptions& global) {
     const JobConfig c = load_or_exit(file);
     start_logging(global, "coordinator", c);
     spdlog::info("launch {}", control::resolve_launch(launch, true));
-    const int code = control::run_coordinator(c, options);
+    const int code = coordinator::run_coordinator(c, options);
     if (code != 0) throw Exit{code};
   });
 }
 
 void add_agent(CLI::App& app, GlobalOptions& global) {
-  static control::AgentOptions options;
+  static coordinator::AgentOptions options;
   static std::string config_file, job, launch;
   CLI::App* cmd = app.add_subcommand("agent", "Run a node agent: starts and watches actors");
   cmd->add_option("--coordinator", options.coordinator, "Coordinator HOST:PORT")->required();
@@ -86,7 +86,7 @@ void add_agent(CLI::App& app, GlobalOptions& global) {
                   global.log_dir});
     const std::string mine = control::resolve_launch(launch, false);
     spdlog::info("launch {}", mine.empty() ? "(any)" : mine);
-    const int code = control::run_agent(options);
+    const int code = coordinator::run_agent(options);
     if (code != 0) throw Exit{code};
   });
 }
@@ -135,19 +135,19 @@ void add_status(CLI::App& app, GlobalOptions&) {
     const bool any_job = job.empty() && config_file.empty();
     for (;;) {
       std::string why, running;
-      auto s = control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms),
-                                     why, &running);
+      auto s = coordinator::query_status(endpoint, c, security,
+                                         std::chrono::milliseconds(timeout_ms), why, &running);
       if (!s && any_job && !running.empty() && running != c.job.name) {
         c.job.name = running;
-        s = control::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms),
-                                  why);
+        s = coordinator::query_status(endpoint, c, security, std::chrono::milliseconds(timeout_ms),
+                                      why);
       }
       if (!s) {
         fmt::print(stderr, "saccade status: {}\n", why);
         if (!watch) throw Exit{1};
       } else {
         if (watch && !json && isatty(STDOUT_FILENO)) fmt::print("\033[H\033[2J");
-        fmt::print("{}", json ? control::status_json(*s) : control::status_table(*s));
+        fmt::print("{}", json ? coordinator::status_json(*s) : coordinator::status_table(*s));
         std::fflush(stdout);
       }
       if (!watch) return;
@@ -157,7 +157,7 @@ void add_status(CLI::App& app, GlobalOptions&) {
 }
 
 void add_run(CLI::App& app, GlobalOptions& global) {
-  static control::LocalRunOptions options;
+  static coordinator::LocalRunOptions options;
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a job on this machine: coordinator plus one agent per node, on loopback");
   cmd->add_option("CONFIG", options.config_file, "Job config (TOML)")
@@ -172,7 +172,7 @@ void add_run(CLI::App& app, GlobalOptions& global) {
     const JobConfig c = load_or_exit(options.config_file);
     start_logging(global, "run", c);
     options.log_level = global.log_level;
-    const int code = control::run_local(options);
+    const int code = coordinator::run_local(options);
     if (code != 0) throw Exit{code};
   });
 }
@@ -206,14 +206,16 @@ static std::unique_ptr<runtime::ActorBody> torch_body(wire::Role role) {
 }
 
 void add_runtime_commands(CLI::App& app, GlobalOptions& global) {
-  // Data actors are torch-free and start in milliseconds; learners load torch.
-  runtime::register_actor_body(wire::Role::DATA, [] { return workers::make_data_actor(); });
-  runtime::register_actor_body(wire::Role::LEARNER, [] { return torch_body(wire::Role::LEARNER); });
-  runtime::register_actor_body(wire::Role::ROLLOUT, [] { return torch_body(wire::Role::ROLLOUT); });
-  runtime::register_actor_body(wire::Role::EVAL, [] { return torch_body(wire::Role::EVAL); });
   add_coordinator(app, global);
   add_agent(app, global);
-  runtime::add_actor_command(app, [](int code) {
+  // Data actors are torch-free and start in milliseconds; learners load torch.
+  runtime::ActorBodies bodies = {
+      {wire::Role::DATA, [] { return data_plane::make_data_actor(); }},
+      {wire::Role::LEARNER, [] { return torch_body(wire::Role::LEARNER); }},
+      {wire::Role::ROLLOUT, [] { return torch_body(wire::Role::ROLLOUT); }},
+      {wire::Role::EVAL, [] { return torch_body(wire::Role::EVAL); }},
+  };
+  runtime::add_actor_command(app, std::move(bodies), [](int code) {
     if (code != 0) throw Exit{code};
   });
   add_status(app, global);

@@ -24,8 +24,20 @@
 #include "workers/probe/probe_actor.h"
 #include "workers/probe/probe_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
 namespace {
+
+// The probe's supervised baseline trains through `saccade pretrain`'s run.
+saccade::probe::PretrainedBackbone pretrain_backbone(const saccade::JobConfig& config,
+                                                     int64_t max_steps,
+                                                     const std::function<void()>& on_step) {
+  saccade::pretrain::PretrainRunOptions run;
+  run.max_steps = max_steps;
+  run.on_step = on_step;
+  const saccade::pretrain::PretrainResult r = saccade::pretrain::run_pretrain(config, run);
+  return {r.first_step, r.steps, r.images_per_second, r.backbone_path};
+}
 
 std::atomic<bool> g_stop{false};
 void request_stop(int) {
@@ -61,11 +73,11 @@ extern "C" int saccade_torch_pretrain(const saccade::cli::PretrainArgs* args) {
     // SIGINT/SIGTERM (preemption): finish the step, checkpoint, exit cleanly.
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    workers::PretrainRunOptions run;
+    pretrain::PretrainRunOptions run;
     run.max_steps = args->steps;
     run.resume = !args->fresh;
     run.stop = &g_stop;
-    const workers::PretrainResult r = workers::run_pretrain(config, run);
+    const pretrain::PretrainResult r = pretrain::run_pretrain(config, run);
     fmt::print(
         "pretrain: steps {} -> {}, final loss {:.4f}, {:.1f} images/s, data preparation {:.0f}% of "
         "compute\n",
@@ -115,7 +127,7 @@ extern "C" int saccade_torch_bench_rollouts(const saccade::bench::RolloutBenchOp
 extern "C" int saccade_torch_export(const saccade::cli::ExportArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "export", [&](const JobConfig& config) {
-    const workers::TeacherBackbone teacher = workers::load_teacher_backbone(config, args->step);
+    const teacher::TeacherBackbone teacher = teacher::load_teacher_backbone(config, args->step);
     const std::filesystem::path dir = config.job.work_dir;
     const std::string out = *args->out ? args->out : (dir / "backbone.safetensors").string();
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
@@ -133,13 +145,14 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "probe", [&](const JobConfig& config) {
     init_logging({"probe", 0, *args->log_level ? args->log_level : config.logging.level, ""});
-    workers::ProbeRunOptions run;
+    probe::ProbeRunOptions run;
     run.step = args->step;
     run.max_train_images = args->max_train_images;
     run.max_val_images = args->max_val_images;
     run.random_init = args->random_init;
     run.backbone_file = args->backbone_path;
-    const workers::ProbeReport r = workers::run_probe(config, run);
+    run.pretrain = pretrain_backbone;
+    const probe::ProbeReport r = probe::run_probe(config, run);
     if (!r.backbone_file.empty())
       fmt::print("probe of the backbone in {}", r.backbone_file);
     else if (r.checkpoint_step >= 0)
@@ -151,7 +164,7 @@ extern "C" int saccade_torch_probe(const saccade::cli::ProbeArgs* args) {
         "NAME/all_states: linear on every state token, NAME/state_and_patch_mean: linear on the "
         "first state token and the mean patch token, NAME/transformer_head: the transformer "
         "head)\n{}",
-        r.train_images, r.val_images, workers::format_probe_table(r));
+        r.train_images, r.val_images, probe::format_probe_table(r));
     if (!r.head_path.empty())
       fmt::print("task head written for the policy and eval stages: {} (probe.head)\n",
                  config.probe.head);
@@ -166,15 +179,15 @@ extern "C" int saccade_torch_policy(const saccade::cli::PolicyArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "policy", [&](const JobConfig& config) {
     init_logging({"policy", 0, *args->log_level ? args->log_level : config.logging.level, ""});
-    workers::PolicyRunOptions run;
+    policy::PolicyRunOptions run;
     run.max_train_images = args->max_train_images;
     run.max_val_images = args->max_val_images;
-    const workers::PolicyReport r = workers::run_policy(config, run);
+    const policy::PolicyReport r = policy::run_policy(config, run);
     fmt::print(
         "gaze policy for {}: GRPO on {} training images, {} epochs, rewarded by the {} task "
         "head\n",
-        workers::backbone_origin(r.checkpoint_step, r.backbone_file), r.train_images,
-        r.epochs.size(), r.task_head);
+        probe::backbone_origin(r.checkpoint_step, r.backbone_file), r.train_images, r.epochs.size(),
+        r.task_head);
     for (size_t e = 0; e < r.epochs.size(); ++e)
       fmt::print("  epoch {}: mean reward {:.4f}, sampled top-1 after the last glimpse {:.2f}%\n",
                  e + 1, r.epochs[e].mean_reward, 100 * r.epochs[e].final_accuracy);
@@ -208,13 +221,13 @@ extern "C" int saccade_torch_eval(const saccade::cli::EvalArgs* args) {
   using namespace saccade;
   return with_config(args->config_path, "eval", [&](const JobConfig& config) {
     init_logging({"eval", 0, *args->log_level ? args->log_level : config.logging.level, ""});
-    workers::EvalRunOptions run;
+    eval::EvalRunOptions run;
     run.max_images = args->max_images;
     run.max_sweep_images = args->max_sweep_images;
-    const workers::EvalReport r = workers::run_eval(config, run);
+    const eval::EvalReport r = eval::run_eval(config, run);
     fmt::print("evaluation of {}\n{}report: {}\n",
-               workers::backbone_origin(r.checkpoint_step, r.backbone_file),
-               workers::format_eval_table(r), r.report_path);
+               probe::backbone_origin(r.checkpoint_step, r.backbone_file),
+               eval::format_eval_table(r), r.report_path);
     return 0;
   });
 }
@@ -228,13 +241,13 @@ class StageLearner : public saccade::runtime::ActorBody {
   int run(saccade::runtime::ActorContext& ctx) override {
     const std::string& stage = ctx.assignment().stage;
     if (stage == "probe")
-      body_ = saccade::workers::make_probe_actor();
+      body_ = saccade::probe::make_probe_actor(pretrain_backbone);
     else if (stage == "policy")
-      body_ = saccade::workers::make_policy_learner();
+      body_ = saccade::policy::make_policy_learner();
     else if (stage == "eval")
-      body_ = saccade::workers::make_eval_leader();
+      body_ = saccade::eval::make_eval_leader();
     else
-      body_ = saccade::workers::make_learner_actor();
+      body_ = saccade::learner::make_learner_actor();
     return body_->run(ctx);
   }
   void checkpoint(saccade::runtime::ActorContext& ctx) override {
@@ -250,8 +263,8 @@ class StageLearner : public saccade::runtime::ActorBody {
 extern "C" saccade::runtime::ActorBody* saccade_torch_make_body(int role) {
   if (role == static_cast<int>(saccade::wire::Role::LEARNER)) return new StageLearner();
   if (role == static_cast<int>(saccade::wire::Role::ROLLOUT))
-    return saccade::workers::make_rollout_actor().release();
+    return saccade::policy::make_rollout_actor().release();
   if (role == static_cast<int>(saccade::wire::Role::EVAL))
-    return saccade::workers::make_eval_actor().release();
+    return saccade::policy::make_eval_actor().release();
   return nullptr;
 }

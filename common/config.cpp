@@ -1,6 +1,6 @@
 // Reading the job config: a visitor over the schema in config_schema.h that
-// collects every problem, then the checks that span several keys. Writing and
-// documenting it: config_writers.cpp.
+// collects every problem, then each section's checks that span several keys
+// (beside its schema there). Writing and documenting it: config_writers.cpp.
 #include "common/config.h"
 
 #include <fmt/format.h>
@@ -267,205 +267,6 @@ class Reader {
   std::set<std::string> known_;
 };
 
-// Checks that span several keys; run after every key read well.
-void check_consistency(const JobConfig& c, Problems& p) {
-  if (c.model.width % c.model.heads != 0) {
-    p.add("model.heads",
-          fmt::format("must divide model.width ({}), got {}", c.model.width, c.model.heads));
-  }
-  if (c.policy.width % c.policy.heads != 0) {
-    p.add("policy.heads",
-          fmt::format("must divide policy.width ({}), got {}", c.policy.width, c.policy.heads));
-  }
-  const bool evaluates_policy =
-      std::find(c.eval.modes.begin(), c.eval.modes.end(), "policy") != c.eval.modes.end();
-  // Mode fixed_path evaluates the learned fixed path, a state-blind policy.
-  const bool evaluates_blind =
-      std::find(c.eval.modes.begin(), c.eval.modes.end(), "fixed_path") != c.eval.modes.end();
-  if (evaluates_blind && c.eval.glimpses > c.model.width) {
-    p.add("eval.glimpses",
-          fmt::format("the learned fixed path (eval mode fixed_path) codes the glimpse in "
-                      "model.width ({}) values: expected at most that many glimpses, got {}",
-                      c.model.width, c.eval.glimpses));
-  } else if (!c.policy.sees_state && evaluates_policy && c.eval.glimpses > c.model.width) {
-    p.add("eval.glimpses",
-          fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
-                      "model.width ({}) values: expected at most that many glimpses in mode "
-                      "policy, got {}",
-                      c.model.width, c.eval.glimpses));
-  }
-  if ((!c.policy.sees_state || c.policy.fixed_path_baseline) && c.policy.steps > c.model.width) {
-    // The glimpse index is a one-hot code in the state's width (workers/policy/gaze_traces.h).
-    p.add("policy.steps",
-          fmt::format(
-              "a state-blind policy ({}) codes the glimpse in model.width ({}) values: "
-              "expected at most that many steps, got {}",
-              c.policy.sees_state ? "policy.fixed_path_baseline" : "policy.sees_state = false",
-              c.model.width, c.policy.steps));
-  }
-  auto ordered = [&](const char* lo_key, double lo, const char* hi_key, double hi) {
-    if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));
-  };
-  ordered("views.fovea_zoom_min", c.views.fovea_zoom_min, "views.fovea_zoom_max",
-          c.views.fovea_zoom_max);
-  ordered("views.global_scale_min", c.views.global_scale_min, "views.global_scale_max",
-          c.views.global_scale_max);
-  ordered("views.local_scale_min", c.views.local_scale_min, "views.local_scale_max",
-          c.views.local_scale_max);
-  if (const double peak = effective_lr(c.ssl); c.ssl.min_lr > peak) {
-    p.add("ssl.min_lr", fmt::format("must not exceed the peak lr ({} = ssl.lr scaled by "
-                                    "ssl.lr_scaling to ssl.batch_size), got {}",
-                                    peak, c.ssl.min_lr));
-  }
-  ordered("ssl.momentum_start", c.ssl.momentum_start, "ssl.momentum_end", c.ssl.momentum_end);
-  ordered("policy.std_end", c.policy.std_end, "policy.std_start", c.policy.std_start);
-  if (c.views.multizoom_patches + c.views.fovea_grid == 0) {
-    p.add("views.multizoom_patches",
-          "a glimpse needs patches: multizoom_patches and fovea_grid are both 0");
-  }
-  if (c.data.clutter_size > c.data.canvas_size) {
-    p.add("data.clutter_size", fmt::format("must not exceed data.canvas_size ({}), got {}",
-                                           c.data.canvas_size, c.data.clutter_size));
-  }
-  for (const char* key : {"pixel_mean", "pixel_std"}) {
-    size_t n =
-        std::string_view(key) == "pixel_mean" ? c.data.pixel_mean.size() : c.data.pixel_std.size();
-    if (n != 1 && static_cast<int64_t>(n) != c.data.channels) {
-      p.add(
-          std::string("data.") + key,
-          fmt::format("expected 1 value or data.channels ({}) values, got {}", c.data.channels, n));
-    }
-  }
-  if (c.data.dataset == "folder" && c.data.root.empty()) {
-    p.add("data.root", "dataset = \"folder\" needs data.root, the folder of class subfolders");
-  }
-  if (c.data.dataset == "shards" && c.data.shards.empty()) {
-    p.add("data.shards",
-          "dataset = \"shards\" needs data.shards, a folder, .tar file or glob of tar shards");
-  }
-  if (c.data.dataset != "folder" && c.data.dataset != "shards" &&
-      (c.data.idx_images.empty() || c.data.idx_labels.empty())) {
-    p.add(
-        "data.idx_images",
-        fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.data.dataset));
-  }
-  std::set<std::string> names;
-  int64_t learners = 0, rollouts = 0, evals = 0, data_actors = 0;
-  for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
-    const NodeSpec& n = c.cluster.nodes[i];
-    const std::string at = fmt::format("cluster.nodes[{}]", i);
-    if (n.name.empty()) p.add(at + ".name", "expected a non-empty node name");
-    if (n.host.empty()) p.add(at + ".host", "expected a non-empty host");
-    if (!names.insert(n.name).second)
-      p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
-    learners += n.learners;
-    rollouts += n.rollout_actors;
-    evals += n.eval_actors;
-    data_actors += n.data_actors;
-  }
-  const auto& stages = c.job.stages;
-  auto has_stage = [&](const char* s) {
-    return std::find(stages.begin(), stages.end(), s) != stages.end();
-  };
-  // Each stage reads what the ones before it wrote: they run in this order.
-  auto order_of = [&](const std::string& s) {
-    return std::find(kStageOrder.begin(), kStageOrder.end(), s) - kStageOrder.begin();
-  };
-  if (stages.empty()) p.add("job.stages", "expected at least one stage");
-  for (size_t i = 1; i < stages.size(); ++i) {
-    if (order_of(stages[i]) <= order_of(stages[i - 1]))
-      p.add("job.stages",
-            fmt::format("expected stages in the order pretrain, probe, policy, eval, each once; "
-                        "\"{}\" follows \"{}\"",
-                        stages[i], stages[i - 1]));
-  }
-  if (learners == 0) {
-    p.add("cluster.nodes", "every stage needs at least one learner over all nodes, got 0");
-  }
-  if (has_stage("pretrain") && data_actors < learners) {
-    // Data actor d feeds learner d % learners: with fewer, a learner has none.
-    p.add("cluster.nodes",
-          fmt::format("stage pretrain needs at least one data actor per learner, got {} data "
-                      "actor(s) for {} learner(s)",
-                      data_actors, learners));
-  }
-  if (has_stage("eval") && evaluates_blind &&
-      (!c.policy.fixed_path_baseline || !c.policy.sees_state)) {
-    // Mode fixed_path reads the learned fixed path the policy stage trains beside the policy.
-    p.add("eval.modes",
-          fmt::format("mode \"fixed_path\" needs the learned fixed path, which {}: drop "
-                      "\"fixed_path\" from eval.modes",
-                      c.policy.sees_state ? "policy.fixed_path_baseline = false does not train"
-                                          : "a state-blind policy (policy.sees_state = false) "
-                                            "does not train beside itself"));
-  }
-  if (has_stage("policy") && rollouts < 1) {
-    // GRPO is learner 0 (the policy learner) fed by rollout actors.
-    p.add("cluster.nodes", "stage policy needs at least one rollout actor, got 0");
-  }
-  if (c.security.curve) {
-    for (auto [key, value] :
-         {std::pair<const char*, const std::string*>{"security.server_key", &c.security.server_key},
-          {"security.server_public_key", &c.security.server_public_key},
-          {"security.client_key", &c.security.client_key}}) {
-      if (value->empty()) p.add(key, "security.curve = true needs this key file");
-    }
-  }
-  if (c.cluster.nodes_from == "slurm" && c.cluster.nodes.size() != 1) {
-    p.add("cluster.nodes", fmt::format("cluster.nodes_from = \"slurm\" takes exactly one "
-                                       "[[cluster.nodes]] entry, the per-node template; got {}",
-                                       c.cluster.nodes.size()));
-  }
-  std::map<int64_t, std::string> ports;
-  for (auto [key, port] :
-       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
-        {"cluster.metrics_port", c.cluster.metrics_port},
-        {"cluster.data_port_base", c.cluster.data_port_base},
-        {"cluster.rollout_port_base", c.cluster.rollout_port_base}}) {
-    if (port == 0) continue;
-    auto [it, fresh] = ports.emplace(port, key);
-    if (!fresh) p.add(key, fmt::format("port {} is already used by {}", port, it->second));
-  }
-  // Data actor d binds data_port_base + d, rollout actor r and eval actor r
-  // rollout_port_base + r (their stages never run at once).
-  const int64_t data_end = c.cluster.data_port_base + data_actors;
-  const int64_t rollout_end = c.cluster.rollout_port_base + std::max(rollouts, evals);
-  if (data_actors > 0 && std::max(rollouts, evals) > 0 && c.cluster.data_port_base < rollout_end &&
-      c.cluster.rollout_port_base < data_end) {
-    p.add(
-        "cluster.rollout_port_base",
-        fmt::format("rollout and eval actor ports [{}, {}) overlap data ports [{}, {})",
-                    c.cluster.rollout_port_base, rollout_end, c.cluster.data_port_base, data_end));
-  }
-  for (auto [key, port] :
-       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.cluster.coordinator_port},
-        {"cluster.metrics_port", c.cluster.metrics_port}}) {
-    if (port != 0 && ((port >= c.cluster.data_port_base && port < data_end) ||
-                      (port >= c.cluster.rollout_port_base && port < rollout_end)))
-      p.add(key, fmt::format("port {} lies among the data, rollout or eval actors' ports", port));
-  }
-  if (c.cluster.ports_per_job > 0) {
-    int64_t lo = c.cluster.coordinator_port, hi = c.cluster.coordinator_port;
-    for (int64_t port : {c.cluster.metrics_port, data_actors > 0 ? data_end - 1 : 0,
-                         data_actors > 0 ? c.cluster.data_port_base : 0,
-                         rollouts + evals > 0 ? rollout_end - 1 : 0,
-                         rollouts + evals > 0 ? c.cluster.rollout_port_base : 0}) {
-      if (port <= 0) continue;
-      lo = std::min(lo, port);
-      hi = std::max(hi, port);
-    }
-    if (hi - lo >= c.cluster.ports_per_job) {
-      p.add("cluster.ports_per_job",
-            fmt::format("must exceed the span of the job's ports ({} .. {}: {}), got {}", lo, hi,
-                        hi - lo + 1, c.cluster.ports_per_job));
-    }
-    if (hi + 99 * c.cluster.ports_per_job > 65535) {
-      p.add("cluster.ports_per_job",
-            fmt::format("moves port {} past 65535 for a job id ending in 99", hi));
-    }
-  }
-}
-
 // Moves `top`'s keys over `base`'s: tables merge key by key, any other value (an
 // array of tables too) replaces the base's. Moves keep each node's source region.
 void merge_over(toml::table& base, toml::table&& top) {
@@ -580,7 +381,11 @@ JobConfig parse_config(std::string_view toml_text, std::string_view source_name)
   Reader reader(problems, &root, "");
   describe(reader, config);
   reader.reject_unknown();
-  if (problems.list.empty()) check_consistency(config, problems);
+  if (problems.list.empty()) {
+    config_schema::CrossKeyProblems cross_key;
+    config_schema::check(config, cross_key);
+    for (const auto& [key, what] : cross_key.found) problems.add(key, what);
+  }
   if (!problems.list.empty()) throw ConfigError(problems.list);
   return config;
 }

@@ -5,9 +5,16 @@
 // Internal to common/: include common/config.h instead.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/config.h"
 
@@ -20,6 +27,25 @@ inline std::string join_path(const std::string& prefix, std::string_view name) {
 
 inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// What the checks that span several keys found, as (key path, what is wrong).
+// They run once every key has read well; the reader adds where each key was written.
+struct CrossKeyProblems {
+  std::vector<std::pair<std::string, std::string>> found;
+  void add(std::string key, std::string what) {
+    found.emplace_back(std::move(key), std::move(what));
+  }
+};
+
+// Refuses lo > hi, reported at lo_key.
+inline void check_order(CrossKeyProblems& p, const char* lo_key, double lo, const char* hi_key,
+                        double hi) {
+  if (lo > hi) p.add(lo_key, fmt::format("must not exceed {} ({}), got {}", hi_key, hi, lo));
+}
+
+inline bool contains(const std::vector<std::string>& list, std::string_view value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
 
 template <class V>
 void describe(V& v, JobSection& c) {
@@ -36,6 +62,22 @@ void describe(V& v, JobSection& c) {
             "+ eval actors, if any). A relaunched job resumes at the stage it was in. The probe, "
             "policy and eval stages also run as one-process commands (`saccade probe`, `saccade "
             "policy`, `saccade eval`).");
+}
+
+// Each stage reads what the ones before it wrote: they run in kStageOrder.
+inline void check(const JobSection& c, CrossKeyProblems& p) {
+  const auto& stages = c.stages;
+  auto order_of = [&](const std::string& s) {
+    return std::find(kStageOrder.begin(), kStageOrder.end(), s) - kStageOrder.begin();
+  };
+  if (stages.empty()) p.add("job.stages", "expected at least one stage");
+  for (size_t i = 1; i < stages.size(); ++i) {
+    if (order_of(stages[i]) <= order_of(stages[i - 1]))
+      p.add("job.stages",
+            fmt::format("expected stages in the order pretrain, probe, policy, eval, each once; "
+                        "\"{}\" follows \"{}\"",
+                        stages[i], stages[i - 1]));
+  }
 }
 
 template <class V>
@@ -119,6 +161,90 @@ void describe(V& v, ClusterConfig& c) {
   v.table_array("nodes", c.nodes, 1, "Machines of the cluster, one [[cluster.nodes]] table each.");
 }
 
+// Node names, the actors each of `job`'s stages needs, and ports that collide.
+inline void check(const ClusterConfig& c, const JobSection& job, CrossKeyProblems& p) {
+  std::set<std::string> names;
+  int64_t learners = 0, rollouts = 0, evals = 0, data_actors = 0;
+  for (size_t i = 0; i < c.nodes.size(); ++i) {
+    const NodeSpec& n = c.nodes[i];
+    const std::string at = fmt::format("cluster.nodes[{}]", i);
+    if (n.name.empty()) p.add(at + ".name", "expected a non-empty node name");
+    if (n.host.empty()) p.add(at + ".host", "expected a non-empty host");
+    if (!names.insert(n.name).second)
+      p.add(at + ".name", fmt::format("duplicate node name \"{}\"", n.name));
+    learners += n.learners;
+    rollouts += n.rollout_actors;
+    evals += n.eval_actors;
+    data_actors += n.data_actors;
+  }
+  if (learners == 0) {
+    p.add("cluster.nodes", "every stage needs at least one learner over all nodes, got 0");
+  }
+  if (contains(job.stages, "pretrain") && data_actors < learners) {
+    // Data actor d feeds learner d % learners: with fewer, a learner has none.
+    p.add("cluster.nodes",
+          fmt::format("stage pretrain needs at least one data actor per learner, got {} data "
+                      "actor(s) for {} learner(s)",
+                      data_actors, learners));
+  }
+  if (contains(job.stages, "policy") && rollouts < 1) {
+    // GRPO is learner 0 (the policy learner) fed by rollout actors.
+    p.add("cluster.nodes", "stage policy needs at least one rollout actor, got 0");
+  }
+  if (c.nodes_from == "slurm" && c.nodes.size() != 1) {
+    p.add("cluster.nodes", fmt::format("cluster.nodes_from = \"slurm\" takes exactly one "
+                                       "[[cluster.nodes]] entry, the per-node template; got {}",
+                                       c.nodes.size()));
+  }
+  std::map<int64_t, std::string> ports;
+  for (auto [key, port] :
+       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.coordinator_port},
+        {"cluster.metrics_port", c.metrics_port},
+        {"cluster.data_port_base", c.data_port_base},
+        {"cluster.rollout_port_base", c.rollout_port_base}}) {
+    if (port == 0) continue;
+    auto [it, fresh] = ports.emplace(port, key);
+    if (!fresh) p.add(key, fmt::format("port {} is already used by {}", port, it->second));
+  }
+  // Data actor d binds data_port_base + d, rollout actor r and eval actor r
+  // rollout_port_base + r (their stages never run at once).
+  const int64_t data_end = c.data_port_base + data_actors;
+  const int64_t rollout_end = c.rollout_port_base + std::max(rollouts, evals);
+  if (data_actors > 0 && std::max(rollouts, evals) > 0 && c.data_port_base < rollout_end &&
+      c.rollout_port_base < data_end) {
+    p.add("cluster.rollout_port_base",
+          fmt::format("rollout and eval actor ports [{}, {}) overlap data ports [{}, {})",
+                      c.rollout_port_base, rollout_end, c.data_port_base, data_end));
+  }
+  for (auto [key, port] :
+       {std::pair<const char*, int64_t>{"cluster.coordinator_port", c.coordinator_port},
+        {"cluster.metrics_port", c.metrics_port}}) {
+    if (port != 0 && ((port >= c.data_port_base && port < data_end) ||
+                      (port >= c.rollout_port_base && port < rollout_end)))
+      p.add(key, fmt::format("port {} lies among the data, rollout or eval actors' ports", port));
+  }
+  if (c.ports_per_job > 0) {
+    int64_t lo = c.coordinator_port, hi = c.coordinator_port;
+    for (int64_t port :
+         {c.metrics_port, data_actors > 0 ? data_end - 1 : 0,
+          data_actors > 0 ? c.data_port_base : 0, rollouts + evals > 0 ? rollout_end - 1 : 0,
+          rollouts + evals > 0 ? c.rollout_port_base : 0}) {
+      if (port <= 0) continue;
+      lo = std::min(lo, port);
+      hi = std::max(hi, port);
+    }
+    if (hi - lo >= c.ports_per_job) {
+      p.add("cluster.ports_per_job",
+            fmt::format("must exceed the span of the job's ports ({} .. {}: {}), got {}", lo, hi,
+                        hi - lo + 1, c.ports_per_job));
+    }
+    if (hi + 99 * c.ports_per_job > 65535) {
+      p.add("cluster.ports_per_job",
+            fmt::format("moves port {} past 65535 for a job id ending in 99", hi));
+    }
+  }
+}
+
 template <class V>
 void describe(V& v, SecurityConfig& c) {
   v.boolean("curve", c.curve, false,
@@ -131,6 +257,16 @@ void describe(V& v, SecurityConfig& c) {
   v.text("client_key", c.client_key, "",
          "The job's client key pair file (DIR/client.key), shared by agents, actors and status "
          "clients; the coordinator admits only its public key.");
+}
+
+inline void check(const SecurityConfig& c, CrossKeyProblems& p) {
+  if (!c.curve) return;
+  for (auto [key, value] :
+       {std::pair<const char*, const std::string*>{"security.server_key", &c.server_key},
+        {"security.server_public_key", &c.server_public_key},
+        {"security.client_key", &c.client_key}}) {
+    if (value->empty()) p.add(key, "security.curve = true needs this key file");
+  }
 }
 
 template <class V>
@@ -178,6 +314,36 @@ void describe(V& v, DataConfig& c) {
             "and its requests go to another data actor.");
 }
 
+// The clutter fits the canvas, one normalisation value or one per channel, and
+// the chosen dataset's paths.
+inline void check(const DataConfig& c, CrossKeyProblems& p) {
+  if (c.clutter_size > c.canvas_size) {
+    p.add("data.clutter_size", fmt::format("must not exceed data.canvas_size ({}), got {}",
+                                           c.canvas_size, c.clutter_size));
+  }
+  for (auto [key, values] :
+       {std::pair<const char*, const std::vector<double>*>{"data.pixel_mean", &c.pixel_mean},
+        {"data.pixel_std", &c.pixel_std}}) {
+    const size_t n = values->size();
+    if (n != 1 && static_cast<int64_t>(n) != c.channels) {
+      p.add(key,
+            fmt::format("expected 1 value or data.channels ({}) values, got {}", c.channels, n));
+    }
+  }
+  if (c.dataset == "folder" && c.root.empty()) {
+    p.add("data.root", "dataset = \"folder\" needs data.root, the folder of class subfolders");
+  }
+  if (c.dataset == "shards" && c.shards.empty()) {
+    p.add("data.shards",
+          "dataset = \"shards\" needs data.shards, a folder, .tar file or glob of tar shards");
+  }
+  if (c.dataset != "folder" && c.dataset != "shards" &&
+      (c.idx_images.empty() || c.idx_labels.empty())) {
+    p.add("data.idx_images",
+          fmt::format("dataset = \"{}\" needs data.idx_images and data.idx_labels", c.dataset));
+  }
+}
+
 template <class V>
 void describe(V& v, ModelConfig& c) {
   v.integer("patch_size", c.patch_size, 16, 1, 256,
@@ -201,6 +367,12 @@ void describe(V& v, ModelConfig& c) {
            "barely change it (docs/ssl.md, \"Glimpses\").");
   v.integer("pos_mlp_hidden", c.pos_mlp_hidden, 128, 1, 65536,
             "Hidden width of the (x, y, z) positional-embedding MLP.");
+}
+
+inline void check(const ModelConfig& c, CrossKeyProblems& p) {
+  if (c.width % c.heads != 0) {
+    p.add("model.heads", fmt::format("must divide model.width ({}), got {}", c.width, c.heads));
+  }
 }
 
 template <class V>
@@ -236,6 +408,19 @@ void describe(V& v, ViewsConfig& c) {
             "With cut_on = learner: an image whose longer side exceeds this is downscaled "
             "(area interpolation) to it before shipping; it bounds the bytes per image "
             "(side^2 x channels) and so the frame size.");
+}
+
+inline void check(const ViewsConfig& c, CrossKeyProblems& p) {
+  check_order(p, "views.fovea_zoom_min", c.fovea_zoom_min, "views.fovea_zoom_max",
+              c.fovea_zoom_max);
+  check_order(p, "views.global_scale_min", c.global_scale_min, "views.global_scale_max",
+              c.global_scale_max);
+  check_order(p, "views.local_scale_min", c.local_scale_min, "views.local_scale_max",
+              c.local_scale_max);
+  if (c.multizoom_patches + c.fovea_grid == 0) {
+    p.add("views.multizoom_patches",
+          "a glimpse needs patches: multizoom_patches and fovea_grid are both 0");
+  }
 }
 
 template <class V>
@@ -320,6 +505,15 @@ void describe(V& v, SslConfig& c) {
   v.integer("knn_query_images", c.knn_query_images, 1000, 1, kMaxInt,
             "k-NN check queries: the last N images of the validation split (keep them apart from "
             "the first probe.val_images).");
+}
+
+inline void check(const SslConfig& c, CrossKeyProblems& p) {
+  if (const double peak = effective_lr(c); c.min_lr > peak) {
+    p.add("ssl.min_lr", fmt::format("must not exceed the peak lr ({} = ssl.lr scaled by "
+                                    "ssl.lr_scaling to ssl.batch_size), got {}",
+                                    peak, c.min_lr));
+  }
+  check_order(p, "ssl.momentum_start", c.momentum_start, "ssl.momentum_end", c.momentum_end);
 }
 
 template <class V>
@@ -432,6 +626,22 @@ void describe(V& v, PolicyConfig& c) {
             "--max-val-images` overrides).");
 }
 
+// A state-blind policy codes the glimpse index one-hot in the backbone's width
+// (workers/policy/gaze_traces.h), so `model` bounds its steps.
+inline void check(const PolicyConfig& c, const ModelConfig& model, CrossKeyProblems& p) {
+  if (c.width % c.heads != 0) {
+    p.add("policy.heads", fmt::format("must divide policy.width ({}), got {}", c.width, c.heads));
+  }
+  if ((!c.sees_state || c.fixed_path_baseline) && c.steps > model.width) {
+    p.add("policy.steps",
+          fmt::format("a state-blind policy ({}) codes the glimpse in model.width ({}) values: "
+                      "expected at most that many steps, got {}",
+                      c.sees_state ? "policy.fixed_path_baseline" : "policy.sees_state = false",
+                      model.width, c.steps));
+  }
+  check_order(p, "policy.std_end", c.std_end, "policy.std_start", c.std_start);
+}
+
 template <class V>
 void describe(V& v, EvalConfig& c) {
   v.choices("modes", c.modes, {"vit", "random", "scan", "fixed_path", "policy"},
@@ -456,6 +666,36 @@ void describe(V& v, EvalConfig& c) {
            "How the sweep enlarges images: nearest replicates pixels (every view sees the same "
            "content at every scale, up to the rounding of cell borders); bilinear blurs the "
            "content a model trained on sub-pixel cells has seen (results/eval.md).");
+}
+
+// Mode fixed_path evaluates the learned fixed path, a state-blind policy the
+// policy stage trains beside the policy: the glimpses fit model.width, and the
+// policy stage must train it.
+inline void check(const EvalConfig& c, const JobConfig& job, CrossKeyProblems& p) {
+  const int64_t width = job.model.width;
+  const bool evaluates_policy = contains(c.modes, "policy");
+  const bool evaluates_blind = contains(c.modes, "fixed_path");
+  if (evaluates_blind && c.glimpses > width) {
+    p.add("eval.glimpses",
+          fmt::format("the learned fixed path (eval mode fixed_path) codes the glimpse in "
+                      "model.width ({}) values: expected at most that many glimpses, got {}",
+                      width, c.glimpses));
+  } else if (!job.policy.sees_state && evaluates_policy && c.glimpses > width) {
+    p.add("eval.glimpses",
+          fmt::format("a state-blind policy (policy.sees_state = false) codes the glimpse in "
+                      "model.width ({}) values: expected at most that many glimpses in mode "
+                      "policy, got {}",
+                      width, c.glimpses));
+  }
+  if (contains(job.job.stages, "eval") && evaluates_blind &&
+      (!job.policy.fixed_path_baseline || !job.policy.sees_state)) {
+    p.add("eval.modes",
+          fmt::format("mode \"fixed_path\" needs the learned fixed path, which {}: drop "
+                      "\"fixed_path\" from eval.modes",
+                      job.policy.sees_state ? "policy.fixed_path_baseline = false does not train"
+                                            : "a state-blind policy (policy.sees_state = false) "
+                                              "does not train beside itself"));
+  }
 }
 
 template <class V>
@@ -483,6 +723,19 @@ void describe(V& v, JobConfig& c) {
   v.section("policy", "Gaze policy trained with GRPO.", c.policy);
   v.section("eval", "Evaluation.", c.eval);
   v.section("logging", "Logs and metrics.", c.logging);
+}
+
+// Every section's cross-key checks, in the order of the sections.
+inline void check(const JobConfig& c, CrossKeyProblems& p) {
+  check(c.job, p);
+  check(c.cluster, c.job, p);
+  check(c.security, p);
+  check(c.data, p);
+  check(c.model, p);
+  check(c.views, p);
+  check(c.ssl, p);
+  check(c.policy, c.model, p);
+  check(c.eval, c, p);
 }
 
 }  // namespace saccade::config_schema

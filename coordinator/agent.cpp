@@ -18,7 +18,7 @@
 #include "control/placement.h"
 #include "control/process.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 namespace {
 
 using Body = wire::Envelope::Body;
@@ -34,7 +34,7 @@ uint32_t count_gpus() {
 }
 
 struct Child {
-  Assignment assignment;
+  control::Assignment assignment;
   pid_t pid = -1;
   bool killed = false;
 };
@@ -55,11 +55,11 @@ class Agent {
       : options_(o),
         config_(o.bootstrap),
         signals_({SIGCHLD, SIGTERM, SIGINT}),
-        security_(load_security(o.bootstrap.security, false)),
-        endpoint_(tcp_endpoint(o.coordinator, "--coordinator")),
+        security_(control::load_security(o.bootstrap.security, false)),
+        endpoint_(control::tcp_endpoint(o.coordinator, "--coordinator")),
         socket_(context_, zmq::socket_type::dealer),
         writer_({o.bootstrap.job.name, wire::Role::AGENT, 0, o.node}),
-        binary_(o.actor_binary.empty() ? self_executable() : o.actor_binary),
+        binary_(o.actor_binary.empty() ? control::self_executable() : o.actor_binary),
         config_file_(std::filesystem::path(o.bootstrap.job.work_dir) / "agents" /
                      (o.node + ".toml")) {
     // The config this node's actors run, beside the job's other files: one per node,
@@ -69,7 +69,7 @@ class Agent {
     if (ec)
       throw std::runtime_error(fmt::format("job.work_dir: cannot create {}: {}",
                                            config_file_.parent_path().string(), ec.message()));
-    become_subreaper();  // orphans of actors come back to us to be reaped
+    control::become_subreaper();  // orphans of actors come back to us to be reaped
     connect();
     spdlog::info("agent of node {} -> {} (actors: {})", o.node, endpoint_, binary_);
   }
@@ -80,18 +80,19 @@ class Agent {
   }
 
   int run() {
-    last_coordinator_ms_ = steady_ms();
+    last_coordinator_ms_ = control::steady_ms();
     int64_t next_tick = 0;
     for (;;) {
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
-      poll_interruptible(
-          items, 2, std::chrono::milliseconds(std::clamp<int64_t>(next_tick - steady_ms(), 0, 50)));
+      control::poll_interruptible(
+          items, 2,
+          std::chrono::milliseconds(std::clamp<int64_t>(next_tick - control::steady_ms(), 0, 50)));
       if (items[1].revents & ZMQ_POLLIN) {
         for (int s; (s = signals_.take()) != 0;) on_signal(s);
       }
       if (items[0].revents & ZMQ_POLLIN) receive_all();
-      const int64_t now = steady_ms();
+      const int64_t now = control::steady_ms();
       if (now >= next_tick) {
         next_tick = now + config_.cluster.heartbeat_interval_ms;
         if (const int code = tick(now); code >= 0) return code;
@@ -105,9 +106,9 @@ class Agent {
   // No maxmsgsize here for the same reason: wire::open_frame refuses big frames.
   void connect() {
     socket_ = zmq::socket_t(context_, zmq::socket_type::dealer);
-    configure_client(socket_, security_, agent_identity(options_.node));
+    control::configure_client(socket_, security_, control::agent_identity(options_.node));
     socket_.connect(endpoint_);
-    connected_ms_ = steady_ms();
+    connected_ms_ = control::steady_ms();
   }
 
   int64_t timeout_ms() const {
@@ -187,7 +188,7 @@ class Agent {
   }
 
   void receive_all() {
-    const wire::Expect expect = expect_for(config_);
+    const wire::Expect expect = control::expect_for(config_);
     for (int i = 0; i < 1000; ++i) {
       wire::Received r = wire::recv_message(socket_, expect, zmq::recv_flags::dontwait);
       if (r.status == wire::RecvStatus::kNothing) return;
@@ -199,7 +200,7 @@ class Agent {
         drops_.refused("coordinator", "a message not from the coordinator");
         continue;
       }
-      last_coordinator_ms_ = steady_ms();
+      last_coordinator_ms_ = control::steady_ms();
       handle(*r.message);
     }
   }
@@ -256,13 +257,13 @@ class Agent {
   }
 
   void on_command(wire::ActorCommand::Reader cmd) {
-    const Assignment a = read_assignment(cmd.getAssignment(), options_.node);
+    const control::Assignment a = control::read_assignment(cmd.getAssignment(), options_.node);
     const ActorKey key{a.role, a.rank};
     auto it = children_.find(key);
     if (cmd.getAction() == wire::ActorCommand::Action::KILL) {
       if (it != children_.end()) {
-        spdlog::warn("killing {} {} (pid {}): {}", role_name(a.role), a.rank, it->second.pid,
-                     cmd.getReason().cStr());
+        spdlog::warn("killing {} {} (pid {}): {}", control::role_name(a.role), a.rank,
+                     it->second.pid, cmd.getReason().cStr());
         ::kill(-it->second.pid, SIGKILL);
         it->second.killed = true;
       }
@@ -276,13 +277,13 @@ class Agent {
     uint32_t threads = a.threads;
     if (threads == 0) {  // the node's cores, divided among its actors of this stage
       size_t here = 0;
-      for (const Assignment& other : place_actors(config_, a.stage))
+      for (const control::Assignment& other : control::place_actors(config_, a.stage))
         here += other.node == options_.node ? 1 : 0;
       threads = std::max<uint32_t>(1, std::thread::hardware_concurrency() /
                                           static_cast<uint32_t>(std::max<size_t>(here, 1)));
     }
     std::vector<std::string> argv = {binary_,         "actor",
-                                     "--role",        role_name(a.role),
+                                     "--role",        control::role_name(a.role),
                                      "--rank",        std::to_string(a.rank),
                                      "--local-rank",  std::to_string(a.local_rank),
                                      "--node",        options_.node,
@@ -295,17 +296,17 @@ class Agent {
     if (!a.endpoint.empty()) argv.insert(argv.end(), {"--endpoint", a.endpoint});
     if (!a.local_endpoint.empty()) argv.insert(argv.end(), {"--local-endpoint", a.local_endpoint});
     for (const std::string& p : a.peers) argv.insert(argv.end(), {"--peer", p});
-    Spawned s = spawn_process(argv);
+    control::Spawned s = control::spawn_process(argv);
     if (s.pid > 0 && s.error.empty()) {
       children_[key] = {a, s.pid, false};
       ended_.erase(key);
-      spdlog::info("started {} {} (pid {}, restart {}){}", role_name(a.role), a.rank, s.pid,
-                   cmd.getRestarts(), a.endpoint.empty() ? "" : " at " + a.endpoint);
+      spdlog::info("started {} {} (pid {}, restart {}){}", control::role_name(a.role), a.rank,
+                   s.pid, cmd.getRestarts(), a.endpoint.empty() ? "" : " at " + a.endpoint);
       report(key, static_cast<uint32_t>(s.pid), wire::ActorState::STARTING, 0, 0, "");
       return;
     }
     if (s.pid > 0) waitpid(s.pid, nullptr, 0);  // exec failed: reap it now
-    spdlog::error("{} {}: {}", role_name(a.role), a.rank, s.error);
+    spdlog::error("{} {}: {}", control::role_name(a.role), a.rank, s.error);
     report(key, s.pid > 0 ? static_cast<uint32_t>(s.pid) : 0, wire::ActorState::FAILED, 127, 0,
            s.error);
   }
@@ -327,7 +328,7 @@ class Agent {
 
   void stop(bool signal_actors) {
     stopping_ = true;
-    stop_deadline_ms_ = steady_ms() + config_.cluster.drain_timeout_s * 1000;
+    stop_deadline_ms_ = control::steady_ms() + config_.cluster.drain_timeout_s * 1000;
     if (signal_actors) {
       kill_all(SIGTERM);
       term_sent_ = true;
@@ -348,7 +349,7 @@ class Agent {
         const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         const bool ok = code == 0 && sig == 0;
         spdlog::log(ok ? spdlog::level::info : spdlog::level::warn, "{} {} (pid {}) ended: {}",
-                    role_name(it->first.first), it->first.second, pid,
+                    control::role_name(it->first.first), it->first.second, pid,
                     sig ? fmt::format("signal {}", sig) : fmt::format("exit code {}", code));
         const Ended e{static_cast<uint32_t>(pid),
                       ok ? wire::ActorState::EXITED : wire::ActorState::FAILED, code, sig,
@@ -395,17 +396,17 @@ class Agent {
 
   const AgentOptions& options_;
   JobConfig config_;
-  SignalFd signals_;
-  Security security_;
+  control::SignalFd signals_;
+  control::Security security_;
   std::string endpoint_;
   zmq::context_t context_;
   zmq::socket_t socket_;
-  EnvelopeWriter writer_;
+  control::EnvelopeWriter writer_;
   std::string binary_;
   std::filesystem::path config_file_;  // the job's config, written for the actors
   std::map<ActorKey, Child> children_;
   std::map<ActorKey, Ended> ended_;  // actors of this node not running now
-  DropLog drops_;
+  control::DropLog drops_;
   bool registered_ = false;
   bool stopping_ = false;
   bool refused_ = false;  // the coordinator refused this agent: exit kExitRefused
@@ -422,4 +423,4 @@ int run_agent(const AgentOptions& options) {
   return agent.run();
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

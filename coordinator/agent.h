@@ -9,7 +9,7 @@
 
 #include "common/config.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 inline constexpr int kExitCoordinatorLost = 4;  // no coordinator for cluster.reconnect_grace_s
 inline constexpr int kExitRefused = 5;  // the coordinator refused this agent (job, node): see log
@@ -29,4 +29,4 @@ struct AgentOptions {
 // (kExitCoordinatorLost). Every actor is reaped first.
 int run_agent(const AgentOptions& options);
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

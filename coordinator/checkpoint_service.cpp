@@ -12,7 +12,7 @@
 
 #include "control/control.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 using Body = wire::Envelope::Body;
 
@@ -81,7 +81,7 @@ std::string CheckpointService::on_upload(const std::string& id, const ActorKey& 
                                                    {"generation", std::to_string(job_.generation)},
                                                    {"time_ns", std::to_string(now_ns)}};
   commit_.emplace(PendingCommit{
-      id, env.getSeq(), step, upload_.bytes(), now_ns, steady_ms(),
+      id, env.getSeq(), step, upload_.bytes(), now_ns, control::steady_ms(),
       std::async(std::launch::async,
                  [&store = store_.checkpoints(job_.stage()), blobs = upload_.take(), meta, step,
                   keep = config_.cluster.keep_checkpoints]() -> std::string {
@@ -110,7 +110,7 @@ void CheckpointService::on_manifest(const std::string& id,
     spdlog::warn("checkpoint {}: reading the store's manifest failed ({}); taking the upload", step,
                  e.what());
   }
-  if (!info || !same_blobs(manifest, info->blobs)) return;  // the chunks follow
+  if (!info || !control::same_blobs(manifest, info->blobs)) return;  // the chunks follow
   answered_step_ = step;
   uint64_t bytes = 0;
   for (const auto& b : info->blobs) bytes += b.size;
@@ -157,25 +157,25 @@ void CheckpointService::finish_commit() {
   }
   record_commit(c.step, c.bytes, c.time_ns);
   spdlog::info("checkpoint {} committed ({} bytes, {:.2f} s)", c.step, c.bytes,
-               (steady_ms() - c.started_ms) / 1000.0);
+               (control::steady_ms() - c.started_ms) / 1000.0);
   answer_committed(c.id, c.step, c.bytes);
 }
 
-void CheckpointService::send(const std::string& id, const CheckpointQuery& query) {
+void CheckpointService::send(const std::string& id, const control::CheckpointQuery& query) {
   std::optional<int64_t> step;
-  std::shared_ptr<const Blobs> blobs;
+  std::shared_ptr<const control::Blobs> blobs;
   std::string error;
   try {
     switch (query.source) {
       case wire::CheckpointSource::INPUT_FILE:
         step = 0;
-        blobs = std::make_shared<const Blobs>(inputs_.files(
+        blobs = std::make_shared<const control::Blobs>(inputs_.files(
             query.blobs, static_cast<uint64_t>(config_.cluster.max_checkpoint_bytes)));
         break;
       case wire::CheckpointSource::INPUT_CHECKPOINT: {
         auto [at, read] = inputs_.checkpoint(query.step, query.blobs);
         step = at;
-        blobs = std::make_shared<const Blobs>(std::move(read));
+        blobs = std::make_shared<const control::Blobs>(std::move(read));
         break;
       }
       default: {
@@ -187,7 +187,8 @@ void CheckpointService::send(const std::string& id, const CheckpointQuery& query
           if (d.transfer.step() == info->step && d.query.source == query.source &&
               d.query.blobs == query.blobs)
             blobs = d.transfer.blobs();
-        if (!blobs) blobs = std::make_shared<const Blobs>(read_blobs(store, *step, query.blobs));
+        if (!blobs)
+          blobs = std::make_shared<const control::Blobs>(read_blobs(store, *step, query.blobs));
       }
     }
   } catch (const std::exception& e) {
@@ -195,7 +196,7 @@ void CheckpointService::send(const std::string& id, const CheckpointQuery& query
   }
   downloads_.erase(id);
   if (!error.empty()) {
-    spdlog::error("{} asked for {}: {}", id, describe(query), error);
+    spdlog::error("{} asked for {}: {}", id, control::describe(query), error);
     peers_.try_send_to(id, [&](wire::Envelope::Builder e) {
       auto ack = e.getBody().initAck();
       ack.setOk(false);
@@ -203,10 +204,11 @@ void CheckpointService::send(const std::string& id, const CheckpointQuery& query
     });
     return;
   }
-  const int64_t now = steady_ms();
+  const int64_t now = control::steady_ms();
   downloads_.emplace(
-      id, Download{CheckpointDownload(*step, std::move(blobs),
-                                      checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
+      id, Download{control::CheckpointDownload(
+                       *step, std::move(blobs),
+                       control::checkpoint_chunk_bytes(config_.cluster.max_message_bytes)),
                    query, now, now + config_.cluster.checkpoint_timeout_s * 1000});
 }
 
@@ -215,17 +217,18 @@ void CheckpointService::pump(int64_t now) {
   uint64_t sent = 0;
   for (auto it = downloads_.begin(); it != downloads_.end();) {
     const std::string& id = it->first;
-    CheckpointDownload& d = it->second.transfer;
+    control::CheckpointDownload& d = it->second.transfer;
     PeerSender::Sent s = PeerSender::Sent::kOk;
     while (!d.done() && sent < kBytesPerCall) {
       s = peers_.try_send_to(id, [&](wire::Envelope::Builder e) { d.next(e.getBody()); });
       if (s != PeerSender::Sent::kOk) break;
-      sent += checkpoint_chunk_bytes(config_.cluster.max_message_bytes);
+      sent += control::checkpoint_chunk_bytes(config_.cluster.max_message_bytes);
       d.advance();
     }
     if (d.done()) {
-      spdlog::info("{} sent to {} ({} bytes in {} chunks, {:.2f} s)", describe(it->second.query),
-                   id, d.bytes(), d.chunks(), (now - it->second.started_ms) / 1000.0);
+      spdlog::info("{} sent to {} ({} bytes in {} chunks, {:.2f} s)",
+                   control::describe(it->second.query), id, d.bytes(), d.chunks(),
+                   (now - it->second.started_ms) / 1000.0);
     } else if (s == PeerSender::Sent::kGone) {
       spdlog::warn("checkpoint {} to {}: the peer is gone; transfer dropped", d.step(), id);
     } else if (now > it->second.deadline_ms) {
@@ -239,4 +242,4 @@ void CheckpointService::pump(int64_t now) {
   }
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

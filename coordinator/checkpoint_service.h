@@ -19,7 +19,7 @@
 #include "coordinator/state_store.h"
 #include "schemas/wire.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 // How the service reaches a peer (the coordinator's ROUTER socket).
 class PeerSender {
@@ -47,7 +47,7 @@ class CheckpointService {
   void finish_commit();
   // Starts streaming what `query` names to peer `id` (or refuses it with an
   // Ack naming what is missing); a new request from the same peer replaces its old one.
-  void send(const std::string& id, const CheckpointQuery& query);
+  void send(const std::string& id, const control::CheckpointQuery& query);
   // Sends what the peers' queues take of every download, ~64 MiB per call at most.
   void pump(int64_t now_ms);
   // Drops the download to peer `id` (it exited: nobody to take it).
@@ -69,11 +69,11 @@ class CheckpointService {
   StateStore& store_;
   StageInputs& inputs_;
   PeerSender& peers_;
-  CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
+  control::CheckpointAssembler upload_;  // the checkpoint learner 0 is streaming in
   int64_t answered_step_ = -1;  // an upload answered from the store: its chunks are dropped
   struct Download {
-    CheckpointDownload transfer;
-    CheckpointQuery query;
+    control::CheckpointDownload transfer;
+    control::CheckpointQuery query;
     int64_t started_ms;
     int64_t deadline_ms;
   };
@@ -90,4 +90,4 @@ class CheckpointService {
   std::optional<PendingCommit> commit_;  // at most one checkpoint being written
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -25,7 +25,7 @@
 #include "coordinator/stage_runner.h"
 #include "coordinator/supervisor.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 std::filesystem::path coordinator_db_path(const JobConfig& config) {
   return std::filesystem::path(config.job.work_dir) / "coordinator.db";
@@ -36,8 +36,8 @@ namespace {
 using Body = wire::Envelope::Body;
 
 // No wait on the rendezvous store outlasts the longest timeout the learners are given.
-RendezvousLimits rendezvous_limits(const JobConfig& config) {
-  RendezvousLimits limits;
+control::RendezvousLimits rendezvous_limits(const JobConfig& config) {
+  control::RendezvousLimits limits;
   limits.max_timeout_ms =
       1000 * std::max(config.cluster.collective_timeout_s, config.cluster.rendezvous_timeout_s);
   return limits;
@@ -52,31 +52,31 @@ class Coordinator final : public PeerSender {
   Coordinator(const JobConfig& config, const CoordinatorOptions& options)
       : config_(config),
         signals_({SIGTERM, SIGINT, SIGHUP}),
-        security_(load_security(config.security, true)),
+        security_(control::load_security(config.security, true)),
         store_(coordinator_db_path(config)),
-        job_(config, store_, steady_ms()),
+        job_(config, store_, control::steady_ms()),
         metrics_log_(
             (std::filesystem::path(config.job.work_dir) / config.logging.metrics_file).string()),
         router_(context_, zmq::socket_type::router),
         writer_({config.job.name, wire::Role::COORDINATOR, 0, ""}),
-        expect_(expect_any_job(config)),
+        expect_(control::expect_any_job(config)),
         stage_inputs_(config, store_.checkpoints("pretrain"), coordinator_db_path(config)),
         checkpoints_(config, job_, store_, stage_inputs_, *this),
         rendezvous_(rendezvous_limits(config)),
         messages_(config, job_, *this),
         stages_(config, job_, store_, stage_inputs_, messages_),
         supervisor_(config, job_, stages_, messages_, checkpoints_) {
-    job_.load(steady_ms());
+    job_.load(control::steady_ms());
     stages_.begin_stage();
     if (security_.curve) zap_.emplace(context_, security_.client.public_key);
-    configure_server(router_, security_);
+    control::configure_server(router_, security_);
     router_.set(zmq::sockopt::maxmsgsize, config.cluster.max_message_bytes);
     // A peer's full send queue answers EAGAIN instead of silently dropping the message:
     // checkpoint downloads wait for room (CheckpointService::pump), the rest is dropped.
     router_.set(zmq::sockopt::router_mandatory, 1);
     const std::string bind =
         fmt::format("tcp://{}:{}", bind_host(config, options), config.cluster.coordinator_port);
-    bind_router(router_, bind);
+    control::bind_router(router_, bind);
     if (config.cluster.metrics_port > 0)
       metrics_.emplace(context_, fmt::format("tcp://{}:{}", bind_host(config, options),
                                              config.cluster.metrics_port));
@@ -90,7 +90,7 @@ class Coordinator final : public PeerSender {
     if (job_.finished()) {
       spdlog::info("job \"{}\" already finished in {}; start it over with --fresh",
                    config_.job.name, config_.job.work_dir);
-      stages_.end_without_linger(steady_ms());
+      stages_.end_without_linger(control::steady_ms());
     }
     int64_t next_tick = 0;
     while (!stages_.done()) {
@@ -100,20 +100,20 @@ class Coordinator final : public PeerSender {
       if (metrics_) items.push_back({metrics_->socket().handle(), 0, ZMQ_POLLIN, 0});
       // While a download waits for room in a learner's queue, come back within 1 ms.
       const int64_t wait =
-          std::clamp<int64_t>(next_tick - steady_ms(), 0, checkpoints_.busy() ? 1 : 50);
-      poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
+          std::clamp<int64_t>(next_tick - control::steady_ms(), 0, checkpoints_.busy() ? 1 : 50);
+      control::poll_interruptible(items.data(), items.size(), std::chrono::milliseconds(wait));
       if (items[0].revents & ZMQ_POLLIN) receive_all();
       if (items[1].revents & ZMQ_POLLIN) on_signal(signals_.take());
       if (zap_ && (items[2].revents & ZMQ_POLLIN)) zap_->handle_one();
       if (metrics_ && (items.back().revents & ZMQ_POLLIN))
-        metrics_->serve([this] { return status_prometheus(job_.status(steady_ms())); });
-      checkpoints_.pump(steady_ms());
+        metrics_->serve([this] { return status_prometheus(job_.status(control::steady_ms())); });
+      checkpoints_.pump(control::steady_ms());
       checkpoints_.finish_commit();
       messages_.store_replies(rendezvous_.begin_generation(job_.generation));
-      messages_.store_replies(rendezvous_.expire(steady_ms()));
-      if (steady_ms() >= next_tick) {
-        tick(steady_ms());
-        next_tick = steady_ms() + config_.cluster.heartbeat_interval_ms;
+      messages_.store_replies(rendezvous_.expire(control::steady_ms()));
+      if (control::steady_ms() >= next_tick) {
+        tick(control::steady_ms());
+        next_tick = control::steady_ms() + config_.cluster.heartbeat_interval_ms;
       }
       job_.flush();
     }
@@ -172,7 +172,7 @@ class Coordinator final : public PeerSender {
     const auto env = m.envelope();
     const auto sender = env.getSender();
     const auto body = env.getBody();
-    const int64_t now = steady_ms();
+    const int64_t now = control::steady_ms();
     const wire::Role role = sender.getRole();
     if (env.getJobId() != config_.job.name.c_str()) {  // answered, so the peer need not guess
       const std::string why = fmt::format("this coordinator runs job \"{}\", not \"{}\"",
@@ -184,7 +184,7 @@ class Coordinator final : public PeerSender {
     if (env.getLaunch().size() > 0 && env.getLaunch() != launch.c_str()) {
       const std::string why =
           fmt::format("{} of launch \"{}\", but this coordinator of job \"{}\" is launch \"{}\"",
-                      role_name(role), env.getLaunch().cStr(), config_.job.name, launch);
+                      control::role_name(role), env.getLaunch().cStr(), config_.job.name, launch);
       messages_.refuse(id, why);
       return why;
     }
@@ -197,7 +197,8 @@ class Coordinator final : public PeerSender {
     }
     if (role == wire::Role::AGENT) {
       const std::string node = sender.getNode();
-      if (id != agent_identity(node)) return fmt::format("identity {} is not agent {}", id, node);
+      if (id != control::agent_identity(node))
+        return fmt::format("identity {} is not agent {}", id, node);
       auto it = job_.nodes.find(node);
       if (it == job_.nodes.end()) {
         std::string known;
@@ -213,8 +214,8 @@ class Coordinator final : public PeerSender {
     const ActorKey key{role, sender.getRank()};
     auto it = job_.actors.find(key);
     if (it == job_.actors.end())
-      return fmt::format("no actor {} {} in this job", role_name(role), key.second);
-    if (id != actor_identity(role, key.second))
+      return fmt::format("no actor {} {} in this job", control::role_name(role), key.second);
+    if (id != control::actor_identity(role, key.second))
       return fmt::format("identity {} is not that actor's", id);
     ActorRecord& a = it->second;
     if (a.assignment.node != sender.getNode().cStr()) return "actor on an unexpected node";
@@ -242,7 +243,7 @@ class Coordinator final : public PeerSender {
           a.announced_drain = true;
           a.phase = Phase::kDraining;
           job_.mark(a);
-          stages_.begin_drain(fmt::format("{} {} drains: {}", role_name(role), key.second,
+          stages_.begin_drain(fmt::format("{} {} drains: {}", control::role_name(role), key.second,
                                           body.getActorEvent().getReason().cStr()),
                               now);
         }
@@ -275,11 +276,11 @@ class Coordinator final : public PeerSender {
         const auto request = body.getStoreRequest();
         // Keys of a generation that began meanwhile: its waiters are answered before this.
         messages_.store_replies(rendezvous_.begin_generation(job_.generation));
-        StoreQuery query;
+        control::StoreQuery query;
         try {
-          query = read_store_request(request);
+          query = control::read_store_request(request);
         } catch (const std::invalid_argument& e) {
-          StoreAnswer refused;
+          control::StoreAnswer refused;
           refused.id = request.getId();
           refused.error = e.what();
           messages_.store_replies({{id, refused}});
@@ -291,7 +292,7 @@ class Coordinator final : public PeerSender {
       }
       case Body::CHECKPOINT_REQUEST:
         if (role == wire::Role::DATA) return "data actors load no checkpoints";
-        checkpoints_.send(id, read_query(body.getCheckpointRequest()));
+        checkpoints_.send(id, control::read_query(body.getCheckpointRequest()));
         return "";
       default:
         return fmt::format("unexpected {} from an actor", wire::kind_name(m.kind()));
@@ -325,10 +326,11 @@ class Coordinator final : public PeerSender {
   void on_signal(int signal) {
     if (signal == 0) return;
     if (++signals_seen_ == 1) {
-      stages_.begin_drain(fmt::format("coordinator received {}", strsignal(signal)), steady_ms());
+      stages_.begin_drain(fmt::format("coordinator received {}", strsignal(signal)),
+                          control::steady_ms());
     } else {
       spdlog::warn("second {}: ending now", strsignal(signal));
-      stages_.end_now(steady_ms());
+      stages_.end_now(control::steady_ms());
     }
   }
 
@@ -351,24 +353,24 @@ class Coordinator final : public PeerSender {
   }
 
   const JobConfig& config_;
-  SignalFd signals_;
-  Security security_;
+  control::SignalFd signals_;
+  control::Security security_;
   StateStore store_;
   JobState job_;
   MetricsLog metrics_log_;  // learner 0's figures, one JSON line per step (logging.metrics_file)
   zmq::context_t context_;
-  std::optional<ZapHandler> zap_;
+  std::optional<control::ZapHandler> zap_;
   zmq::socket_t router_;
   std::optional<MetricsHttp> metrics_;  // the Prometheus endpoint (cluster.metrics_port)
-  EnvelopeWriter writer_;
+  control::EnvelopeWriter writer_;
   wire::Expect expect_;
-  DropLog drops_;
-  StageInputs stage_inputs_;       // what the stage reads from the stages before it
-  CheckpointService checkpoints_;  // uploads from learner 0; downloads to actors
-  RendezvousStore rendezvous_;     // the learners' c10d keys, of the current generation only
-  PeerMessages messages_;          // what the coordinator tells agents and actors
-  StageRunner stages_;             // stage transitions, drain, the end of the job
-  Supervisor supervisor_;          // starts, heartbeats, restarts and their cap, generations
+  control::DropLog drops_;
+  StageInputs stage_inputs_;             // what the stage reads from the stages before it
+  CheckpointService checkpoints_;        // uploads from learner 0; downloads to actors
+  control::RendezvousStore rendezvous_;  // the learners' c10d keys, of the current generation only
+  PeerMessages messages_;                // what the coordinator tells agents and actors
+  StageRunner stages_;                   // stage transitions, drain, the end of the job
+  Supervisor supervisor_;                // starts, heartbeats, restarts and their cap, generations
   int signals_seen_ = 0;
 };
 
@@ -397,4 +399,4 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
   return coordinator.run();
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

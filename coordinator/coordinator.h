@@ -14,7 +14,7 @@
 
 #include "common/config.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 // Exit codes of `saccade coordinator` and `saccade run` (docs/runtime.md):
 inline constexpr int kExitJobFinished = 0;  // the whole budget is done: the job is over
@@ -38,4 +38,4 @@ std::filesystem::path coordinator_db_path(const JobConfig& config);
 // it cannot start (port taken, database of another job, unreadable keys).
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options);
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

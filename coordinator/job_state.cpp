@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -38,7 +38,7 @@ namespace {
 
 // Actor records are kept per stage: the learner 0 of one stage is not the next one's.
 std::string actor_key(const std::string& stage, const ActorKey& k) {
-  return fmt::format("actor/{}/{}/{}", stage, role_name(k.first), k.second);
+  return fmt::format("actor/{}/{}/{}", stage, control::role_name(k.first), k.second);
 }
 
 // Wire state shown for a phase (the wire has no "pending": it shows as starting).
@@ -81,7 +81,7 @@ JobState::JobState(const JobConfig& config, StateStore& store, int64_t now_ms)
 
 void JobState::place_stage(int64_t now_ms) {
   actors.clear();
-  for (Assignment& a : place_actors(config_, stage())) {
+  for (control::Assignment& a : control::place_actors(config_, stage())) {
     ActorRecord r;
     const ActorKey key{a.role, a.rank};
     r.assignment = std::move(a);
@@ -151,7 +151,8 @@ void JobState::load(int64_t now_ms) {
   generation_resume_step = std::stoll(
       store_.get("job/generation_resume_step").value_or(std::to_string(checkpoint_step)));
   for (const auto& [key, value] : store_.scan("restarts/")) {
-    role_restarts[role_from_name(key.substr(9))] = static_cast<uint32_t>(std::stoul(value));
+    role_restarts[control::role_from_name(key.substr(9))] =
+        static_cast<uint32_t>(std::stoul(value));
   }
   const std::string metric_prefix = fmt::format("metric/{}/", stage());
   for (const auto& [key, value] : store_.scan(metric_prefix))
@@ -231,7 +232,7 @@ void JobState::flush(bool sync) {
     batch["job/generation"] = std::to_string(generation);
     batch["job/generation_resume_step"] = std::to_string(generation_resume_step);
     for (auto [role, n] : role_restarts)
-      batch[fmt::format("restarts/{}", role_name(role))] = std::to_string(n);
+      batch[fmt::format("restarts/{}", control::role_name(role))] = std::to_string(n);
     for (const auto& [name, r] : stages)
       batch["stage/" + name] = fmt::format("{} {} {}", r.started_ns, r.finished_ns, r.last_step);
   }
@@ -307,11 +308,11 @@ JobStatus JobState::status(int64_t now_ms) {
       checkpoint_step < 0 ? -1 : (wire::now_ns() - checkpoint_time_ns) / 1000000;
   s.generation = generation;
   for (const auto& [k, a] : actors) {
-    if (completes_stage(stage(), k.first)) {
+    if (control::completes_stage(stage(), k.first)) {
       s.step = std::max(s.step, a.step);
       if (a.phase == Phase::kRunning) s.images_per_second += a.items_per_second;
     }
-    s.actors.push_back({role_name(k.first), k.second, a.assignment.node, a.pid,
+    s.actors.push_back({control::role_name(k.first), k.second, a.assignment.node, a.pid,
                         shown_state(a.phase),
                         a.last_heartbeat_ms < 0 ? -1 : now_ms - a.last_heartbeat_ms, a.restarts,
                         a.step, a.items_per_second, a.straggler});
@@ -325,4 +326,4 @@ JobStatus JobState::status(int64_t now_ms) {
   return s;
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

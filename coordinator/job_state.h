@@ -12,7 +12,7 @@
 #include "coordinator/state_store.h"
 #include "coordinator/status.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 enum class Phase {
   kPending,     // never started
@@ -27,7 +27,7 @@ const char* phase_name(Phase p);
 bool alive(Phase p);  // starting, running or draining
 
 struct ActorRecord {
-  Assignment assignment;
+  control::Assignment assignment;
   Phase phase = Phase::kPending;
   uint32_t pid = 0;
   uint32_t restarts = 0;
@@ -139,4 +139,4 @@ class JobState {
   bool dirty_metrics_ = false;
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -13,26 +13,26 @@
 #include "control/control.h"
 #include "control/process.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 int run_local(const LocalRunOptions& o) {
   const JobConfig config =
       resolve_allocation(load_config(o.config_file), Allocation::from_environment());
-  SignalFd signals({SIGCHLD, SIGTERM, SIGINT});
-  become_subreaper();
-  const std::string self = self_executable();
+  control::SignalFd signals({SIGCHLD, SIGTERM, SIGINT});
+  control::become_subreaper();
+  const std::string self = control::self_executable();
   std::vector<std::string> prefix = {self};
   if (!o.log_level.empty()) prefix.insert(prefix.end(), {"--log-level", o.log_level});
   std::map<pid_t, std::string> children;  // pid -> what it is
   auto start = [&](std::vector<std::string> args, const std::string& what) {
     args.insert(args.begin(), prefix.begin(), prefix.end());
-    Spawned s = spawn_process(args);
+    control::Spawned s = control::spawn_process(args);
     if (!s.error.empty()) throw std::runtime_error(what + ": " + s.error);
     children[s.pid] = what;
     return s.pid;
   };
   // One launch identity for the coordinator and agents (and so the actors) of this run.
-  const std::string launch = resolve_launch("", true);
+  const std::string launch = control::resolve_launch("", true);
   std::vector<std::string> coordinator_args = {"coordinator", o.config_file, "--bind",
                                                "127.0.0.1",   "--launch",    launch};
   if (o.fresh) coordinator_args.push_back("--fresh");
@@ -69,20 +69,20 @@ int run_local(const LocalRunOptions& o) {
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
       if (pid == coordinator) {
         result = code;
-        give_up_ms = steady_ms() + (config.cluster.drain_timeout_s + 5) * 1000;
+        give_up_ms = control::steady_ms() + (config.cluster.drain_timeout_s + 5) * 1000;
       }
       spdlog::debug("{} ended with {}", it->second, code);
       children.erase(it);
     }
-    if (give_up_ms >= 0 && steady_ms() > give_up_ms) {
+    if (give_up_ms >= 0 && control::steady_ms() > give_up_ms) {
       for (auto& [pid, what] : children) {
         spdlog::warn("{} still runs after the job ended: killing it", what);
         ::kill(-pid, SIGKILL);
       }
-      give_up_ms = steady_ms() + 1000;
+      give_up_ms = control::steady_ms() + 1000;
     }
   }
   return result < 0 ? 1 : result;
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

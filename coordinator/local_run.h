@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 struct LocalRunOptions {
   std::string config_file;
@@ -19,4 +19,4 @@ struct LocalRunOptions {
 // reaped.
 int run_local(const LocalRunOptions& options);
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

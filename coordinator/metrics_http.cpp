@@ -5,12 +5,12 @@
 
 #include "control/control.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 MetricsHttp::MetricsHttp(zmq::context_t& context, const std::string& endpoint)
     : socket_(context, zmq::socket_type::stream) {
   socket_.set(zmq::sockopt::linger, 0);
-  bind_router(socket_, endpoint);
+  control::bind_router(socket_, endpoint);
 }
 
 void MetricsHttp::serve(const std::function<std::string()>& body) {
@@ -35,4 +35,4 @@ void MetricsHttp::serve(const std::function<std::string()>& body) {
   }
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

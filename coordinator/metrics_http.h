@@ -9,7 +9,7 @@
 
 #include <zmq.hpp>
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 class MetricsHttp {
  public:
@@ -25,4 +25,4 @@ class MetricsHttp {
   zmq::socket_t socket_;
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

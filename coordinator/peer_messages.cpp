@@ -3,7 +3,7 @@
 #include "control/control.h"
 #include "control/placement.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 PeerMessages::PeerMessages(const JobConfig& config, const JobState& job, PeerSender& peers)
     : config_(config), job_(job), peers_(peers) {}
@@ -19,19 +19,19 @@ void PeerMessages::heartbeat(const std::string& id) {
 }
 
 void PeerMessages::start_actor(const ActorRecord& a) {
-  send(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
+  send(control::agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
     auto cmd = e.getBody().initActorCommand();
     cmd.setAction(wire::ActorCommand::Action::START);
-    write_assignment(a.assignment, cmd.initAssignment());
+    control::write_assignment(a.assignment, cmd.initAssignment());
     cmd.setRestarts(a.restarts);
   });
 }
 
 void PeerMessages::kill_actor(const ActorRecord& a, const std::string& reason) {
-  send(agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
+  send(control::agent_identity(a.assignment.node), [&](wire::Envelope::Builder e) {
     auto cmd = e.getBody().initActorCommand();
     cmd.setAction(wire::ActorCommand::Action::KILL);
-    write_assignment(a.assignment, cmd.initAssignment());
+    control::write_assignment(a.assignment, cmd.initAssignment());
     cmd.setReason(reason);
   });
 }
@@ -42,7 +42,7 @@ void PeerMessages::rendezvous(const ActorRecord& learner) {
   int32_t world = 0;
   for (const auto& [k, a] : job_.actors)
     if (k.first == wire::Role::LEARNER) ++world;
-  send(actor_identity(wire::Role::LEARNER, learner.assignment.rank),
+  send(control::actor_identity(wire::Role::LEARNER, learner.assignment.rank),
        [&](wire::Envelope::Builder e) {
          auto r = e.getBody().initRendezvous();
          r.setWorldSize(world);
@@ -69,7 +69,7 @@ void PeerMessages::refuse(const std::string& id, const std::string& why) {
 }
 
 void PeerMessages::assign_roles(const NodeRecord& node) {
-  send(agent_identity(node.spec.name), [&](wire::Envelope::Builder e) {
+  send(control::agent_identity(node.spec.name), [&](wire::Envelope::Builder e) {
     auto assign = e.getBody().initAssignRoles();
     assign.setNodeName(node.spec.name);
     assign.setConfigToml(to_toml(config_));
@@ -78,23 +78,23 @@ void PeerMessages::assign_roles(const NodeRecord& node) {
       if (a.assignment.node == node.spec.name) mine.push_back(&a);
     auto list = assign.initActors(static_cast<unsigned>(mine.size()));
     for (size_t i = 0; i < mine.size(); ++i)
-      write_assignment(mine[i]->assignment, list[static_cast<unsigned>(i)]);
+      control::write_assignment(mine[i]->assignment, list[static_cast<unsigned>(i)]);
   });
 }
 
 void PeerMessages::not_registered(const std::string& node) {
-  send(agent_identity(node), [](wire::Envelope::Builder e) {
+  send(control::agent_identity(node), [](wire::Envelope::Builder e) {
     auto ack = e.getBody().initAck();
     ack.setOk(false);
     ack.setError("not registered");
   });
 }
 
-void PeerMessages::store_replies(const std::vector<RendezvousStore::Delivery>& answers) {
+void PeerMessages::store_replies(const std::vector<control::RendezvousStore::Delivery>& answers) {
   for (const auto& d : answers)
     send(d.to, [&](wire::Envelope::Builder e) {
-      write_store_reply(d.answer, e.getBody().initStoreReply());
+      control::write_store_reply(d.answer, e.getBody().initStoreReply());
     });
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -14,7 +14,7 @@
 #include "coordinator/checkpoint_service.h"
 #include "coordinator/job_state.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 class PeerMessages {
  public:
@@ -40,7 +40,7 @@ class PeerMessages {
   // To an agent that heartbeats without being registered here: register again.
   void not_registered(const std::string& node);
   // Answers of the rendezvous store; one to a learner that is gone is dropped (it re-asks).
-  void store_replies(const std::vector<RendezvousStore::Delivery>& answers);
+  void store_replies(const std::vector<control::RendezvousStore::Delivery>& answers);
 
  private:
   const JobConfig& config_;  // not owned
@@ -48,4 +48,4 @@ class PeerMessages {
   PeerSender& peers_;        // not owned
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -8,7 +8,7 @@
 
 #include "common/file_bytes.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 namespace fs = std::filesystem;
 
@@ -26,15 +26,15 @@ std::vector<std::string> missing_blobs(const storage::CheckpointInfo& info,
 }
 }  // namespace
 
-Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
-                 const std::vector<std::string>& names) {
+control::Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
+                          const std::vector<std::string>& names) {
   if (names.empty()) return store.read_all(step);
   const auto info = store.info(step);
   if (!info) throw std::runtime_error(fmt::format("no committed checkpoint {}", step));
   const std::vector<std::string> missing = missing_blobs(*info, names);
   if (!missing.empty())
     throw std::runtime_error(fmt::format("checkpoint {} has no blob '{}'", step, missing.front()));
-  Blobs out;
+  control::Blobs out;
   for (const std::string& name : names) out[name] = store.read(step, name);
   return out;
 }
@@ -45,8 +45,8 @@ StageInputs::StageInputs(const JobConfig& config, const storage::CheckpointStore
       own_(own),
       own_path_(own_path) {}
 
-std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
-                                                  const std::vector<std::string>& names) {
+std::pair<int64_t, control::Blobs> StageInputs::checkpoint(int64_t step,
+                                                           const std::vector<std::string>& names) {
   std::vector<std::string> tried, lacking;
   // This job's own pretrain stage first, then the input folder's stores.
   std::vector<std::pair<std::string, const storage::CheckpointStore*>> stores;
@@ -92,9 +92,9 @@ std::pair<int64_t, Blobs> StageInputs::checkpoint(int64_t step,
                                        step < 0 ? "" : fmt::format(" {}", step)));
 }
 
-Blobs StageInputs::files(const std::vector<std::string>& names, uint64_t max_bytes) const {
+control::Blobs StageInputs::files(const std::vector<std::string>& names, uint64_t max_bytes) const {
   if (names.empty()) throw std::runtime_error("input files: no file named");
-  Blobs out;
+  control::Blobs out;
   for (const std::string& name : names) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
       throw std::runtime_error(
@@ -125,4 +125,4 @@ std::optional<std::string> StageInputs::stage_output(const std::string& name) co
   return std::nullopt;
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

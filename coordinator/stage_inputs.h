@@ -22,12 +22,12 @@
 #include "control/checkpoint_transfer.h"
 #include "storage/checkpoint_store.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 // The blobs `names` (every blob when empty) of committed checkpoint `step` of
 // `store`. Throws std::runtime_error naming the step and a missing blob.
-Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
-                 const std::vector<std::string>& names);
+control::Blobs read_blobs(const storage::CheckpointStore& store, int64_t step,
+                          const std::vector<std::string>& names);
 
 class StageInputs {
  public:
@@ -48,11 +48,12 @@ class StageInputs {
   // with every blob of `names` (empty: all blobs), only those blobs. A store
   // whose checkpoint lacks one is passed over. Throws std::runtime_error
   // naming the folder, the stores tried and what is missing.
-  std::pair<int64_t, Blobs> checkpoint(int64_t step, const std::vector<std::string>& names);
+  std::pair<int64_t, control::Blobs> checkpoint(int64_t step,
+                                                const std::vector<std::string>& names);
   // Outputs by plain name (no '/', not "." or ".."): an earlier stage's, else
   // the input folder's file, each at most `max_bytes`. Throws
   // std::runtime_error naming the file and the reason.
-  Blobs files(const std::vector<std::string>& names, uint64_t max_bytes) const;
+  control::Blobs files(const std::vector<std::string>& names, uint64_t max_bytes) const;
 
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -67,4 +68,4 @@ class StageInputs {
   std::map<std::string, std::unique_ptr<storage::CheckpointStore>> opened_;  // read-only, by path
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

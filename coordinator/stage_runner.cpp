@@ -9,7 +9,7 @@
 #include "control/control.h"
 #include "control/placement.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 StageRunner::StageRunner(const JobConfig& config, JobState& job, StateStore& store,
                          StageInputs& inputs, PeerMessages& peers)
@@ -35,7 +35,7 @@ void StageRunner::begin_drain(const std::string& why, int64_t now) {
   for (auto& [k, a] : job_.actors) {
     if (alive(a.phase)) {
       a.phase = Phase::kDraining;
-      peers_.shutdown(actor_identity(k.first, k.second), true);
+      peers_.shutdown(control::actor_identity(k.first, k.second), true);
     } else if (a.phase == Phase::kRestarting || a.phase == Phase::kPending) {
       a.phase = Phase::kExited;
     }
@@ -53,7 +53,7 @@ void StageRunner::end_job(JobPhase state, const std::string& why, int64_t now) {
   spdlog::log(state == JobPhase::kFailed ? spdlog::level::err : spdlog::level::info, "job {}{}",
               job_phase_name(state), job_.reason.empty() ? "" : ": " + job_.reason);
   for (auto& [k, a] : job_.actors)
-    if (alive(a.phase)) peers_.shutdown(actor_identity(k.first, k.second), false);
+    if (alive(a.phase)) peers_.shutdown(control::actor_identity(k.first, k.second), false);
 }
 
 void StageRunner::end_now(int64_t now) {
@@ -70,7 +70,7 @@ StageProgress StageRunner::progress() const {
   bool all_done = true, any_completes = false;
   for (const auto& [k, a] : job_.actors) {
     p.any_alive = p.any_alive || alive(a.phase);
-    if (completes_stage(job_.stage(), k.first)) {
+    if (control::completes_stage(job_.stage(), k.first)) {
       any_completes = true;
       all_done = all_done && a.phase == Phase::kExited;
     }
@@ -94,7 +94,7 @@ void StageRunner::end_stage(int64_t now, bool any_alive) {
       if (a.phase == Phase::kPending || a.phase == Phase::kRestarting) a.phase = Phase::kExited;
       if (alive(a.phase)) {
         a.phase = Phase::kDraining;
-        peers_.shutdown(actor_identity(k.first, k.second), false);
+        peers_.shutdown(control::actor_identity(k.first, k.second), false);
       }
       job_.mark(a);
     }
@@ -105,7 +105,7 @@ void StageRunner::end_stage(int64_t now, bool any_alive) {
     for (auto& [k, a] : job_.actors) {
       if (!alive(a.phase)) continue;
       spdlog::warn("{} {} did not stop within cluster.drain_timeout_s: killing it",
-                   role_name(k.first), k.second);
+                   control::role_name(k.first), k.second);
       peers_.kill_actor(a, "the stage ended and it did not stop");
       a.phase = Phase::kExited;
       job_.mark(a);
@@ -138,7 +138,7 @@ void StageRunner::finish_when_quiet(int64_t now) {
   for (auto& [name, n] : job_.nodes) {
     if (n.state == NodeRecord::State::kRegistered) {
       agents_gone = false;
-      peers_.shutdown(agent_identity(name), false);
+      peers_.shutdown(control::agent_identity(name), false);
     }
   }
   const int64_t linger = config_.cluster.status_linger_ms;
@@ -146,4 +146,4 @@ void StageRunner::finish_when_quiet(int64_t now) {
   if ((agents_gone && now >= ended_ms_ + linger) || now >= hard) done_ = true;
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -15,7 +15,7 @@
 #include "coordinator/stage_inputs.h"
 #include "coordinator/state_store.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 // What the actors' phases say about the running stage, counted once per tick.
 struct StageProgress {
@@ -73,4 +73,4 @@ class StageRunner {
   bool done_ = false;
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

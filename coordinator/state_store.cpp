@@ -1,6 +1,6 @@
 #include "coordinator/state_store.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 namespace {
 constexpr const char* kFamily = "state";
@@ -43,4 +43,4 @@ void StateStore::put(const std::map<std::string, std::string>& entries, bool syn
   db_->write(kFamily, ops, sync);
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

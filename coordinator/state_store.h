@@ -15,7 +15,7 @@
 
 #include "storage/checkpoint_store.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 class StateStore {
  public:
@@ -43,4 +43,4 @@ class StateStore {
   std::map<std::string, std::unique_ptr<storage::CheckpointStore>> stages_;  // owned, the others
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
   out.setJobId(s.job_id);
@@ -46,7 +46,7 @@ void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
   for (size_t i = 0; i < s.actors.size(); ++i) {
     const ActorRow& a = s.actors[i];
     auto b = actors[static_cast<unsigned>(i)];
-    b.setRole(role_from_name(a.role));
+    b.setRole(control::role_from_name(a.role));
     b.setRank(a.rank);
     b.setNode(a.node);
     b.setPid(a.pid);
@@ -58,7 +58,7 @@ void write_status(const JobStatus& s, wire::StatusReply::Builder out) {
     for (auto st :
          {wire::ActorState::STARTING, wire::ActorState::RUNNING, wire::ActorState::DRAINING,
           wire::ActorState::EXITED, wire::ActorState::FAILED, wire::ActorState::RESTARTING}) {
-      if (a.state == state_name(st)) b.setState(st);
+      if (a.state == control::state_name(st)) b.setState(st);
     }
   }
   auto nodes = out.initNodes(static_cast<unsigned>(s.nodes.size()));
@@ -100,8 +100,8 @@ JobStatus read_status(wire::StatusReply::Reader in) {
   for (auto st : in.getStages())
     s.stages.push_back({st.getName(), st.getState(), st.getSeconds(), st.getLastStep()});
   for (auto a : in.getActors()) {
-    s.actors.push_back({role_name(a.getRole()), a.getRank(), a.getNode(), a.getPid(),
-                        state_name(a.getState()), a.getHeartbeatAgeMs(), a.getRestarts(),
+    s.actors.push_back({control::role_name(a.getRole()), a.getRank(), a.getNode(), a.getPid(),
+                        control::state_name(a.getState()), a.getHeartbeatAgeMs(), a.getRestarts(),
                         a.getStep(), a.getItemsPerSecond(), a.getStraggler()});
   }
   for (auto n : in.getNodes()) {
@@ -316,24 +316,25 @@ zmq::context_t& client_context() {
 }  // namespace
 
 std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
-                                      const Security& security, std::chrono::milliseconds timeout,
-                                      std::string& why, std::string* running_job) {
+                                      const control::Security& security,
+                                      std::chrono::milliseconds timeout, std::string& why,
+                                      std::string* running_job) {
   zmq::socket_t socket(client_context(), zmq::socket_type::dealer);
   std::random_device random;
-  configure_client(socket, security, fmt::format("c:{}:{:x}", ::getpid(), random()));
+  control::configure_client(socket, security, fmt::format("c:{}:{:x}", ::getpid(), random()));
   socket.set(zmq::sockopt::immediate, 0);  // queue the request until the connection is up
   socket.set(zmq::sockopt::linger, 0);
   socket.connect(endpoint);
-  EnvelopeWriter writer({config.job.name, wire::Role::CLIENT, 0, ""});
+  control::EnvelopeWriter writer({config.job.name, wire::Role::CLIENT, 0, ""});
   socket.send(
       writer.make(0, [](wire::Envelope::Builder env) { env.getBody().initStatusRequest(); }),
       zmq::send_flags::none);
-  const int64_t deadline = steady_ms() + timeout.count();
-  const wire::Expect expect = expect_for(config);
+  const int64_t deadline = control::steady_ms() + timeout.count();
+  const wire::Expect expect = control::expect_for(config);
   why = fmt::format("no reply from {} within {} ms", endpoint, timeout.count());
-  for (int64_t left; (left = deadline - steady_ms()) > 0;) {
+  for (int64_t left; (left = deadline - control::steady_ms()) > 0;) {
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    poll_interruptible(&item, 1, std::chrono::milliseconds(left));
+    control::poll_interruptible(&item, 1, std::chrono::milliseconds(left));
     if (!(item.revents & ZMQ_POLLIN)) continue;
     wire::Received r = wire::recv_message(socket, expect, zmq::recv_flags::dontwait);
     if (r.status == wire::RecvStatus::kOk &&
@@ -351,4 +352,4 @@ std::optional<JobStatus> query_status(const std::string& endpoint, const JobConf
   return std::nullopt;
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -12,7 +12,7 @@
 #include "control/control.h"
 #include "schemas/wire.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 struct ActorRow {
   std::string role;
@@ -87,7 +87,8 @@ std::string status_prometheus(const JobStatus& s);
 // down, or refused us: wrong CURVE keys, other job id). A Refusal names the job
 // that coordinator runs: it is put in `*running_job` when given.
 std::optional<JobStatus> query_status(const std::string& endpoint, const JobConfig& config,
-                                      const Security& security, std::chrono::milliseconds timeout,
-                                      std::string& why, std::string* running_job = nullptr);
+                                      const control::Security& security,
+                                      std::chrono::milliseconds timeout, std::string& why,
+                                      std::string* running_job = nullptr);
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

@@ -9,7 +9,7 @@
 #include "control/control.h"
 #include "control/placement.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 Supervisor::Supervisor(const JobConfig& config, JobState& job, StageRunner& stages,
                        PeerMessages& peers, CheckpointService& checkpoints)
@@ -31,7 +31,7 @@ void Supervisor::on_register(NodeRecord& node, wire::RegisterNode::Reader r, int
                node.spec.name, again ? " again" : "", node.cores, node.gpus,
                node.memory_bytes >> 20, r.getActors().size());
   if (job_.ended()) {
-    peers_.shutdown(agent_identity(node.spec.name), false);
+    peers_.shutdown(control::agent_identity(node.spec.name), false);
     return;
   }
   peers_.assign_roles(node);
@@ -114,11 +114,11 @@ void Supervisor::on_heartbeat(ActorRecord& a, uint32_t pid, wire::Heartbeat::Rea
 
 void Supervisor::on_exit(ActorRecord& a, int exit_code, int signal, const std::string& reason,
                          int64_t now) {
-  const std::string who = fmt::format("{} {} on {}", role_name(a.assignment.role),
+  const std::string who = fmt::format("{} {} on {}", control::role_name(a.assignment.role),
                                       a.assignment.rank, a.assignment.node);
   a.pid = 0;
   job_.mark(a);
-  checkpoints_.forget(actor_identity(a.assignment.role, a.assignment.rank));
+  checkpoints_.forget(control::actor_identity(a.assignment.role, a.assignment.rank));
   if (exit_code == 0 && signal == 0) {
     a.phase = Phase::kExited;
     spdlog::info("{} exited cleanly{}", who, a.announced_drain ? " (drained)" : "");
@@ -161,7 +161,8 @@ void Supervisor::on_exit(ActorRecord& a, int exit_code, int signal, const std::s
         JobPhase::kFailed,
         fmt::format("restart cap reached: {} actors failed {} times (cluster.max_restarts = "
                     "{}); last: {}: {}",
-                    role_name(a.assignment.role), n, config_.cluster.max_restarts, who, what),
+                    control::role_name(a.assignment.role), n, config_.cluster.max_restarts, who,
+                    what),
         now);
     return;
   }
@@ -178,7 +179,7 @@ void Supervisor::tick(int64_t now) {
   const int64_t timeout = timeout_ms_;
   for (auto& [name, n] : job_.nodes) {
     if (n.state == NodeRecord::State::kRegistered) {
-      peers_.heartbeat(agent_identity(name));
+      peers_.heartbeat(control::agent_identity(name));
       if (now - n.last_heartbeat_ms > timeout) {
         spdlog::warn("node {} lost: no heartbeat for {} ms", name, now - n.last_heartbeat_ms);
         n.state = NodeRecord::State::kLost;
@@ -199,14 +200,14 @@ void Supervisor::tick(int64_t now) {
   for (auto& [k, a] : job_.actors) {
     const bool node_up = job_.nodes.at(a.assignment.node).state == NodeRecord::State::kRegistered;
     if (alive(a.phase)) {
-      peers_.heartbeat(actor_identity(k.first, k.second));
+      peers_.heartbeat(control::actor_identity(k.first, k.second));
       // A starting actor gets 10 s more to load before it must heartbeat.
       const int64_t limit = a.phase == Phase::kStarting ? timeout + 10000 : timeout;
       const int64_t silent = now - a.last_heartbeat_ms;
       if (silent > limit && node_up && (a.kill_sent_ms < 0 || now - a.kill_sent_ms > timeout)) {
         a.last_reason = fmt::format("hung: no heartbeat for {} ms", silent);
         a.kill_sent_ms = now;
-        spdlog::warn("{} {} {}: killing it", role_name(k.first), k.second, a.last_reason);
+        spdlog::warn("{} {} {}: killing it", control::role_name(k.first), k.second, a.last_reason);
         peers_.kill_actor(a, a.last_reason);
       }
     }
@@ -227,4 +228,4 @@ void Supervisor::start_actor(ActorRecord& a, int64_t now) {
   peers_.start_actor(a);
 }
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

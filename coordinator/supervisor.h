@@ -18,7 +18,7 @@
 #include "coordinator/stage_runner.h"
 #include "schemas/wire.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 class Supervisor {
  public:
@@ -62,4 +62,4 @@ class Supervisor {
   const int64_t timeout_ms_;        // a peer silent this long is lost (heartbeat_misses)
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

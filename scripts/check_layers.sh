@@ -5,6 +5,13 @@
 #   kernels/      knows nothing of the model, data loading or the runtime
 #   model/        knows nothing of data loading, processes or the wire
 #   common/ schemas/ storage/ control/ coordinator/ workers/runtime/: torch-free
+#   workers/data_plane/ and the config's torch-free adapters (workers/job_options/
+#                 data_options, remote_batch_options): torch-free (data actors)
+#   workers/probe/ workers/policy/ workers/eval/: never include workers/pretrain/
+#                 (the teacher backbone is workers/teacher/, the config's options
+#                 workers/job_options/, view tensors workers/ssl/)
+#   workers/pretrain/: no workers/data_plane/ include, and the saccade_pretrain target
+#                 links no data plane or socket library (`saccade pretrain` is one process)
 #   workers/      never includes coordinator/ (what they share is control/)
 #   coordinator/  never includes workers/
 #   coordinator/{supervisor,stage_runner,peer_messages}: no sockets, no processes
@@ -32,6 +39,32 @@ forbid "common schemas storage control coordinator workers/runtime" "torch/|ATen
   "the control plane and the actor runtime must stay torch-free"
 forbid "workers" "coordinator/" "workers/ must include control/, not coordinator/"
 forbid "coordinator control" "workers/" "the coordinator and control/ must not know the actors"
+torch_free_data="workers/data_plane workers/job_options/data_options.h workers/job_options/data_options.cpp
+  workers/job_options/remote_batch_options.h workers/job_options/remote_batch_options.cpp"
+forbid "$torch_free_data" "torch/|ATen/|c10/|model/" \
+  "data actors run without LibTorch: the data plane and its options stay torch-free"
+forbid "workers/probe workers/policy workers/eval" "workers/pretrain/" \
+  "probe, policy and eval must not include workers/pretrain/ (the teacher backbone is
+  workers/teacher/, the config's options workers/job_options/, view tensors workers/ssl/)"
+forbid "workers/pretrain" "workers/data_plane/" "workers/pretrain/ must not know the data plane"
+# forbid_link TARGET PATTERN WHY: no CMakeLists.txt may link TARGET to a match of PATTERN
+# (in its saccade_add_library(TARGET ...) or a target_link_libraries(TARGET ...)).
+forbid_link() {
+  local target=$1 pattern=$2 why=$3 hits
+  hits=$(find . -name CMakeLists.txt -not -path './build*' 2>/dev/null | sort | while read -r f; do
+    awk -v t="$target" -v f="${f#./}" '
+      $0 ~ "(saccade_add_library|target_link_libraries)\\(" t "([[:space:]]|$)" { on = 1 }
+      on { print f ":" FNR ": " $0 }
+      on && /\)[[:space:]]*$/ { on = 0 }' "$f"
+  done | grep -E "$pattern")
+  if [ -n "$hits" ]; then
+    echo "check_layers: $why:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+  fi
+}
+forbid_link saccade_pretrain "saccade_data_plane|saccade_remote_batch_options|saccade_control|zmq" \
+  "saccade_pretrain links no data plane or socket library"
 decisions="coordinator/supervisor.h coordinator/supervisor.cpp coordinator/stage_runner.h
   coordinator/stage_runner.cpp coordinator/peer_messages.h coordinator/peer_messages.cpp"
 forbid "$decisions" "zmq|control/process.h|coordinator/coordinator.h" \

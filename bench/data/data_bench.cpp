@@ -20,8 +20,8 @@
 #include "dataloader/image_decode.h"
 #include "kernels/integral_image.h"
 #include "schemas/wire.h"
-#include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
+#include "workers/data_plane/batch_codec.h"
+#include "workers/job_options/data_options.h"
 
 namespace saccade::bench {
 namespace {
@@ -70,7 +70,7 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
                    zmq::socket_t& pull) {
   SetRow row;
   row.name = fmt::format("{}, {} cuts", name, learner_cuts ? "learner" : "data");
-  data::ViewOptions augmented = workers::view_options(config);
+  data::ViewOptions augmented = job_options::view_options(config);
   augmented.cut_on_learner = learner_cuts;
   augmented.augment = true;
   const int views_per_image = 4 + augmented.local_views;  // 2 global, L local, 2 sequences
@@ -126,7 +126,7 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     capnp::MallocMessageBuilder builder;
     wire::Envelope::Builder envelope =
         wire::start_envelope(builder, {"bench", wire::Role::DATA, 0, "local"}, 0, 0);
-    workers::write_batch(views, 0, {-1, -1}, envelope.getBody().initBatch());
+    data_plane::write_batch(views, 0, {-1, -1}, envelope.getBody().initBatch());
     zmq::message_t frame = wire::to_zmq(builder);
     total.encode += seconds_since(start);
     frame_bytes += static_cast<double>(frame.size());

@@ -3,7 +3,7 @@
 // decoding alone on the same files; once with the data actor cutting the views and once
 // shipping the image for the learner to cut (views.cut_on). On generated ImageNet-size JPEGs and on
 // photos (the installed wallpapers by default). Torch-free: it measures the data plane as data
-// actors run it (dataloader/views.h, workers/data/batch_codec.h, ZeroMQ over loopback).
+// actors run it (dataloader/views.h, workers/data_plane/batch_codec.h, ZeroMQ over loopback).
 #pragma once
 
 #include <iosfwd>

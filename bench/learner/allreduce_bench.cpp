@@ -109,11 +109,11 @@ int run_rank(const AllreduceBenchOptions& o) {
     throw std::invalid_argument("--device: expected cpu or cuda, got \"" + o.device + "\"");
   }
   const std::chrono::milliseconds timeout(o.timeout_s * 1000LL);
-  std::unique_ptr<workers::StoreServer> server;
+  std::unique_ptr<learner::StoreServer> server;
   if (o.rank == 0)
-    server = std::make_unique<workers::StoreServer>(
+    server = std::make_unique<learner::StoreServer>(
         o.store_host, static_cast<uint16_t>(o.store_port), o.world_size, timeout);
-  workers::LearnerGroupOptions go;
+  learner::LearnerGroupOptions go;
   go.store_host = o.store_host;
   go.store_port = static_cast<uint16_t>(o.store_port);
   go.rank = o.rank;
@@ -121,7 +121,7 @@ int run_rank(const AllreduceBenchOptions& o) {
   go.timeout = timeout;
   go.device = device;
   go.local_host = o.store_host;
-  auto group = workers::LearnerGroup::join(go, server.get());
+  auto group = learner::LearnerGroup::join(go, server.get());
   const bool cuda = device != "cpu";
   const auto sync = [&] {
     if (cuda) torch::cuda::synchronize();

@@ -25,7 +25,8 @@
 #include "common/seconds_since.h"
 #include "dataloader/views.h"
 #include "model/torch_compat.h"
-#include "workers/pretrain/job_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::bench {
@@ -81,7 +82,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
 // to cut: the same views either way, so both give the same losses.
 std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t batch, int count,
                                               bool learner_cuts, int width, int height) {
-  data::ViewOptions views = workers::view_options(config);
+  data::ViewOptions views = job_options::view_options(config);
   views.cut_on_learner = learner_cuts;
   std::vector<data::SslBatch> out(static_cast<size_t>(count));
   cv::RNG rng(static_cast<uint64_t>(config.job.seed) + 1);
@@ -102,7 +103,7 @@ struct Row {
   std::string variant;
   int64_t batch = 0;
   double step_ms = 0, images_per_second = 0, tflops = 0, mfu = NAN;
-  workers::StepPhases phases;  // per step, seconds
+  pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch
 };
@@ -143,11 +144,11 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   const torch::Device device(o.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw std::invalid_argument("--device " + o.device + ": no CUDA device (or a CPU LibTorch)");
-  at::set_num_threads(workers::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
   int world = 0;
   for (const auto& node : config.cluster.nodes) world += static_cast<int>(node.learners);
   std::vector<int64_t> batches = o.batches;
-  if (batches.empty()) batches = {workers::per_rank_batch(config, std::max(world, 1))};
+  if (batches.empty()) batches = {job_options::per_rank_batch(config, std::max(world, 1))};
   std::vector<Variant> variants;
   for (const std::string& text :
        o.variants.empty() ? std::vector<std::string>{"config"} : o.variants)
@@ -167,7 +168,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       std::vector<data::SslBatch>& data = batches_of[v.learner_cuts ? 1 : 0];
       if (data.empty())
         data = synthetic_batches(config, batch, 2, v.learner_cuts, o.image_width, o.image_height);
-      workers::TrainerOptions t = workers::trainer_options(config, steps_per_epoch, o.device);
+      ssl::TrainerOptions t = job_options::trainer_options(config, steps_per_epoch, o.device);
       t.bf16 = v.bf16;
       t.multi_tensor_update = v.multi_tensor;
       t.time_phases = v.phase_syncs;
@@ -175,13 +176,13 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
           resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,
                               v.bf16 ? "bf16" : "fp32");
       model::set_fused_attention(v.fused_attention);
-      workers::SslTrainer trainer(t);
+      pretrain::SslTrainer trainer(t);
       Row row;
       row.variant = v.name;
       row.batch = batch;
       size_t next = 0;
       auto step = [&] {
-        const workers::StepStats s = trainer.train_step(data[next++ % data.size()]);
+        const pretrain::StepStats s = trainer.train_step(data[next++ % data.size()]);
         row.losses.push_back(s.loss);
         flop_per_image = s.flop_per_image;
         return s;

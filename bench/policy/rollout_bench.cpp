@@ -16,12 +16,13 @@
 #include "common/seconds_since.h"
 #include "model/policy.h"
 #include "model/weights.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
+#include "workers/teacher/teacher_backbone.h"
 
 // OpenBLAS's thread pool is one per process; the actors here are threads of
 // one process (a job's are processes with a pool each), so each BLAS call is
@@ -31,7 +32,7 @@ extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
 namespace saccade::bench {
 namespace {
 
-using workers::Traces;
+using policy::Traces;
 constexpr const char* kJob = "rollout-bench";
 constexpr int64_t kImages = 512;  // noise images the batches draw from
 constexpr int64_t kClasses = 10;
@@ -64,11 +65,11 @@ class NoiseImages final : public data::Dataset {
 
 // A backbone whose cost is a sleep of trace_ms per trace; the traces it
 // returns have the real shapes (so the codec and transfer are the real ones).
-class SimulatedRollouts : public workers::RolloutSource {
+class SimulatedRollouts : public policy::RolloutSource {
  public:
   SimulatedRollouts(double trace_ms, int64_t n_state, int64_t width)
       : trace_ms_(trace_ms), n_state_(n_state), width_(width) {}
-  Traces run(model::GazePolicyImpl*, const workers::RolloutBatch& batch) override {
+  Traces run(model::GazePolicyImpl*, const policy::RolloutBatch& batch) override {
     const int64_t n = static_cast<int64_t>(batch.indices.size()) * batch.trace.group;
     const int64_t t = batch.trace.steps;
     std::this_thread::sleep_for(
@@ -91,18 +92,18 @@ class SimulatedRollouts : public workers::RolloutSource {
 // One rollout actor on a thread of this process, with its own backbone copy.
 class ActorThread {
  public:
-  ActorThread(const std::string& backbone_bytes, const workers::TaskHead& head,
+  ActorThread(const std::string& backbone_bytes, const probe::TaskHead& head,
               const model::PolicyOptions& policy, std::shared_ptr<const data::Dataset> images,
-              const data::ViewOptions& views, std::shared_ptr<workers::RolloutSource> simulated,
+              const data::ViewOptions& views, std::shared_ptr<policy::RolloutSource> simulated,
               int torch_threads, int rank)
       : backbone_(model::import_backbone(backbone_bytes)) {
-    workers::RolloutServerOptions o;
+    policy::RolloutServerOptions o;
     o.endpoint = "tcp://127.0.0.1:*";
     o.sender = {kJob, wire::Role::ROLLOUT, rank, "bench"};
     o.expect = {kJob, 256 << 20};
     o.source = std::move(simulated);
-    server_ = std::make_unique<workers::RolloutServer>(*backbone_, head, policy, std::move(images),
-                                                       views, o);
+    server_ = std::make_unique<policy::RolloutServer>(*backbone_, head, policy, std::move(images),
+                                                      views, o);
     thread_ = std::thread([this, torch_threads] {
       at::set_num_threads(torch_threads);
       server_->serve([this] { return stop_.load(); });
@@ -116,7 +117,7 @@ class ActorThread {
 
  private:
   model::FovealBackbone backbone_;
-  std::unique_ptr<workers::RolloutServer> server_;
+  std::unique_ptr<policy::RolloutServer> server_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -132,14 +133,13 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   try {
     const JobConfig config = load_config(o.config_path);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
-    const std::string backbone_bytes = workers::initial_backbone(config);
+    const std::string backbone_bytes = teacher::initial_backbone(config);
     const model::FovealBackbone probe_shape = model::import_backbone(backbone_bytes);
     const model::BackboneOptions& bo = probe_shape->options();
-    const model::PolicyOptions po = workers::policy_options_for(config, bo);
+    const model::PolicyOptions po = job_options::policy_options_for(config, bo);
     torch::manual_seed(1);
-    const workers::TaskHead head{torch::randn({kClasses, bo.width}) * 0.1,
-                                 torch::zeros({kClasses})};
-    const data::ViewOptions views = workers::view_options(config);
+    const probe::TaskHead head{torch::randn({kClasses, bo.width}) * 0.1, torch::zeros({kClasses})};
+    const data::ViewOptions views = job_options::view_options(config);
     const int side = std::max(28, 2 * views.patch_size);
     auto images = std::make_shared<NoiseImages>(kImages, side, views.channels);
     const int64_t batch_images = o.batch_images > 0 ? o.batch_images : config.policy.batch_size;
@@ -166,16 +166,16 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                                                        simulated, o.threads_per_actor, r));
         endpoints.push_back(actors.back()->endpoint());
       }
-      workers::RolloutClientOptions co;
+      policy::RolloutClientOptions co;
       co.endpoints = endpoints;
       co.n_state = bo.n_state;
       co.width = bo.width;
       co.request_timeout = std::chrono::milliseconds(120000);
       co.sender = {kJob, wire::Role::LEARNER, 0, "bench"};
       co.expect = {kJob, 256 << 20};
-      workers::RolloutClient client(co);
+      policy::RolloutClient client(co);
       auto batch_at = [&](int64_t u) {
-        workers::RolloutBatch b;
+        policy::RolloutBatch b;
         b.policy_version = static_cast<uint64_t>(u);
         for (int64_t i = 0; i < batch_images; ++i) {
           b.indices.push_back((u * batch_images + i) % kImages);
@@ -183,7 +183,7 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
         }
         b.trace.steps = steps;
         b.trace.group = group;
-        b.trace.source = workers::GazeSource::kPolicySample;
+        b.trace.source = policy::GazeSource::kPolicySample;
         b.trace.std = 0.1;
         return b;
       };

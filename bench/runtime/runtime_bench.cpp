@@ -26,10 +26,10 @@
 #include "coordinator/status.h"
 #include "dataloader/dataset_factory.h"
 #include "dataloader/ssl_loader.h"
-#include "workers/data/batch_client.h"
-#include "workers/data/batch_codec.h"
-#include "workers/data/data_actor.h"
-#include "workers/data/data_options.h"
+#include "workers/data_plane/batch_client.h"
+#include "workers/data_plane/batch_codec.h"
+#include "workers/data_plane/data_actor.h"
+#include "workers/job_options/data_options.h"
 
 namespace saccade::bench {
 namespace {
@@ -147,7 +147,7 @@ class RuntimeBench {
                 ? fs::temp_directory_path() / fmt::format("saccade-bench-runtime-{}", ::getpid())
                 : fs::path(options.work_root);
     fs::create_directories(root_);
-    threads_ = workers::resolve_threads(base_.ssl.threads);
+    threads_ = job_options::resolve_threads(base_.ssl.threads);
   }
 
   int run() {
@@ -252,21 +252,21 @@ class RuntimeBench {
     const control::Security security = control::load_security(c.security, false);
     auto status = [&]() {
       std::string why;
-      return control::query_status(endpoint, c, security, std::chrono::milliseconds(500), why);
+      return coordinator::query_status(endpoint, c, security, std::chrono::milliseconds(500), why);
     };
-    auto learner = [](const control::JobStatus& s, int rank) -> const control::ActorRow* {
+    auto learner = [](const coordinator::JobStatus& s, int rank) -> const coordinator::ActorRow* {
       for (const auto& a : s.actors)
         if (a.role == "learner" && a.rank == rank) return &a;
       return nullptr;
     };
-    std::optional<control::JobStatus> s;
+    std::optional<coordinator::JobStatus> s;
     const auto deadline = Clock::now() + std::chrono::seconds(900);
     while (Clock::now() < deadline) {
       s = status();
       if (s && learner(*s, 0) && learner(*s, 1) && learner(*s, 0)->step >= n / 2) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    const control::ActorRow* victim = s ? learner(*s, 1) : nullptr;
+    const coordinator::ActorRow* victim = s ? learner(*s, 1) : nullptr;
     if (!victim || victim->pid == 0) {
       fmt::print("recovery: the job never reached step {} (see {}.log)\n\n", n / 2, slug(v.name));
       ++failures_;
@@ -306,15 +306,15 @@ class RuntimeBench {
 
   // Remote data actors (threads serving on loopback) vs the local loader.
   void data_path() {
-    const auto dataset = data::make_dataset(workers::dataset_spec(base_, false));
-    const data::ViewOptions views = workers::view_options(base_);
+    const auto dataset = data::make_dataset(job_options::dataset_spec(base_, false));
+    const data::ViewOptions views = job_options::view_options(base_);
     const int64_t batch = base_.ssl.batch_size;
     const int threads = static_cast<int>(base_.data.loader_threads);
     const int depth = static_cast<int>(base_.data.queue_depth);
     const data::ShardOptions shard{dataset->size(), 1, 0, 1, true, false};
-    const uint64_t seed = workers::view_seed_root(base_);
+    const uint64_t seed = job_options::view_seed_root(base_);
     const int n = options_.data_batches;
-    const size_t frame = workers::batch_frame_bytes(views, batch);
+    const size_t frame = data_plane::batch_frame_bytes(views, batch);
 
     data::SslLoader local(dataset, shard, {0, 0}, views, {batch, threads, depth, seed});
     local.next();  // warm-up
@@ -328,17 +328,17 @@ class RuntimeBench {
             .string();
     auto remote = [&](int servers, int in_flight, std::vector<double>* latencies, bool ipc) {
       std::atomic<bool> stop{false};
-      std::vector<std::unique_ptr<workers::BatchServer>> running;
+      std::vector<std::unique_ptr<data_plane::BatchServer>> running;
       std::vector<std::thread> loops;
-      workers::RemoteSourceOptions o;
+      data_plane::RemoteSourceOptions o;
       for (int i = 0; i < servers; ++i) {
-        workers::BatchServerOptions so;
+        data_plane::BatchServerOptions so;
         so.endpoint = "tcp://127.0.0.1:*";
         if (ipc) so.local_endpoint = fmt::format("ipc://{}/data-{}", ipc_dir, i);
         so.sender = {"bench", wire::Role::DATA, i, "local"};
         so.expect = {"bench", static_cast<size_t>(base_.cluster.max_message_bytes)};
         so.threads = threads;
-        running.push_back(std::make_unique<workers::BatchServer>(dataset, views, so));
+        running.push_back(std::make_unique<data_plane::BatchServer>(dataset, views, so));
         o.endpoints.push_back(ipc ? running.back()->local_endpoint() : running.back()->endpoint());
       }
       for (auto& s : running)
@@ -353,7 +353,7 @@ class RuntimeBench {
       auto never = [] { return false; };
       double rate = 0;
       {
-        workers::RemoteBatchSource source(o, {0, 0});
+        data_plane::RemoteBatchSource source(o, {0, 0});
         source.next(never);  // connect + warm-up
         const auto start = Clock::now();
         for (int i = 0; i < n; ++i) {

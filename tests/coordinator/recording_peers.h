@@ -13,7 +13,7 @@
 #include "coordinator/job_state.h"
 #include "schemas/wire.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 
 class RecordingPeers : public PeerSender {
  public:
@@ -71,4 +71,4 @@ class RecordingPeers : public PeerSender {
   std::vector<Sent> sent;
 };
 
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

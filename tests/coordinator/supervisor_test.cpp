@@ -18,7 +18,7 @@
 #include "tests/coordinator/recording_peers.h"
 #include "tests/support/temp_dir.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 namespace {
 
 using Kind = RecordingPeers::Kind;
@@ -126,7 +126,7 @@ TEST(Supervisor, RestartsAnActorThatMissedItsHeartbeats) {
   j.tick(450);                       // data 0 silent for 350 ms
   const auto kills = j.commands(kData0, false);
   ASSERT_EQ(kills.size(), 1u);
-  EXPECT_EQ(kills[0].id, agent_identity("a")) << "the kill goes to the actor's agent";
+  EXPECT_EQ(kills[0].id, control::agent_identity("a")) << "the kill goes to the actor's agent";
   EXPECT_NE(kills[0].error.find("hung"), std::string::npos) << kills[0].error;
   EXPECT_TRUE(j.commands(kLearner0, false).empty()) << "the learner heartbeats";
   j.tick(550);
@@ -203,7 +203,7 @@ TEST(Supervisor, TheJobFailsWhenARoleExceedsItsRestartCap) {
   EXPECT_EQ(j.actor(kData0).phase, Phase::kFailed);
   const auto shutdowns = j.peers.of(Kind::SHUTDOWN);
   ASSERT_FALSE(shutdowns.empty());
-  EXPECT_EQ(shutdowns[0].id, actor_identity(wire::Role::LEARNER, 0));
+  EXPECT_EQ(shutdowns[0].id, control::actor_identity(wire::Role::LEARNER, 0));
   EXPECT_FALSE(shutdowns[0].checkpoint_first);
   const size_t starts = j.commands(kData0, true).size();
   j.tick(now + 10000);
@@ -221,7 +221,7 @@ TEST(Supervisor, ALostLearnerBeginsAGenerationEveryLearnerRendezvousesIn) {
   EXPECT_EQ(j.job.generation, before + 1);
   auto rendezvous = j.peers.of(Kind::RENDEZVOUS);
   ASSERT_EQ(rendezvous.size(), 1u) << "the lost learner is restarted, not sent a rendezvous";
-  EXPECT_EQ(rendezvous[0].id, actor_identity(wire::Role::LEARNER, 0));
+  EXPECT_EQ(rendezvous[0].id, control::actor_identity(wire::Role::LEARNER, 0));
   EXPECT_EQ(rendezvous[0].resume_from_step, j.job.generation_resume_step);
   j.heartbeat(kLearner0, 100, 300, before);
   EXPECT_EQ(j.peers.of(Kind::RENDEZVOUS).size(), 2u) << "a heartbeat of the old generation";
@@ -243,7 +243,7 @@ TEST(StageRunner, TheNextStageBeginsOnceTheLearnersAreDoneAndTheRestStopped) {
   EXPECT_EQ(j.job.stage(), "pretrain") << "the data actor still runs";
   const auto shutdowns = j.peers.of(Kind::SHUTDOWN);
   ASSERT_EQ(shutdowns.size(), 1u);
-  EXPECT_EQ(shutdowns[0].id, actor_identity(wire::Role::DATA, 0));
+  EXPECT_EQ(shutdowns[0].id, control::actor_identity(wire::Role::DATA, 0));
 
   ASSERT_EQ(j.report_exit(kData0, 0, 9, 300), "");
   EXPECT_EQ(j.actor(kData0).phase, Phase::kFailed) << "no restart while the stage ends";
@@ -275,7 +275,7 @@ TEST(StageRunner, TheJobFinishesAfterItsLastStage) {
   EXPECT_EQ(j.job.state, JobPhase::kFinished);
   const auto shutdowns = j.peers.of(Kind::SHUTDOWN);
   ASSERT_EQ(shutdowns.size(), 1u);
-  EXPECT_EQ(shutdowns[0].id, agent_identity("a")) << "the agent is told to stop";
+  EXPECT_EQ(shutdowns[0].id, control::agent_identity("a")) << "the agent is told to stop";
   j.everyone_heartbeats(700);
   j.tick(900);
   EXPECT_FALSE(j.stages.done()) << "the agent has not left";
@@ -290,4 +290,4 @@ TEST(StageRunner, TheJobFinishesAfterItsLastStage) {
 }
 
 }  // namespace
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

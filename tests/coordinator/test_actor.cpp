@@ -304,16 +304,16 @@ class InputChecker : public Data {
 
 int main(int argc, char** argv) {
   using namespace saccade;
-  runtime::register_actor_body(wire::Role::LEARNER,
-                               [] { return std::make_unique<testing::StageLearner>(); });
-  for (wire::Role r : {wire::Role::DATA, wire::Role::EVAL})
-    runtime::register_actor_body(r, [] { return std::make_unique<testing::Data>(); });
-  runtime::register_actor_body(wire::Role::ROLLOUT,
-                               [] { return std::make_unique<testing::InputChecker>(); });
+  runtime::ActorBodies bodies = {
+      {wire::Role::LEARNER, [] { return std::make_unique<testing::StageLearner>(); }},
+      {wire::Role::DATA, [] { return std::make_unique<testing::Data>(); }},
+      {wire::Role::EVAL, [] { return std::make_unique<testing::Data>(); }},
+      {wire::Role::ROLLOUT, [] { return std::make_unique<testing::InputChecker>(); }},
+  };
   CLI::App app{"saccade test actor"};
   app.require_subcommand(1);
   int code = 0;
-  runtime::add_actor_command(app, [&](int c) { code = c; });
+  runtime::add_actor_command(app, std::move(bodies), [&](int c) { code = c; });
   CLI11_PARSE(app, argc, argv);
   return code;
 }

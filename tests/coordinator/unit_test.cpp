@@ -20,7 +20,7 @@
 #include "tests/coordinator/recording_peers.h"
 #include "tests/support/temp_dir.h"
 
-namespace saccade::control {
+namespace saccade::coordinator {
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,10 +34,10 @@ JobConfig two_nodes() {
 }
 
 TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
-  const auto actors = place_actors(two_nodes(), "pretrain");
+  const auto actors = control::place_actors(two_nodes(), "pretrain");
   ASSERT_EQ(actors.size(), 6u);
-  std::map<std::pair<wire::Role, int>, Assignment> by;
-  for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
+  std::map<std::pair<wire::Role, int>, control::Assignment> by;
+  for (const control::Assignment& a : actors) by[{a.role, a.rank}] = a;
   EXPECT_EQ(by.at({wire::Role::DATA, 2}).node, "a");
   EXPECT_EQ(by.at({wire::Role::DATA, 3}).node, "b");
   EXPECT_EQ(by.at({wire::Role::DATA, 3}).local_rank, 0);
@@ -47,21 +47,22 @@ TEST(Placement, RanksFollowNodeOrderAndDataFeedsLearners) {
   // Data d feeds learner d % 2: learner 0 gets data 0 and 2, learner 1 gets 1 and 3; over
   // ipc when both are on one node, over tcp across nodes.
   const JobConfig config = two_nodes();
-  EXPECT_EQ(data_ipc_endpoint(config, 3), "ipc:///tmp/saccade/saccade-7100/data-3");
-  EXPECT_EQ(by.at({wire::Role::DATA, 3}).local_endpoint, data_ipc_endpoint(config, 3));
+  EXPECT_EQ(control::data_ipc_endpoint(config, 3), "ipc:///tmp/saccade/saccade-7100/data-3");
+  EXPECT_EQ(by.at({wire::Role::DATA, 3}).local_endpoint, control::data_ipc_endpoint(config, 3));
   EXPECT_EQ(by.at({wire::Role::LEARNER, 0}).peers,
-            (std::vector<std::string>{data_ipc_endpoint(config, 0), data_ipc_endpoint(config, 2)}));
+            (std::vector<std::string>{control::data_ipc_endpoint(config, 0),
+                                      control::data_ipc_endpoint(config, 2)}));
   EXPECT_EQ(by.at({wire::Role::LEARNER, 1}).peers,
-            (std::vector<std::string>{"tcp://ha:9001", data_ipc_endpoint(config, 3)}));
+            (std::vector<std::string>{"tcp://ha:9001", control::data_ipc_endpoint(config, 3)}));
   JobConfig no_ipc = two_nodes();
   no_ipc.cluster.ipc_dir = "";
-  for (const Assignment& a : place_actors(no_ipc, "pretrain"))
+  for (const control::Assignment& a : control::place_actors(no_ipc, "pretrain"))
     for (const std::string& p : a.peers) EXPECT_EQ(p.rfind("tcp://", 0), 0u) << p;
   no_ipc.cluster.ipc_dir = "/" + std::string(200, 'x');  // longer than a Unix socket path
-  EXPECT_EQ(data_ipc_endpoint(no_ipc, 0), "");
-  EXPECT_TRUE(completes_stage("pretrain", wire::Role::LEARNER));
-  EXPECT_FALSE(completes_stage("pretrain", wire::Role::DATA));
-  EXPECT_FALSE(completes_stage("policy", wire::Role::ROLLOUT));
+  EXPECT_EQ(control::data_ipc_endpoint(no_ipc, 0), "");
+  EXPECT_TRUE(control::completes_stage("pretrain", wire::Role::LEARNER));
+  EXPECT_FALSE(control::completes_stage("pretrain", wire::Role::DATA));
+  EXPECT_FALSE(control::completes_stage("policy", wire::Role::ROLLOUT));
 }
 
 TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
@@ -72,10 +73,10 @@ TEST(Placement, RolloutActorsBindTheirPortsAndFeedThePolicyLearner) {
       "[[cluster.nodes]]\nname = \"b\"\nhost = \"hb\"\ndata_actors = 0\nlearners = 0\n"
       "rollout_actors = 2\n";
   const auto actors =
-      place_actors(parse_config("[job]\nstages = [\"policy\"]\n" + nodes, "t"), "policy");
+      control::place_actors(parse_config("[job]\nstages = [\"policy\"]\n" + nodes, "t"), "policy");
   ASSERT_EQ(actors.size(), 4u);
-  std::map<std::pair<wire::Role, int>, Assignment> by;
-  for (const Assignment& a : actors) by[{a.role, a.rank}] = a;
+  std::map<std::pair<wire::Role, int>, control::Assignment> by;
+  for (const control::Assignment& a : actors) by[{a.role, a.rank}] = a;
   EXPECT_EQ(by.at({wire::Role::ROLLOUT, 0}).endpoint, "tcp://ha:9100");
   EXPECT_EQ(by.at({wire::Role::ROLLOUT, 2}).endpoint, "tcp://hb:9102");
   EXPECT_EQ(by.at({wire::Role::ROLLOUT, 2}).local_rank, 1);
@@ -96,9 +97,9 @@ TEST(Placement, EachStagePlacesItsOwnActors) {
       "t");
   auto roles = [&](const std::string& stage) {
     std::vector<std::string> out;
-    for (const Assignment& a : place_actors(config, stage)) {
+    for (const control::Assignment& a : control::place_actors(config, stage)) {
       EXPECT_EQ(a.stage, stage);
-      out.push_back(fmt::format("{}{}@{}", role_name(a.role), a.rank, a.node));
+      out.push_back(fmt::format("{}{}@{}", control::role_name(a.role), a.rank, a.node));
     }
     return out;
   };
@@ -106,13 +107,13 @@ TEST(Placement, EachStagePlacesItsOwnActors) {
                                                          "learner1@a", "data2@b", "learner2@b"}));
   EXPECT_EQ(roles("probe"), (std::vector<std::string>{"learner0@a"}));
   EXPECT_EQ(roles("eval"), (std::vector<std::string>{"learner0@a", "eval0@b", "eval1@b"}));
-  const std::vector<Assignment> eval = place_actors(config, "eval");
+  const std::vector<control::Assignment> eval = control::place_actors(config, "eval");
   EXPECT_EQ(eval[0].peers,
             (std::vector<std::string>{"tcp://10.0.0.2:9100", "tcp://10.0.0.2:9101"}));
   EXPECT_EQ(eval[2].endpoint, "tcp://10.0.0.2:9101");
   EXPECT_EQ(roles("policy"),
             (std::vector<std::string>{"learner0@a", "rollout0@a", "rollout1@b", "rollout2@b"}));
-  for (const Assignment& a : place_actors(config, "policy")) {
+  for (const control::Assignment& a : control::place_actors(config, "policy")) {
     if (a.role == wire::Role::LEARNER) {
       EXPECT_EQ(a.peers.size(), 3u);  // every rollout actor, no data actor
     }
@@ -181,33 +182,33 @@ TEST(StateStore, ALockedDatabaseIsAClearError) {
 
 TEST(Keys, GeneratedFilesReadBackAndSecretsArePrivate) {
   const testing::TempDir dir("unit");
-  write_key_files(dir.path());
-  const CurveKeys server = read_key_file(dir.path() / "server.key", true);
+  control::write_key_files(dir.path());
+  const control::CurveKeys server = control::read_key_file(dir.path() / "server.key", true);
   EXPECT_EQ(server.public_key.size(), 40u);
   EXPECT_EQ(server.secret_key.size(), 40u);
-  const CurveKeys pub = read_key_file(dir.path() / "server.pub", false);
+  const control::CurveKeys pub = control::read_key_file(dir.path() / "server.pub", false);
   EXPECT_EQ(pub.public_key, server.public_key);
   EXPECT_TRUE(pub.secret_key.empty());
   EXPECT_EQ(fs::status(dir.path() / "client.key").permissions() & fs::perms::others_read,
             fs::perms::none);
-  EXPECT_THROW(read_key_file(dir.path() / "server.pub", true), std::runtime_error);
+  EXPECT_THROW(control::read_key_file(dir.path() / "server.pub", true), std::runtime_error);
   std::ofstream(dir.path() / "bad.key") << "public = \"tooshort\"\n";
-  EXPECT_THROW(read_key_file(dir.path() / "bad.key", false), std::runtime_error);
-  EXPECT_THROW(read_key_file(dir.path() / "missing.key", false), std::runtime_error);
+  EXPECT_THROW(control::read_key_file(dir.path() / "bad.key", false), std::runtime_error);
+  EXPECT_THROW(control::read_key_file(dir.path() / "missing.key", false), std::runtime_error);
 }
 
 TEST(Endpoints, HostPortIsCheckedWithTheOptionName) {
-  EXPECT_EQ(tcp_endpoint("10.0.0.1:7100", "--coordinator"), "tcp://10.0.0.1:7100");
+  EXPECT_EQ(control::tcp_endpoint("10.0.0.1:7100", "--coordinator"), "tcp://10.0.0.1:7100");
   for (const char* bad : {"nohost", ":7100", "host:", "host:99999", "host:7x"}) {
     try {
-      tcp_endpoint(bad, "--coordinator");
+      control::tcp_endpoint(bad, "--coordinator");
       ADD_FAILURE() << bad;
     } catch (const std::invalid_argument& e) {
       EXPECT_EQ(std::string(e.what()).rfind("--coordinator: ", 0), 0u) << e.what();
     }
   }
-  EXPECT_THROW(role_from_name("painter"), std::invalid_argument);
-  EXPECT_EQ(role_from_name("learner"), wire::Role::LEARNER);
+  EXPECT_THROW(control::role_from_name("painter"), std::invalid_argument);
+  EXPECT_EQ(control::role_from_name("learner"), wire::Role::LEARNER);
 }
 
 JobStatus sample() {
@@ -290,19 +291,18 @@ TEST(Status, ShowsTheJobsTflopsAndMfuOnceLearnersReportThem) {
 }
 
 TEST(DropLog, CountsEverythingButLogsAtMostOncePerPeriod) {
-  DropLog log(std::chrono::hours(1));
+  control::DropLog log(std::chrono::hours(1));
   for (int i = 0; i < 1000; ++i) log.refused("peer", "frame of " + std::to_string(i) + " bytes");
   EXPECT_EQ(log.total(), 1000u);
 }
 
 // Chunks of a checkpoint as the wire carries them (each its own message).
-std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> chunk_messages(const Blobs& blobs,
-                                                                         int64_t step,
-                                                                         size_t chunk_bytes) {
+std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> chunk_messages(
+    const control::Blobs& blobs, int64_t step, size_t chunk_bytes) {
   std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> out;
-  for_each_chunk(blobs, chunk_bytes, [&](const ChunkView& c) {
+  control::for_each_chunk(blobs, chunk_bytes, [&](const control::ChunkView& c) {
     out.push_back(std::make_unique<capnp::MallocMessageBuilder>());
-    write_chunk(step, c, out.back()->initRoot<wire::CheckpointChunk>());
+    control::write_chunk(step, c, out.back()->initRoot<wire::CheckpointChunk>());
   });
   return out;
 }
@@ -314,14 +314,14 @@ wire::CheckpointChunk::Reader reader(capnp::MallocMessageBuilder& m) {
 TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
   std::string big(10000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
-  const Blobs blobs{{"empty", ""}, {"student", big}, {"trainer", "42"}};
-  EXPECT_EQ(checkpoint_chunk_bytes(1 << 30), size_t{4} << 20);
-  EXPECT_EQ(checkpoint_chunk_bytes(2048), 1024u);
+  const control::Blobs blobs{{"empty", ""}, {"student", big}, {"trainer", "42"}};
+  EXPECT_EQ(control::checkpoint_chunk_bytes(1 << 30), size_t{4} << 20);
+  EXPECT_EQ(control::checkpoint_chunk_bytes(2048), 1024u);
 
   auto chunks = chunk_messages(blobs, 7, 1024);
   ASSERT_EQ(chunks.size(), 1u + 10u + 1u);  // an empty blob is one empty chunk
   const uint64_t total = big.size() + 2;
-  CheckpointAssembler whole;
+  control::CheckpointAssembler whole;
   for (auto& c : chunks) {
     EXPECT_FALSE(whole.complete(total));  // the last chunk is still missing
     ASSERT_EQ(whole.add(reader(*c), 1 << 20), "");
@@ -332,7 +332,7 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
   EXPECT_EQ(whole.bytes(), total);
   EXPECT_EQ(whole.take(), blobs);
 
-  CheckpointAssembler reordered;  // chunk 3 of "student" before chunk 2
+  control::CheckpointAssembler reordered;  // chunk 3 of "student" before chunk 2
   std::swap(chunks[3], chunks[4]);
   std::string why;
   for (auto& c : chunks)
@@ -342,13 +342,13 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
 
   auto flipped = chunk_messages(blobs, 7, 1024);  // one byte of the payload changed
   flipped[5]->getRoot<wire::CheckpointChunk>().getData()[17] ^= 1;
-  CheckpointAssembler corrupt;
+  control::CheckpointAssembler corrupt;
   why.clear();
   for (auto& c : flipped)
     if (why.empty()) why = corrupt.add(reader(*c), 1 << 20);
   EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
 
-  CheckpointAssembler small;  // over the size limit
+  control::CheckpointAssembler small;  // over the size limit
   why.clear();
   for (auto& c : chunk_messages(blobs, 7, 1024))
     if (why.empty()) why = small.add(reader(*c), 5000);
@@ -360,11 +360,11 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
 TEST(CheckpointTransfer, ASecondSendOfTheSameStepReplacesThePartialOne) {
   std::string big(10000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 5 + 1);
-  const Blobs blobs{{"state", "step 7"}, {"student", big}};
+  const control::Blobs blobs{{"state", "step 7"}, {"student", big}};
   auto first = chunk_messages(blobs, 7, 1024);
   auto again = chunk_messages(blobs, 7, 1024);
   ASSERT_EQ(first.size(), 1u + 10u);
-  CheckpointAssembler assembler;
+  control::CheckpointAssembler assembler;
   // A stale tail first (the end of "student" only: refused, it has no start), then the first
   // attempt's start, then the whole checkpoint again.
   EXPECT_NE(assembler.add(reader(*first[9]), 1 << 20), "");
@@ -378,12 +378,13 @@ TEST(CheckpointTransfer, ASecondSendOfTheSameStepReplacesThePartialOne) {
 TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs) {
   std::string big(5000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13 + 1);
-  auto blobs = std::make_shared<const Blobs>(Blobs{{"student", big}, {"trainer", "7"}});
-  CheckpointDownload download(12, blobs, 1000);
+  auto blobs =
+      std::make_shared<const control::Blobs>(control::Blobs{{"student", big}, {"trainer", "7"}});
+  control::CheckpointDownload download(12, blobs, 1000);
   EXPECT_EQ(download.blobs().get(), blobs.get());  // no copy of the checkpoint per learner
   EXPECT_EQ(download.chunks(), 5u + 1u);
   EXPECT_EQ(download.bytes(), big.size() + 1);
-  CheckpointAssembler assembler;
+  control::CheckpointAssembler assembler;
   int messages = 0;
   while (!download.done()) {
     capnp::MallocMessageBuilder m;
@@ -406,9 +407,9 @@ TEST(CheckpointTransfer, ADownloadSendsEveryChunkThenTheCommitAndSharesItsBlobs)
 // Learner 0 uploads `blobs` as checkpoint `step`: chunks, then the commit marker (the same
 // messages a download sends); `between` runs after each chunk (other peers' messages
 // arriving meanwhile). Returns the first refusal, "" when every message was taken.
-std::string upload(CheckpointService& service, const std::string& id, const Blobs& blobs,
+std::string upload(CheckpointService& service, const std::string& id, const control::Blobs& blobs,
                    int64_t step, uint64_t& seq, const std::function<void()>& between = {}) {
-  CheckpointDownload messages(step, std::make_shared<const Blobs>(blobs), 1024);
+  control::CheckpointDownload messages(step, std::make_shared<const control::Blobs>(blobs), 1024);
   while (!messages.done()) {
     capnp::MallocMessageBuilder m;
     auto e = m.initRoot<wire::Envelope>();
@@ -425,13 +426,13 @@ std::string upload(CheckpointService& service, const std::string& id, const Blob
 
 // Learner 0 opens an upload of `blobs` as checkpoint `step` with its manifest. Returns the
 // refusal, "" when taken.
-std::string send_manifest(CheckpointService& service, const std::string& id, const Blobs& blobs,
-                          int64_t step, uint64_t& seq) {
+std::string send_manifest(CheckpointService& service, const std::string& id,
+                          const control::Blobs& blobs, int64_t step, uint64_t& seq) {
   capnp::MallocMessageBuilder m;
   auto e = m.initRoot<wire::Envelope>();
   e.setSeq(++seq);
   e.setGeneration(1);
-  write_manifest(step, digest_blobs(blobs), e.getBody().initCheckpointManifest());
+  control::write_manifest(step, control::digest_blobs(blobs), e.getBody().initCheckpointManifest());
   return service.on_upload(id, ActorKey{wire::Role::LEARNER, 0}, e.asReader());
 }
 
@@ -461,7 +462,7 @@ struct ServiceHarness {
 TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused) {
   ServiceHarness h;
   h.job.load(0);
-  const Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
+  const control::Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
   uint64_t seq = 0;
   ASSERT_EQ(upload(h.service, "learner-0", blobs, 40, seq), "");
   ASSERT_TRUE(h.service.busy());  // finish_commit() not called yet: the write is "under way"
@@ -495,7 +496,7 @@ TEST(CheckpointService, ASecondUploadOfTheStepBeingCommittedIsAnsweredNotRefused
 TEST(CheckpointService, AnUploadOfACommittedCheckpointIsAnsweredFromTheStoreWithoutItsChunks) {
   ServiceHarness h;
   h.job.load(0);
-  const Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
+  const control::Blobs blobs{{"student", std::string(5000, 'x')}, {"trainer", "step 40"}};
   uint64_t seq = 0;
   ASSERT_EQ(send_manifest(h.service, "learner-0", blobs, 40, seq), "");
   EXPECT_TRUE(h.peers.sent.empty()) << "nothing committed yet: the chunks must follow";
@@ -515,7 +516,7 @@ TEST(CheckpointService, AnUploadOfACommittedCheckpointIsAnsweredFromTheStoreWith
   EXPECT_EQ(h.peers.sent.size(), 2u) << "the dropped chunks are neither answered nor refused";
   EXPECT_EQ(h.store.checkpoints("pretrain").info(40)->meta, first->meta) << "not re-committed";
 
-  Blobs other = blobs;
+  control::Blobs other = blobs;
   other["student"][17] = 'y';  // same names and sizes, other bytes
   ASSERT_EQ(send_manifest(h.service, "learner-0", other, 40, seq), "");
   EXPECT_EQ(h.peers.sent.size(), 2u) << "another checkpoint 40: its chunks must follow";
@@ -531,7 +532,7 @@ TEST(CheckpointService, AnUploadOfACommittedCheckpointIsAnsweredFromTheStoreWith
 TEST(CheckpointService, AnAnswerFromTheStoreRecordsACommitTheJobStateMissed) {
   ServiceHarness h;
   h.job.load(0);
-  const Blobs blobs{{"student", std::string(3000, 'z')}, {"trainer", "step 12"}};
+  const control::Blobs blobs{{"student", std::string(3000, 'z')}, {"trainer", "step 12"}};
   h.store.checkpoints("pretrain").commit(12, blobs, {{"time_ns", "123456789"}});
   ASSERT_LT(h.job.checkpoint_step, 12);
   uint64_t seq = 0;
@@ -545,7 +546,7 @@ TEST(CheckpointService, AnAnswerFromTheStoreRecordsACommitTheJobStateMissed) {
   capnp::MallocMessageBuilder m;
   auto e = m.initRoot<wire::Envelope>();
   e.setGeneration(1);
-  write_manifest(12, digest_blobs(blobs), e.getBody().initCheckpointManifest());
+  control::write_manifest(12, control::digest_blobs(blobs), e.getBody().initCheckpointManifest());
   EXPECT_NE(h.service.on_upload("other", ActorKey{wire::Role::LEARNER, 1}, e.asReader())
                 .find("only learner 0"),
             std::string::npos);
@@ -558,7 +559,7 @@ TEST(CheckpointService, ForeignChunksAreRefusedWithoutVoidingTheUploadInProgress
   h.job.load(0);
   std::string big(5000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 11 + 5);
-  const Blobs blobs{{"student", big}, {"trainer", "step 7"}};
+  const control::Blobs blobs{{"student", big}, {"trainer", "step 7"}};
   std::vector<std::string> foreign;
   uint64_t seq = 0;
   const auto interleave = [&] {
@@ -568,9 +569,10 @@ TEST(CheckpointService, ForeignChunksAreRefusedWithoutVoidingTheUploadInProgress
       auto e = m.initRoot<wire::Envelope>();
       e.setSeq(1000 + foreign.size());
       e.setGeneration(generation);
-      for_each_chunk(Blobs{{"student", "stale"}}, 1024, [&](const ChunkView& c) {
-        write_chunk(3, c, e.getBody().initCheckpointChunk());
-      });
+      control::for_each_chunk(control::Blobs{{"student", "stale"}}, 1024,
+                              [&](const control::ChunkView& c) {
+                                control::write_chunk(3, c, e.getBody().initCheckpointChunk());
+                              });
       foreign.push_back(h.service.on_upload("other", key, e.asReader()));
     }
   };
@@ -586,4 +588,4 @@ TEST(CheckpointService, ForeignChunksAreRefusedWithoutVoidingTheUploadInProgress
 }
 
 }  // namespace
-}  // namespace saccade::control
+}  // namespace saccade::coordinator

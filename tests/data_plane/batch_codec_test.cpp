@@ -1,4 +1,4 @@
-#include "workers/data/batch_codec.h"
+#include "workers/data_plane/batch_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include "test_data.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 namespace {
 
 constexpr int64_t kImages = 3;
@@ -248,4 +248,4 @@ TEST_F(LearnerCutCodec, RefusesABoxTheCutWouldNotAccept) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

@@ -15,11 +15,11 @@
 #include "dataloader/ssl_loader.h"
 #include "test_data.h"
 #include "tests/support/temp_dir.h"
-#include "workers/data/batch_client.h"
-#include "workers/data/batch_codec.h"
-#include "workers/data/data_actor.h"
+#include "workers/data_plane/batch_client.h"
+#include "workers/data_plane/batch_codec.h"
+#include "workers/data_plane/data_actor.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 namespace {
 
 using namespace std::chrono_literals;
@@ -477,4 +477,4 @@ TEST(DataPlane, CurveAdmitsTheJobsClientKeyOnly) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

@@ -14,7 +14,7 @@
 #include "dataloader/views.h"
 #include "tests/dataloader/small_views.h"
 
-namespace saccade::workers::testing {
+namespace saccade::data_plane::testing {
 
 // Random images of varying size; `corrupt` indices decode to nothing.
 class GeneratedDataset : public data::Dataset {
@@ -45,4 +45,4 @@ class GeneratedDataset : public data::Dataset {
 
 using data::testing::small_views;
 
-}  // namespace saccade::workers::testing
+}  // namespace saccade::data_plane::testing

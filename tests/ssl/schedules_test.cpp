@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/config.h"
+#include "workers/job_options/model_options.h"
 
 namespace saccade::ssl {
 namespace {
@@ -99,15 +100,15 @@ TEST(Schedules, LongerScheduleThanTraining) {
   config.teacher_temp_end = 0.07;
   config.teacher_temp_warmup_epochs = 30;
   config.freeze_last_layer_epochs = 1;
-  const ScheduleOptions o = schedule_options(config, 4);
+  const ScheduleOptions o = job_options::schedule_options(config, 4);
   EXPECT_EQ(o.schedule_epochs, 300);
   const ScheduleValues at_end_of_training = schedule_at(o, 100 * 4);
   EXPECT_GT(at_end_of_training.lr, 0.001);  // a third into the cosine, far from min_lr
   EXPECT_LT(at_end_of_training.teacher_momentum, 1.0);
   EXPECT_EQ(schedule_at(o, 300 * 4).teacher_momentum, 1.0);
   config.schedule_epochs = 0;  // 0 = the training length
-  EXPECT_EQ(schedule_options(config, 4).schedule_epochs, 100);
-  EXPECT_THROW(schedule_options(config, 0), std::invalid_argument);
+  EXPECT_EQ(job_options::schedule_options(config, 4).schedule_epochs, 100);
+  EXPECT_THROW(job_options::schedule_options(config, 0), std::invalid_argument);
 }
 
 // The paper's lr is for a global batch of 1024; DINO scales it linearly, DINOv2 by the square
@@ -117,14 +118,14 @@ TEST(Schedules, PeakLrFollowsTheGlobalBatch) {
   config.lr = 0.002;
   config.batch_size = 256;
   EXPECT_EQ(config.lr_scaling, "linear");  // the default
-  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.0005);
+  EXPECT_DOUBLE_EQ(job_options::schedule_options(config, 4).lr, 0.0005);
   config.lr_scaling = "sqrt";
-  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.001);
+  EXPECT_DOUBLE_EQ(job_options::schedule_options(config, 4).lr, 0.001);
   config.lr_scaling = "none";
-  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.002);
+  EXPECT_DOUBLE_EQ(job_options::schedule_options(config, 4).lr, 0.002);
   config.lr_scaling = "linear";
   config.batch_size = 1024;  // the paper's batch: the lr as given
-  EXPECT_DOUBLE_EQ(schedule_options(config, 4).lr, 0.002);
+  EXPECT_DOUBLE_EQ(job_options::schedule_options(config, 4).lr, 0.002);
 }
 
 TEST(Schedules, DegenerateAndBadInputs) {

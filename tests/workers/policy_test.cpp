@@ -11,10 +11,10 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/view_tensors.h"
 #include "workers/probe/probe.h"
+#include "workers/ssl/view_tensors.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 using saccade::testing::small_backbone;
@@ -39,12 +39,12 @@ struct TraceSetup {
   OneClassDataset dataset{3, /*noise=*/true};
   model::FovealBackbone bb = small_backbone();
   model::GazePolicy pi = policy();
-  TaskHead head;
+  probe::TaskHead head;
   std::vector<int64_t> labels;
   std::vector<data::GlimpseCutter> images;
   explicit TraceSetup(uint64_t seed) {
     torch::manual_seed(seed);
-    head = TaskHead{torch::randn({2, 16}), torch::randn({2})};
+    head = probe::TaskHead{torch::randn({2, 16}), torch::randn({2})};
     images = cutters(dataset, 3, &labels);
     labels = {0, 1, 0};
   }
@@ -149,15 +149,15 @@ TEST(GazeTraces, TheFirstGlimpseStartsFromNoStateAsInPretraining) {
     o.steps = 2;
     o.group = 1;
     o.source = GazeSource::kRandom;
-    const Traces tr = run_traces(*bb, TaskHead{torch::randn({2, 16}), torch::randn({2})}, nullptr,
-                                 images, labels, o);
+    const Traces tr = run_traces(*bb, probe::TaskHead{torch::randn({2, 16}), torch::randn({2})},
+                                 nullptr, images, labels, o);
 
     data::PatchBatch glimpse;
     glimpse.resize(3, views.glimpse_tokens(), views.channels, views.patch_size);
     for (int64_t n = 0; n < 3; ++n)
       images[n].cut(tr.gazes[0][n][0].item<float>(), tr.gazes[0][n][1].item<float>(),
                     views.fovea_zoom_min, glimpse, n);
-    const ViewTensors v = to_tensors(glimpse, torch::kCPU);
+    const ssl::ViewTensors v = ssl::to_tensors(glimpse, torch::kCPU);
     torch::NoGradGuard no_grad;
     const torch::Tensor started = bb->step(v.patches, v.positions).state;
     const torch::Tensor from_zeros = bb->step(v.patches, v.positions, bb->initial_state(3)).state;
@@ -171,7 +171,7 @@ TEST(GazeTraces, TheFirstGlimpseStartsFromNoStateAsInPretraining) {
 TEST(GazeTraces, ATransformerHeadRewardsWhatItSaysOnEveryStateToken) {
   TraceSetup setup(3);
   auto& [dataset, bb, pi, linear, labels, images] = setup;
-  const TaskHead head(saccade::testing::small_transformer_head(16, 2, 2));
+  const probe::TaskHead head(saccade::testing::small_transformer_head(16, 2, 2));
   TraceOptions o;
   o.steps = 3;
   o.group = 2;
@@ -190,7 +190,7 @@ TEST(GazeTraces, ATransformerHeadRewardsWhatItSaysOnEveryStateToken) {
         1));
     EXPECT_FALSE(torch::allclose(other, logits, 1e-4, 1e-4)) << "the second token counts";
   }
-  EXPECT_THROW(run_traces(*bb, TaskHead(saccade::testing::small_transformer_head(16, 3, 2)),
+  EXPECT_THROW(run_traces(*bb, probe::TaskHead(saccade::testing::small_transformer_head(16, 3, 2)),
                           pi.get(), images, labels, o),
                std::invalid_argument);
 }
@@ -226,7 +226,7 @@ TEST(GazeTraces, BadInputIsRefused) {
   OneClassDataset dataset(2, false);
   model::FovealBackbone bb = small_backbone();
   model::GazePolicy pi = policy();
-  const TaskHead head{torch::zeros({2, 16}), torch::zeros({2})};
+  const probe::TaskHead head{torch::zeros({2, 16}), torch::zeros({2})};
   std::vector<int64_t> labels;
   const auto images = cutters(dataset, 2, &labels);
   TraceOptions o;
@@ -234,8 +234,8 @@ TEST(GazeTraces, BadInputIsRefused) {
   EXPECT_THROW(run_traces(*bb, head, nullptr, images, labels, o), std::invalid_argument);
   EXPECT_THROW(run_traces(*bb, head, pi.get(), images, {0, 2}, o), std::invalid_argument);
   EXPECT_THROW(run_traces(*bb, head, pi.get(), images, {0}, o), std::invalid_argument);
-  EXPECT_THROW(run_traces(*bb, TaskHead{torch::zeros({2, 8}), torch::zeros({2})}, pi.get(), images,
-                          labels, o),
+  EXPECT_THROW(run_traces(*bb, probe::TaskHead{torch::zeros({2, 8}), torch::zeros({2})}, pi.get(),
+                          images, labels, o),
                std::invalid_argument);
   data::PatchBatch wrong;
   wrong.resize(1, 3, 1, 4);  // a glimpse has 2 + 2 x 2 = 6 tokens
@@ -258,16 +258,17 @@ TEST(PolicyTraining, LearnsToLookWhereTheHeadIsConfident) {
   random.steps = 2;  // states[1] is the state after the first glimpse
   random.group = 8;
   random.seed = 3;
-  const Traces seen = run_traces(*bb, TaskHead{torch::zeros({2, 16}), torch::zeros({2})}, nullptr,
-                                 images, labels, random);
-  ProbeFeatures features;
+  const Traces seen = run_traces(*bb, probe::TaskHead{torch::zeros({2, 16}), torch::zeros({2})},
+                                 nullptr, images, labels, random);
+  probe::ProbeFeatures features;
   features.steps = seen.states[1].select(1, 0).unsqueeze(0);
   features.labels = seen.gazes[0].select(1, 0).ge(0.5f).to(torch::kInt64);  // 1 = right half
   features.vit = features.steps[0];
-  const LinearClassifier probe = fit_linear_probe(features.steps, features.labels, 2);
-  ASSERT_GT(linear_accuracy(features.steps[0], features.labels, probe.weight, probe.bias), 0.85)
+  const probe::LinearClassifier probe = probe::fit_linear_probe(features.steps, features.labels, 2);
+  ASSERT_GT(probe::linear_accuracy(features.steps[0], features.labels, probe.weight, probe.bias),
+            0.85)
       << "the state says where the glimpse was";
-  const TaskHead head{probe.weight, probe.bias};
+  const probe::TaskHead head{probe.weight, probe.bias};
 
   model::GazePolicy pi = policy();
   PolicyTrainOptions o;
@@ -352,7 +353,8 @@ class VersionRecorder : public RolloutSource {
 TEST(PolicyTraining, RolloutBatchesNameTheirWeightsFromTheVersionBase) {
   model::FovealBackbone bb = small_backbone();
   OneClassDataset flat(8, /*noise=*/false);
-  LocalRollouts local(*bb, TaskHead{torch::zeros({2, 16}), torch::zeros({2})}, flat, small_views());
+  LocalRollouts local(*bb, probe::TaskHead{torch::zeros({2, 16}), torch::zeros({2})}, flat,
+                      small_views());
   PolicyTrainOptions o;
   o.epochs = 2;
   o.batch_size = 4;
@@ -369,4 +371,4 @@ TEST(PolicyTraining, RolloutBatchesNameTheirWeightsFromTheVersionBase) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -28,7 +28,7 @@
 #include "tests/support/temp_dir.h"
 #include "workers/pretrain/ssl_trainer.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 // n generated grey images of two classes (i % 2), at various sizes; draw(i, rng, image)
@@ -107,8 +107,8 @@ data::ViewOptions views() {
   return o;
 }
 
-TrainerOptions trainer_options(int64_t steps_per_epoch) {
-  TrainerOptions o;
+ssl::TrainerOptions trainer_options(int64_t steps_per_epoch) {
+  ssl::TrainerOptions o;
   o.backbone.patch_size = 4;
   o.backbone.channels = 1;
   o.backbone.depth = 2;
@@ -209,7 +209,7 @@ double knn_accuracy(const Features& f, int k = 5) {
 }
 
 // Straight 6 steps against 3, save, load into a fresh trainer, 3 more.
-void expect_resume_bit_exact(const TrainerOptions& options) {
+void expect_resume_bit_exact(const ssl::TrainerOptions& options) {
   auto ds = shapes(40);
   // Straight: 6 steps.
   SslTrainer straight(options);
@@ -274,7 +274,7 @@ TEST(SslTrainer, ResumeIsBitExact) {
 // the "center" blob and restored (the resumed run's targets would differ
 // otherwise), and a checkpoint without it is refused by name.
 TEST(SslTrainer, EmaCentringResumesBitExactlyAndNeedsItsCentre) {
-  TrainerOptions ema = trainer_options(5);
+  ssl::TrainerOptions ema = trainer_options(5);
   ema.ema_centering = true;
   expect_resume_bit_exact(ema);
   auto ds = shapes(40);
@@ -295,7 +295,7 @@ TEST(SslTrainer, EmaCentringResumesBitExactlyAndNeedsItsCentre) {
 
 TEST(SslTrainer, Bf16AutocastKeepsTheLossCloseAndTheWeightsFp32) {
   auto ds = shapes(40);
-  TrainerOptions bf16 = trainer_options(5);
+  ssl::TrainerOptions bf16 = trainer_options(5);
   bf16.bf16 = true;
   SslTrainer full(trainer_options(5)), mixed(bf16);
   auto l = loader(ds, {0, 0});
@@ -363,7 +363,7 @@ TEST(SslTrainer, LearnsWithoutCollapse) {
 // the number of classes is refused by name.
 TEST(SslTrainer, SupervisedObjectiveLearnsTheLabels) {
   auto ds = stripes(512);
-  TrainerOptions o = trainer_options(50);
+  ssl::TrainerOptions o = trainer_options(50);
   o.supervised = true;
   o.head.n_prototypes = 2;
   o.koleo_weight = 0;
@@ -670,9 +670,9 @@ TEST(PretrainCommand, RunsCheckpointsAndResumes) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 // probe.baselines = "supervised": the probe trains the same backbone with labels for
@@ -827,7 +827,7 @@ struct LongRun {
     return sum / static_cast<double>(to - from);
   }
 };
-LongRun long_run(TrainerOptions o) {
+LongRun long_run(ssl::TrainerOptions o) {
   auto ds = stripes(4096);
   o.schedule.schedule_epochs = LongRun::kSteps / LongRun::kPerEpoch;
   SslTrainer trainer(o);
@@ -869,7 +869,7 @@ TEST(SslTrainer, LongRunTeachesTheBackboneTheClasses) {
 // ends at 4.05-4.08, on the bound). Measured: DINO term 4.76 -> 4.11, entropy 3.61-3.76 (bound
 // 4.076), at least 30 of 64 prototypes, 5-NN 0.93 -> 0.95 (KoLeo; DINO alone: 0.73).
 TEST(SslTrainer, LongRunDinoHeadLearnsWithoutUniformCollapse) {
-  TrainerOptions o = trainer_options(LongRun::kPerEpoch);
+  ssl::TrainerOptions o = trainer_options(LongRun::kPerEpoch);
   o.backbone.layerscale_init = 1.0;
   o.schedule.lr = 2e-3 * 32 / 1024;
   o.schedule.teacher_temp_start = 0.02;
@@ -886,4 +886,4 @@ TEST(SslTrainer, LongRunDinoHeadLearnsWithoutUniformCollapse) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

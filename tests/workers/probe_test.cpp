@@ -12,7 +12,7 @@
 #include "workers/probe/task_head.h"
 #include "workers/probe/transformer_probe.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 using saccade::testing::small_backbone;
@@ -411,4 +411,4 @@ TEST(ProbeFeatures, AreTheBackbonesStatesWhateverTheBatching) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -22,7 +22,7 @@
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 using saccade::testing::OneClassDataset;
@@ -34,9 +34,9 @@ constexpr const char* kJob = "rollout-test";
 
 // The paper's transformer head (the probe's probe.head = "transformer"): what the
 // actors reward with must be what one process rewards with, every state token included.
-TaskHead seeded_head() {
+probe::TaskHead seeded_head() {
   torch::manual_seed(2);
-  return TaskHead(saccade::testing::small_transformer_head(16, 2, 2));
+  return probe::TaskHead(saccade::testing::small_transformer_head(16, 2, 2));
 }
 
 RolloutBatch batch_of(std::vector<int64_t> indices, uint64_t version, uint64_t seed) {
@@ -82,7 +82,7 @@ class ServerThread {
 
  private:
   model::FovealBackbone backbone_;
-  TaskHead head_;
+  probe::TaskHead head_;
   std::unique_ptr<RolloutServer> server_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -116,7 +116,7 @@ struct TwoActorsBesideOneProcess {
   ServerThread a, b;
   RolloutClient client;
   model::FovealBackbone bb;
-  TaskHead head;
+  probe::TaskHead head;
   LocalRollouts local;  // borrows bb and *dataset
   model::GazePolicy pi;
 };
@@ -124,7 +124,7 @@ struct TwoActorsBesideOneProcess {
 TEST(RolloutCodec, GroupsRoundTripAndBadOnesAreRefusedByName) {
   OneClassDataset dataset(4, /*noise=*/true);
   model::FovealBackbone bb = small_backbone();
-  const TaskHead head = seeded_head();
+  const probe::TaskHead head = seeded_head();
   model::GazePolicy pi = small_policy();
   LocalRollouts local(*bb, head, dataset, small_views());
   const Traces tr = local.run(pi.get(), batch_of({2, 0, 3}, 0, 1));
@@ -294,7 +294,7 @@ TEST(Rollouts, ASilentActorsPartGoesToAnotherAndBadFramesAreDropped) {
   // silent one is ever asked.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   model::FovealBackbone bb = small_backbone();
-  const TaskHead head = seeded_head();
+  const probe::TaskHead head = seeded_head();
   LocalRollouts local(*bb, head, *dataset, small_views());
   model::GazePolicy pi = small_policy();
   const RolloutBatch batch = batch_of({0, 1, 2, 3}, 4, 3);
@@ -398,4 +398,4 @@ TEST(PolicyTraining, AResumedRunTrainsExactlyWhatTheWholeRunTrains) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -20,9 +20,9 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 using saccade::testing::small_backbone;
@@ -72,7 +72,7 @@ torch::Tensor glimpse(model::FovealBackboneImpl& bb, const std::vector<data::Gli
                views.patch_size);
   for (size_t b = 0; b < images.size(); ++b)
     images[b].cut(at[b][0], at[b][1], 2.0f, batch, static_cast<int64_t>(b));
-  const ViewTensors v = to_tensors(batch, torch::kCPU);
+  const ssl::ViewTensors v = ssl::to_tensors(batch, torch::kCPU);
   return bb.step(v.patches.clone(), v.positions.clone(), state).state;
 }
 
@@ -80,7 +80,7 @@ torch::Tensor glimpse(model::FovealBackboneImpl& bb, const std::vector<data::Gli
 // half after a glimpse anywhere; the bar's orientation after a glimpse on
 // it, nothing after one elsewhere) and returns the head of the orientation on
 // the first state token: the task head that rewards the policy.
-TaskHead train_backbone(model::FovealBackboneImpl& bb, const data::Dataset& dataset) {
+probe::TaskHead train_backbone(model::FovealBackboneImpl& bb, const data::Dataset& dataset) {
   torch::manual_seed(7);
   torch::nn::Linear where(16, 2), what(16, 2);
   std::vector<torch::Tensor> params = bb.parameters();
@@ -121,7 +121,7 @@ TaskHead train_backbone(model::FovealBackboneImpl& bb, const data::Dataset& data
   }
   bb.eval();
   for (auto& p : bb.parameters()) p.set_requires_grad(false);
-  return TaskHead{what->weight.detach().clone(), what->bias.detach().clone()};
+  return probe::TaskHead{what->weight.detach().clone(), what->bias.detach().clone()};
 }
 
 // The rollouts of `inner` with every reward r replaced by 1 - r: per image and
@@ -142,7 +142,7 @@ class FlippedRewards : public RolloutSource {
 TEST(Search, APolicyFindsTheBarWhereAFixedPathAndAFlippedAdvantageDoNot) {
   const HalfBars train(256, 0), val(128, 256);
   model::FovealBackbone bb = small_backbone();
-  const TaskHead head = train_backbone(*bb, train);
+  const probe::TaskHead head = train_backbone(*bb, train);
   LocalRollouts train_rollouts(*bb, head, train, small_views());
   LocalRollouts val_rollouts(*bb, head, val, small_views());
 
@@ -221,4 +221,4 @@ TEST(Search, APolicyFindsTheBarWhereAFixedPathAndAFlippedAdvantageDoNot) {
 }
 
 }  // namespace
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -9,14 +9,14 @@
 
 #include "control/placement.h"
 #include "workers/eval/eval_job.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_actors.h"
 #include "workers/policy/policy_job.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
-#include "workers/pretrain/job_options.h"
 #include "workers/probe/probe_actor.h"
 
-namespace saccade::workers {
+namespace saccade::eval {
 namespace {
 
 class EvalLeader : public runtime::ActorBody {
@@ -24,16 +24,16 @@ class EvalLeader : public runtime::ActorBody {
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
     try {
-      const std::optional<int64_t> committed = begin_single_actor_stage(ctx, "eval");
+      const std::optional<int64_t> committed = probe::begin_single_actor_stage(ctx, "eval");
       if (!committed) return ctx.stopping() ? 0 : 1;
       if (*committed >= 0) return 0;
       const EvalInputs inputs = fetch_inputs(ctx);
       EvalRunOptions options;
       // The gaze modes' traces go to the eval actors (the assignment's peers), if any.
-      std::unique_ptr<RolloutClient> eval_actors;
+      std::unique_ptr<policy::RolloutClient> eval_actors;
       if (!ctx.assignment().peers.empty()) {
-        eval_actors = std::make_unique<RolloutClient>(
-            rollout_client_options(ctx, backbone_options(ctx.config())));
+        eval_actors = std::make_unique<policy::RolloutClient>(
+            policy::rollout_client_options(ctx, job_options::backbone_options(ctx.config())));
         options.rollouts = eval_actors.get();
       }
       spdlog::info("eval: glimpse traces on {}",
@@ -78,7 +78,7 @@ class EvalLeader : public runtime::ActorBody {
   // learned fixed path.
   static EvalInputs fetch_inputs(runtime::ActorContext& ctx) {
     EvalInputs in;
-    in.probe = fetch_probe_head_inputs(ctx);
+    in.probe = policy::fetch_probe_head_inputs(ctx);
     const auto& modes = ctx.config().eval.modes;
     // A policy stage's weights for `mode`, as the coordinator serves its file.
     auto fetch_weights = [&](const char* mode, const char* file, std::string& bytes,
@@ -87,11 +87,11 @@ class EvalLeader : public runtime::ActorBody {
       control::CheckpointQuery query;
       query.source = wire::CheckpointSource::INPUT_FILE;
       query.blobs = {file};
-      bytes = fetch_input_blob(ctx, query, file);
+      bytes = policy::fetch_input_blob(ctx, query, file);
       origin = fmt::format("{} from the coordinator", file);
     };
-    fetch_weights("policy", kPolicyFile, in.policy_bytes, in.policy_origin);
-    fetch_weights("fixed_path", kFixedPathFile, in.fixed_path_bytes, in.fixed_path_origin);
+    fetch_weights("policy", policy::kPolicyFile, in.policy_bytes, in.policy_origin);
+    fetch_weights("fixed_path", policy::kFixedPathFile, in.fixed_path_bytes, in.fixed_path_origin);
     spdlog::info("eval: heads, teacher{}{} from the coordinator",
                  in.policy_bytes.empty() ? "" : ", policy",
                  in.fixed_path_bytes.empty() ? "" : ", learned fixed path");
@@ -105,4 +105,4 @@ std::unique_ptr<runtime::ActorBody> make_eval_leader() {
   return std::make_unique<EvalLeader>();
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::eval

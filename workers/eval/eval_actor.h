@@ -17,11 +17,11 @@
 
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::eval {
 
 // Exit codes besides 0 (done, or drained): control::kExitInputRefused when its
 // inputs cannot be evaluated (the job fails instead of restarting it), 1 on
 // any other error; both logged.
 std::unique_ptr<runtime::ActorBody> make_eval_leader();
 
-}  // namespace saccade::workers
+}  // namespace saccade::eval

@@ -18,14 +18,12 @@
 #include "dataloader/resized_dataset.h"
 #include "model/flops.h"
 #include "model/weights.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/probe.h"
 
-namespace saccade::workers {
+namespace saccade::eval {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -34,22 +32,22 @@ bool has(const std::vector<std::string>& list, const char* item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-GazeSource source_of(const std::string& mode) {
-  if (mode == "random") return GazeSource::kRandom;
-  if (mode == "scan") return GazeSource::kScan;
-  if (mode == "policy" || mode == "fixed_path") return GazeSource::kPolicyMode;
+policy::GazeSource source_of(const std::string& mode) {
+  if (mode == "random") return policy::GazeSource::kRandom;
+  if (mode == "scan") return policy::GazeSource::kScan;
+  if (mode == "policy" || mode == "fixed_path") return policy::GazeSource::kPolicyMode;
   throw std::invalid_argument(fmt::format("eval: no gaze source for mode \"{}\"", mode));
 }
 
 // Everything one evaluation pass needs, built once.
 struct Models {
-  PolicyStage stage;
+  policy::PolicyStage stage;
   model::GazePolicy policy{nullptr};
   model::GazePolicy fixed_path{nullptr};  // the learned fixed path (mode fixed_path)
 };
 
 // The weights of a gaze policy for `mode`, refused with `origin` and the reason.
-model::GazePolicy load_gaze_policy(const PolicyStage& stage, const std::string& bytes,
+model::GazePolicy load_gaze_policy(const policy::PolicyStage& stage, const std::string& bytes,
                                    const std::string& origin, const std::string& mode,
                                    const char* stage_hint) {
   if (bytes.empty())
@@ -73,25 +71,27 @@ double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions v
                     int64_t n, int64_t batch, int threads,
                     const std::function<void()>& on_progress) {
   views.vit_grid = static_cast<int>(grid);
-  FeatureOptions o;
+  probe::FeatureOptions o;
   o.glimpses = 0;  // ViT mode only
   o.max_images = n;
   o.batch_size = batch;
   o.threads = threads;
   o.all_states = true;  // the transformer head reads every state token
   o.on_progress = on_progress;
-  const ProbeFeatures f = extract_probe_features(*m.stage.backbone, dataset, views, o);
+  const probe::ProbeFeatures f =
+      probe::extract_probe_features(*m.stage.backbone, dataset, views, o);
   const int64_t s = m.stage.backbone->options().n_state;
-  return head_accuracy(m.stage.vit_head, f.vit_all_states.reshape({f.labels.size(0), s, -1}),
-                       f.labels);
+  return probe::head_accuracy(m.stage.vit_head, f.vit_all_states.reshape({f.labels.size(0), s, -1}),
+                              f.labels);
 }
 
 // Top-1 per glimpse of one gaze mode on the first n validation images resized
 // by `scale`, the traces run by `rollouts` (eval actors, or this process).
-GazeEvaluation gaze_accuracy(Models& m, RolloutSource& rollouts, const JobConfig& config,
-                             const std::string& mode, int64_t dataset_size, double scale, int64_t n,
-                             const std::function<void()>& on_progress) {
-  GazeEvalOptions o;
+policy::GazeEvaluation gaze_accuracy(Models& m, policy::RolloutSource& rollouts,
+                                     const JobConfig& config, const std::string& mode,
+                                     int64_t dataset_size, double scale, int64_t n,
+                                     const std::function<void()>& on_progress) {
+  policy::GazeEvalOptions o;
   o.steps = config.eval.glimpses;
   o.max_images = n;
   o.batch_size = config.eval.batch_size;
@@ -103,11 +103,11 @@ GazeEvaluation gaze_accuracy(Models& m, RolloutSource& rollouts, const JobConfig
   o.scale = scale;
   o.bilinear_upscale = config.eval.upscale == "bilinear";
   o.on_progress = on_progress;
-  const GazeSource source = source_of(mode);
-  model::GazePolicyImpl* policy = !needs_policy(source)  ? nullptr
-                                  : mode == "fixed_path" ? m.fixed_path.get()
-                                                         : m.policy.get();
-  return evaluate_gazes(rollouts, policy, source, dataset_size, o);
+  const policy::GazeSource source = source_of(mode);
+  model::GazePolicyImpl* policy = !policy::needs_policy(source) ? nullptr
+                                  : mode == "fixed_path"        ? m.fixed_path.get()
+                                                                : m.policy.get();
+  return policy::evaluate_gazes(rollouts, policy, source, dataset_size, o);
 }
 
 std::string report_json(const EvalReport& r, const JobConfig& config) {
@@ -188,8 +188,8 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   if (modes.empty()) throw EvalInputError("eval.modes is empty: nothing to evaluate");
   Models m{{}, nullptr};
   try {
-    m.stage = policy_stage_from(config, in.probe.head_bytes, in.probe.head_origin,
-                                in.probe.backbone_safetensors);
+    m.stage = policy::policy_stage_from(config, in.probe.head_bytes, in.probe.head_origin,
+                                        in.probe.backbone_safetensors);
   } catch (const std::runtime_error& e) {
     throw EvalInputError(e.what());  // a head that is not one, or does not fit the backbone
   }
@@ -215,16 +215,16 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   report.glimpses = config.eval.glimpses;
   report.policy_sees_state = config.policy.sees_state;
   const std::shared_ptr<const data::Dataset> val =
-      data::make_dataset(dataset_spec(config, /*validation=*/true));
-  const data::ViewOptions views = view_options(config);
+      data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
+  const data::ViewOptions views = job_options::view_options(config);
   const int64_t images = run.max_images > 0 ? run.max_images : config.eval.images;
   report.images = images > 0 ? std::min(images, val->size()) : val->size();
   const int64_t vit_grid = config.views.vit_grid;
   const int threads = static_cast<int>(config.data.loader_threads);
   // Glimpse traces run on the eval actors when there are some; the ViT modes
   // (one step per image) run here.
-  LocalRollouts local(*m.stage.backbone, m.stage.head, *val, views);
-  RolloutSource& rollouts = run.rollouts ? *run.rollouts : local;
+  policy::LocalRollouts local(*m.stage.backbone, m.stage.head, *val, views);
+  policy::RolloutSource& rollouts = run.rollouts ? *run.rollouts : local;
 
   for (const std::string& mode : modes) {
     const auto t0 = Clock::now();
@@ -234,8 +234,8 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
       c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
                                  threads, run.on_progress)};
     } else {
-      const GazeEvaluation g = gaze_accuracy(m, rollouts, config, mode, val->size(), 1.0,
-                                             report.images, run.on_progress);
+      const policy::GazeEvaluation g = gaze_accuracy(m, rollouts, config, mode, val->size(), 1.0,
+                                                     report.images, run.on_progress);
       c.accuracy = g.accuracy;
       c.gaze_spread = g.gaze_spread;
       c.mixture_entropy = g.mixture_entropy;
@@ -303,9 +303,9 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
 }
 
 EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
   EvalInputs in;
-  in.probe = read_probe_head_inputs(config);
+  in.probe = policy::read_probe_head_inputs(config);
   // A policy stage's weights file for `mode`: its bytes and where they came from.
   const std::filesystem::path dir =
       config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
@@ -321,10 +321,10 @@ EvalReport run_eval(const JobConfig& config, const EvalRunOptions& run) {
     bytes = read_file_bytes(path);
     origin = path.string();
   };
-  read_weights("policy", kPolicyFile, "", in.policy_bytes, in.policy_origin);
-  read_weights("fixed_path", kFixedPathFile, " with policy.fixed_path_baseline = true",
+  read_weights("policy", policy::kPolicyFile, "", in.policy_bytes, in.policy_origin);
+  read_weights("fixed_path", policy::kFixedPathFile, " with policy.fixed_path_baseline = true",
                in.fixed_path_bytes, in.fixed_path_origin);
   return evaluate_models(config, in, run);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::eval

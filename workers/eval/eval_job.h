@@ -15,9 +15,11 @@
 #include "common/config.h"
 #include "workers/policy/policy_job.h"
 
-namespace saccade::workers {
-
+namespace saccade::policy {
 class RolloutSource;
+}  // namespace saccade::policy
+
+namespace saccade::eval {
 
 // The report `saccade eval` writes in job.work_dir, and the eval stage's checkpoint blob.
 inline constexpr const char* kEvalReportFile = "eval.json";
@@ -33,7 +35,7 @@ class EvalInputError : public std::runtime_error {
 // What is evaluated, as bytes: the eval actor gets them from the coordinator,
 // `saccade eval` from files.
 struct EvalInputs {
-  ProbeHeadInputs probe;          // the task and ViT-mode heads, and their backbone
+  policy::ProbeHeadInputs probe;  // the task and ViT-mode heads, and their backbone
   std::string policy_bytes;       // policy.safetensors; needed with mode "policy" only
   std::string policy_origin;      // names them in errors
   std::string fixed_path_bytes;   // policy_fixed_path.safetensors; mode "fixed_path" only
@@ -48,7 +50,7 @@ struct EvalRunOptions {
   std::function<void()> on_progress;
   // Where the glimpse traces of the gaze modes run (borrowed): the eval
   // actors (a RolloutClient); null = in this process.
-  RolloutSource* rollouts = nullptr;
+  policy::RolloutSource* rollouts = nullptr;
 };
 
 // Validation top-1 of one mode after glimpse 1..eval.glimpses (vit: one value,
@@ -99,4 +101,4 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& inputs,
 // policy.safetensors when eval.modes has policy.
 EvalReport run_eval(const JobConfig& config, const EvalRunOptions& options = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::eval

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace saccade::workers {
+namespace saccade::learner {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
@@ -133,4 +133,4 @@ c10::intrusive_ptr<c10d::Store> make_coordinator_store(StoreTransport transport,
   return c10::make_intrusive<CoordinatorStore>(std::move(transport), max_timeout);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::learner

@@ -14,7 +14,7 @@
 
 #include "control/rendezvous_store.h"
 
-namespace saccade::workers {
+namespace saccade::learner {
 
 using control::StoreTransport;
 
@@ -25,4 +25,4 @@ using control::StoreTransport;
 c10::intrusive_ptr<c10d::Store> make_coordinator_store(StoreTransport transport,
                                                        std::chrono::milliseconds max_timeout);
 
-}  // namespace saccade::workers
+}  // namespace saccade::learner

@@ -10,14 +10,16 @@
 
 #include "common/seconds_since.h"
 #include "control/control.h"
-#include "workers/data/batch_client.h"
+#include "workers/data_plane/batch_client.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
+#include "workers/job_options/remote_batch_options.h"
 #include "workers/learner/learner_group.h"
-#include "workers/pretrain/job_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
 
-namespace saccade::workers {
+namespace saccade::learner {
 namespace {
 
 using runtime::ActorContext;
@@ -62,21 +64,22 @@ class LearnerActor final : public runtime::ActorBody {
   int train(ActorContext& ctx) {
     const JobConfig& config = ctx.config();
     const control::Assignment& me = ctx.assignment();
-    const int threads =
-        me.threads > 0 ? static_cast<int>(me.threads) : resolve_threads(config.ssl.threads);
+    const int threads = me.threads > 0 ? static_cast<int>(me.threads)
+                                       : job_options::resolve_threads(config.ssl.threads);
     at::set_num_threads(threads);
-    const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
+    const auto dataset =
+        data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
     int world = 0;
     for (const auto& n : config.cluster.nodes) world += static_cast<int>(n.learners);
-    const int64_t per_epoch = steps_per_epoch(config, dataset->size());
+    const int64_t per_epoch = job_options::steps_per_epoch(config, dataset->size());
     const int64_t total = config.ssl.epochs * per_epoch;
-    batch_ = per_rank_batch(config, world);
+    batch_ = job_options::per_rank_batch(config, world);
     spdlog::info("learner {} of {} on {} ({} threads): {} steps of {} images, {} data actor(s)",
                  me.rank, world, me.device, threads, total, batch_, me.peers.size());
 
     // Learner 0 measures k-NN: every learner holds the same teacher.
-    const std::unique_ptr<KnnMonitor> knn =
-        me.rank == 0 ? KnnMonitor::from_config(config) : nullptr;
+    const std::unique_ptr<pretrain::KnnMonitor> knn =
+        me.rank == 0 ? pretrain::KnnMonitor::from_config(config) : nullptr;
     uint64_t generation = 0;
     while (!ctx.stopping()) {
       const auto r = ctx.wait_rendezvous(generation,
@@ -93,9 +96,10 @@ class LearnerActor final : public runtime::ActorBody {
       data::ShardOptions shard{
           dataset->size(), world, me.rank, static_cast<uint64_t>(config.job.seed), true, false};
       const data::ShardedSampler sampler(shard);
-      RemoteBatchSource source(batch_source_options(config, me, shard, batch_),
-                               position_at(trainer_->step(), batch_, sampler.num_samples()));
-      TrainingLoopHooks hooks;
+      data_plane::RemoteBatchSource source(
+          job_options::batch_source_options(config, me, shard, batch_),
+          position_at(trainer_->step(), batch_, sampler.num_samples()));
+      pretrain::TrainingLoopHooks hooks;
       bool new_generation = false;
       hooks.keep_going = [&] {
         if (ctx.stopping()) return false;
@@ -105,8 +109,8 @@ class LearnerActor final : public runtime::ActorBody {
       };
       hooks.next_batch = [&] { return source.next([&] { return ctx.stopping(); }); };
       hooks.busy = [&] { ctx.touch(); };  // a k-NN check takes seconds: not a hang
-      hooks.report = [&](int64_t step, const StepStats*, const StepMetrics& metrics,
-                         const std::string&) {
+      hooks.report = [&](int64_t step, const pretrain::StepStats*,
+                         const pretrain::StepMetrics& metrics, const std::string&) {
         double per_second = 0;
         for (const auto& [name, v] : metrics)
           if (name == "images_per_second") per_second = v;
@@ -118,8 +122,8 @@ class LearnerActor final : public runtime::ActorBody {
           save(ctx);
         };
       try {
-        run_training_loop(*trainer_, {total, config.ssl.checkpoint_every_steps, batch_}, knn.get(),
-                          hooks);
+        pretrain::run_training_loop(*trainer_, {total, config.ssl.checkpoint_every_steps, batch_},
+                                    knn.get(), hooks);
       } catch (const std::exception& e) {
         // A peer is gone or hung: the coordinator starts a new generation.
         if (ctx.stopping()) return 0;
@@ -168,8 +172,8 @@ class LearnerActor final : public runtime::ActorBody {
     LearnerGroup* group = group_.get();
     // Published to checkpoint() only once restored: a drain must never commit a
     // fresh trainer over the job's progress.
-    auto trainer = std::make_unique<SslTrainer>(
-        trainer_options(config, per_epoch, me.device),
+    auto trainer = std::make_unique<pretrain::SslTrainer>(
+        job_options::trainer_options(config, per_epoch, me.device),
         [group](at::Tensor& t) { group->all_reduce_sum(t); }, r.world_size);
     int64_t saved_step = -1;
     if (r.resume_from_step >= 0) {
@@ -208,8 +212,8 @@ class LearnerActor final : public runtime::ActorBody {
   // Written by the body's thread only, under save_mutex_; checkpoint() may read
   // them from the runtime's bounded-drain thread.
   std::mutex save_mutex_;
-  std::unique_ptr<SslTrainer> trainer_;  // student, teacher, optimiser of this generation
-  int64_t saved_step_ = -1;              // last step committed (learner 0)
+  std::unique_ptr<pretrain::SslTrainer> trainer_;  // student, teacher, optimiser of this generation
+  int64_t saved_step_ = -1;                        // last step committed (learner 0)
   int64_t batch_ = 0;
 };
 
@@ -219,4 +223,4 @@ std::unique_ptr<runtime::ActorBody> make_learner_actor() {
   return std::make_unique<LearnerActor>();
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::learner

@@ -17,7 +17,7 @@
 #include "control/control.h"
 #include "workers/learner/coordinator_store.h"
 
-namespace saccade::workers {
+namespace saccade::learner {
 
 // c10d's group type: ProcessGroup in 1.13; in 2.x the Gloo and NCCL classes
 // are Backends, and both still answer allreduce/barrier with a Work to wait on.
@@ -160,4 +160,4 @@ const char* LearnerGroup::backend() const {
   return impl_->backend.c_str();
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::learner

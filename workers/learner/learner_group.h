@@ -16,7 +16,7 @@ namespace at {
 class Tensor;
 }
 
-namespace saccade::workers {
+namespace saccade::learner {
 
 struct LearnerGroupOptions {
   // The job's rendezvous store: the coordinator's, reached over the learner's
@@ -76,4 +76,4 @@ class LearnerGroup {
   std::unique_ptr<Impl> impl_;  // owns the store client and the process group
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::learner

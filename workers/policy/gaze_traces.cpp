@@ -13,9 +13,9 @@
 #include "kernels/parallel.h"
 #include "model/backbone.h"
 #include "model/policy.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 void check(bool ok, const std::string& what) {
@@ -83,7 +83,7 @@ std::pair<float, float> scan_gaze(int64_t t, float ex, float ey) {
           ey * (static_cast<float>(cell / 3) + 0.5f) / 3.0f};
 }
 
-Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
+Traces run_traces(model::FovealBackboneImpl& backbone, const probe::TaskHead& head,
                   model::GazePolicyImpl* policy, const std::vector<data::GlimpseCutter>& images,
                   const std::vector<int64_t>& labels, const TraceOptions& o) {
   const int64_t B = static_cast<int64_t>(images.size());
@@ -149,7 +149,7 @@ Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
                                                  (views.fovea_zoom_max - views.fovea_zoom_min);
       images[n / G].cut(g[n][0], g[n][1], z, glimpse, n);
     });
-    const ViewTensors v = to_tensors(glimpse, device);
+    const ssl::ViewTensors v = ssl::to_tensors(glimpse, device);
     state = backbone.step(v.patches, v.positions, t == 0 ? torch::Tensor() : state).state;
     const torch::Tensor logits = head.logits(state);
     const torch::Tensor p_true =
@@ -184,4 +184,4 @@ std::vector<double> step_accuracy(const Traces& traces) {
   return std::vector<double>(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -19,7 +19,7 @@ class FovealBackboneImpl;
 class GazePolicyImpl;
 }  // namespace saccade::model
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 enum class GazeSource {
   kPolicySample,  // a draw from the policy's mixture (GRPO rollouts)
@@ -74,7 +74,7 @@ struct Traces {
 // Labels must lie in [0, classes). The models stay where they are (the policy
 // on the backbone's device) and are left in the train/eval mode they were in.
 // Throws std::invalid_argument on mismatched input.
-Traces run_traces(model::FovealBackboneImpl& backbone, const TaskHead& head,
+Traces run_traces(model::FovealBackboneImpl& backbone, const probe::TaskHead& head,
                   model::GazePolicyImpl* policy, const std::vector<data::GlimpseCutter>& images,
                   const std::vector<int64_t>& labels, const TraceOptions& options);
 
@@ -89,4 +89,4 @@ std::vector<data::GlimpseCutter> load_glimpse_cutters(const data::Dataset& datas
 // Per-step top-1 accuracy ([T]) of traces: correct.mean over traces.
 std::vector<double> step_accuracy(const Traces& traces);
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

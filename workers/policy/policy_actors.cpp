@@ -12,15 +12,15 @@
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "storage/rollout_store.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
 #include "workers/policy/rollout_server.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 // The policy's rollout batches, in the learned fixed path's checkpoint.
@@ -29,7 +29,7 @@ constexpr const char* kPolicyBatchesBlob = "policy_batches";
 void set_threads(const runtime::ActorContext& ctx) {
   const uint32_t assigned = ctx.assignment().threads;
   at::set_num_threads(assigned > 0 ? static_cast<int>(assigned)
-                                   : resolve_threads(ctx.config().ssl.threads));
+                                   : job_options::resolve_threads(ctx.config().ssl.threads));
 }
 
 // The policy stage's inputs from the coordinator (fetch_probe_head_inputs).
@@ -157,7 +157,7 @@ class RolloutActor : public runtime::ActorBody {
     try {
       set_threads(ctx);
       PolicyStage stage = fetch_policy_stage(config, ctx);
-      const auto dataset = data::make_dataset(dataset_spec(config, validation_));
+      const auto dataset = data::make_dataset(job_options::dataset_spec(config, validation_));
       RolloutServerOptions o;
       o.endpoint = ctx.assignment().endpoint;
       o.security = control::load_security(config.security, /*as_server=*/true);
@@ -166,7 +166,7 @@ class RolloutActor : public runtime::ActorBody {
       o.expect = control::expect_for(config);
       o.threads = static_cast<int>(config.data.loader_threads);
       RolloutServer server(*stage.backbone, stage.head, stage.policy_options, dataset,
-                           view_options(config), o);
+                           job_options::view_options(config), o);
       runtime::RateReporter rate(ctx);  // requests served, traces/s
       server.serve([&] {
         rate.tick(static_cast<int64_t>(server.requests_served()), server.traces_served());
@@ -202,12 +202,12 @@ ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx) {
   ProbeHeadInputs in;
   control::CheckpointQuery head;
   head.source = wire::CheckpointSource::INPUT_FILE;
-  head.blobs = {kProbeHeadFile};
-  in.head_bytes = fetch_input_blob(ctx, head, kProbeHeadFile);
-  in.head_origin = fmt::format("{} from the coordinator", kProbeHeadFile);
+  head.blobs = {probe::kProbeHeadFile};
+  in.head_bytes = fetch_input_blob(ctx, head, probe::kProbeHeadFile);
+  in.head_origin = fmt::format("{} from the coordinator", probe::kProbeHeadFile);
   control::CheckpointQuery teacher;
   teacher.source = wire::CheckpointSource::INPUT_CHECKPOINT;
-  const ProbeHeads heads = parse_probe_heads(in.head_bytes, in.head_origin);
+  const probe::ProbeHeads heads = probe::parse_probe_heads(in.head_bytes, in.head_origin);
   if (!heads.backbone_file.empty())
     throw std::runtime_error(fmt::format(
         "{} was fitted on the backbone file {}, not on a checkpoint a job's actors can fetch: "
@@ -216,7 +216,7 @@ ProbeHeadInputs fetch_probe_head_inputs(runtime::ActorContext& ctx) {
   teacher.step = heads.checkpoint_step;
   teacher.blobs = {"teacher"};
   in.backbone_safetensors =
-      teacher_backbone_from(ctx.config(), fetch_input_blob(ctx, teacher, "teacher"));
+      teacher::teacher_backbone_from(ctx.config(), fetch_input_blob(ctx, teacher, "teacher"));
   return in;
 }
 
@@ -247,4 +247,4 @@ std::unique_ptr<runtime::ActorBody> make_eval_actor() {
   return std::make_unique<RolloutActor>(/*validation=*/true);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -15,7 +15,7 @@
 #include "workers/policy/rollout_client.h"
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 // Exit codes besides 0 (done or drained): 1 on any error, logged.
 std::unique_ptr<runtime::ActorBody> make_policy_learner();
@@ -29,4 +29,4 @@ RolloutClientOptions rollout_client_options(runtime::ActorContext& ctx,
 // runs the glimpse traces the eval leader (workers/eval/eval_actor.h) sends it.
 std::unique_ptr<runtime::ActorBody> make_eval_actor();
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

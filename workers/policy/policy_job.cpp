@@ -15,14 +15,15 @@
 #include "model/policy.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/policy_trainer.h"
 #include "workers/policy/rollout_source.h"
-#include "workers/pretrain/pretrain_job.h"
 #include "workers/probe/task_head.h"
+#include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 nlohmann::ordered_json epochs_json(const std::vector<PolicyEpochReport>& epochs) {
@@ -89,20 +90,12 @@ std::string percents(const std::vector<double>& a) {
   return out;
 }
 
-rl::RewardKind reward_kind(const std::string& name) {
-  if (name == "increase") return rl::RewardKind::kIncrease;
-  if (name == "final_correct") return rl::RewardKind::kFinalCorrect;
-  if (name == "probability") return rl::RewardKind::kProbability;
-  throw std::invalid_argument(fmt::format(
-      "policy.reward: expected probability, increase or final_correct, got \"{}\"", name));
-}
-
 }  // namespace
 
 ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
   const std::filesystem::path dir =
       config.policy.input_dir.empty() ? config.job.work_dir : config.policy.input_dir;
-  const std::filesystem::path path = dir / kProbeHeadFile;
+  const std::filesystem::path path = dir / probe::kProbeHeadFile;
   if (!std::filesystem::exists(path))
     throw std::runtime_error(
         fmt::format("{} does not exist: the policy and the evaluation read the probe's heads, run "
@@ -111,10 +104,10 @@ ProbeHeadInputs read_probe_head_inputs(const JobConfig& config) {
   ProbeHeadInputs in{read_file_bytes(path), path.string(), ""};
   // The head was trained on one backbone's features: the later stages use that backbone,
   // a checkpoint's teacher or the file the probe read.
-  const ProbeHeads heads = parse_probe_heads(in.head_bytes, in.head_origin);
+  const probe::ProbeHeads heads = probe::parse_probe_heads(in.head_bytes, in.head_origin);
   if (heads.backbone_file.empty()) {
     in.backbone_safetensors =
-        load_teacher_backbone(config, heads.checkpoint_step, dir.string()).safetensors;
+        teacher::load_teacher_backbone(config, heads.checkpoint_step, dir.string()).safetensors;
     return in;
   }
   if (!std::filesystem::exists(heads.backbone_file))
@@ -138,62 +131,28 @@ PolicyStage load_policy_stage(const JobConfig& config) {
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
                               const std::string& head_origin,
                               const std::string& backbone_safetensors) {
-  ProbeHeads heads = parse_probe_heads(head_bytes, head_origin);
+  probe::ProbeHeads heads = probe::parse_probe_heads(head_bytes, head_origin);
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
   for (auto& p : backbone->parameters()) p.set_requires_grad(false);
   const model::BackboneOptions& bo = backbone->options();
   try {
     const std::string what =
         fmt::format("{} on the backbone of {}", head_origin,
-                    backbone_origin(heads.checkpoint_step, heads.backbone_file));
+                    probe::backbone_origin(heads.checkpoint_step, heads.backbone_file));
     heads.task.check_fits(bo.n_state, bo.width, what);
     if (heads.vit.defined()) heads.vit.check_fits(bo.n_state, bo.width, what + " (ViT mode)");
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
   }
-  model::PolicyOptions po = policy_options_for(config, bo);
+  model::PolicyOptions po = job_options::policy_options_for(config, bo);
   return PolicyStage{
       std::move(heads.task), std::move(heads.vit), heads.checkpoint_step, std::move(backbone), po,
       heads.backbone_file};
 }
 
-model::PolicyOptions policy_options_for(const JobConfig& config,
-                                        const model::BackboneOptions& backbone) {
-  model::PolicyOptions po;
-  po.in_dim = backbone.width;
-  po.n_state = backbone.n_state;
-  po.depth = config.policy.blocks;
-  po.width = config.policy.width;
-  po.heads = config.policy.heads;
-  po.n_mix = config.policy.mixtures;
-  po.validate();
-  return po;
-}
-
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage) {
   torch::manual_seed(static_cast<uint64_t>(config.job.seed));
   return model::GazePolicy(stage.policy_options);
-}
-
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images) {
-  PolicyTrainOptions train;
-  train.epochs = config.policy.epochs;
-  train.batch_size = config.policy.batch_size;
-  train.group = config.policy.group_size;
-  train.steps = config.policy.steps;
-  train.updates = config.policy.updates;
-  train.gamma = config.policy.gamma;
-  train.reward = reward_kind(config.policy.reward);
-  train.clip_eps = config.policy.clip_eps;
-  train.kl_beta = config.policy.kl_beta;
-  train.lr = config.policy.lr;
-  train.std_start = config.policy.std_start;
-  train.std_end = config.policy.std_end;
-  train.max_images = max_train_images;
-  train.threads = static_cast<int>(config.data.loader_threads);
-  train.seed = static_cast<uint64_t>(config.job.seed);
-  train.state_blind = !config.policy.sees_state;
-  return train;
 }
 
 namespace {
@@ -316,17 +275,18 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
   report.checkpoint_step = stage.checkpoint_step;
   report.backbone_file = stage.backbone_file;
   report.task_head = stage.head.kind();
-  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
-  const data::ViewOptions views = view_options(config);
+  const auto train_set =
+      data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  const auto val_set = data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
+  const data::ViewOptions views = job_options::view_options(config);
   const int64_t max_train =
       run.max_train_images > 0 ? run.max_train_images : config.policy.train_images;
   const int64_t max_val = run.max_val_images > 0 ? run.max_val_images : config.policy.val_images;
-  const PolicyTrainOptions train = policy_train_options(config, max_train);
+  const PolicyTrainOptions train = job_options::policy_train_options(config, max_train);
   report.train_images = max_train > 0 ? std::min(max_train, train_set->size()) : train_set->size();
-  spdlog::info("policy: GRPO on {} images of {} ({} traces x {} glimpses per image)",
-               report.train_images, backbone_origin(stage.checkpoint_step, stage.backbone_file),
-               train.group, train.steps);
+  spdlog::info(
+      "policy: GRPO on {} images of {} ({} traces x {} glimpses per image)", report.train_images,
+      probe::backbone_origin(stage.checkpoint_step, stage.backbone_file), train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
   LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
   GazeEvalOptions eval;  // the final evaluation's; the curve's points use the first images
@@ -397,12 +357,13 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
 }
 
 PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
   PolicyStage stage = load_policy_stage(config);
   model::GazePolicy policy = initial_policy(config, stage);
-  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  LocalRollouts local(*stage.backbone, stage.head, *train_set, view_options(config));
+  const auto train_set =
+      data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  LocalRollouts local(*stage.backbone, stage.head, *train_set, job_options::view_options(config));
   return train_and_evaluate_policy(config, stage, *policy, local, run);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

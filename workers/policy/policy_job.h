@@ -12,7 +12,7 @@
 
 #include "common/config.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 // The trained policy (model::save_modules of the GazePolicy, bare names): the
 // file `saccade policy` writes in job.work_dir and the blob of the policy
@@ -89,4 +89,4 @@ struct PolicyReport {
 // Throws std::runtime_error when the probe head or its checkpoint is missing.
 PolicyReport run_policy(const JobConfig& config, const PolicyRunOptions& options = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

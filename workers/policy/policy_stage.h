@@ -18,7 +18,7 @@
 #include "workers/probe/probe_job.h"
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 class RolloutSource;
 
@@ -38,8 +38,8 @@ std::string fetch_input_blob(runtime::ActorContext& ctx, const control::Checkpoi
 // The probe's heads (job.work_dir/probe_head.safetensors) and the teacher
 // backbone of the checkpoint they name, frozen, on the CPU.
 struct PolicyStage {
-  TaskHead head;      // after glimpses: the policy's reward
-  TaskHead vit_head;  // ViT mode's (undefined in files written before the probe kept one)
+  probe::TaskHead head;      // after glimpses: the policy's reward
+  probe::TaskHead vit_head;  // ViT mode's (undefined in files written before the probe kept one)
   int64_t checkpoint_step = -1;
   model::FovealBackbone backbone{nullptr};
   model::PolicyOptions policy_options;  // config [policy] on the backbone's state
@@ -56,13 +56,8 @@ PolicyStage load_policy_stage(const JobConfig& config);
 PolicyStage policy_stage_from(const JobConfig& config, const std::string& head_bytes,
                               const std::string& head_origin,
                               const std::string& backbone_safetensors);
-// Config [policy] on a backbone of `backbone` options (validated; throws
-// std::invalid_argument naming the field).
-model::PolicyOptions policy_options_for(const JobConfig& config,
-                                        const model::BackboneOptions& backbone);
 // The policy GRPO starts from (seeded by job.seed: every process builds the same).
 model::GazePolicy initial_policy(const JobConfig& config, const PolicyStage& stage);
-PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t max_train_images);
 
 // Trains `policy` with `rollouts` on the training split (resumed and
 // checkpointed as `progress` says), evaluates it against random gazes and the
@@ -78,4 +73,4 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
                                        const std::function<void(const PolicyEpoch&)>& on_epoch = {},
                                        const PolicyProgress& progress = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

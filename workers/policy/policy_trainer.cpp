@@ -18,7 +18,7 @@
 #include "workers/policy/rollout_source.h"
 #include "workers/ssl/schedules.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 void check(bool ok, const std::string& what) {
@@ -61,9 +61,10 @@ void load_adamw(torch::optim::AdamW& optimizer, const std::string& bytes) {
 
 }  // namespace
 
-std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone, const TaskHead& head,
-                                      model::GazePolicyImpl& policy, const data::Dataset& dataset,
-                                      const data::ViewOptions& views, const PolicyTrainOptions& o,
+std::vector<PolicyEpoch> train_policy(model::FovealBackboneImpl& backbone,
+                                      const probe::TaskHead& head, model::GazePolicyImpl& policy,
+                                      const data::Dataset& dataset, const data::ViewOptions& views,
+                                      const PolicyTrainOptions& o,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch) {
   policy.to(backbone.parameters().front().device());
   LocalRollouts local(backbone, head, dataset, views);
@@ -254,4 +255,4 @@ GazeEvaluation evaluate_gazes(RolloutSource& rollouts, model::GazePolicyImpl* po
   return out;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -11,7 +11,7 @@
 #include "model/policy.h"
 #include "model/weights.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 using Body = wire::Envelope::Body;
 constexpr int kMaxRefusals = 3;  // a part refused this often by one actor is an error
@@ -207,4 +207,4 @@ Traces RolloutClient::run(model::GazePolicyImpl* policy, const RolloutBatch& bat
   return concat_traces(all);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

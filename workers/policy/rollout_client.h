@@ -23,7 +23,7 @@
 #include "workers/policy/rollout_source.h"
 #include "workers/runtime/request_client.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 struct RolloutClientOptions {
   std::vector<std::string> endpoints;                // the rollout actors
@@ -66,4 +66,4 @@ class RolloutClient : public RolloutSource, private runtime::RequestProtocol {
   std::unique_ptr<runtime::RequestClient> client_;  // sockets and re-sends; borrows *this
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -11,7 +11,7 @@
 #include "schemas/tensors.h"
 #include "schemas/wire.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 namespace {
 
@@ -153,4 +153,4 @@ std::optional<Traces> decode_rollout_group(const std::string& bytes, const Rollo
   }
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -22,7 +22,7 @@
 #include "schemas/messages.capnp.h"
 #include "workers/policy/gaze_traces.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 // What a group must look like: T glimpses, G traces, S state tokens of width D.
 struct RolloutShape {
@@ -52,4 +52,4 @@ std::string encode_rollout_group(const Traces& traces, int64_t image, int64_t gr
 std::optional<Traces> decode_rollout_group(const std::string& bytes, const RolloutShape& shape,
                                            std::string& why);
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -14,7 +14,7 @@
 #include "workers/policy/rollout_codec.h"
 #include "workers/policy/rollout_source.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 namespace {
 
 using Body = wire::Envelope::Body;
@@ -37,7 +37,7 @@ GazeSource from_wire(wire::GazeSource source) {
 }  // namespace
 
 struct RolloutServer::Impl {
-  Impl(model::FovealBackboneImpl& bb, const TaskHead& h, const model::PolicyOptions& po,
+  Impl(model::FovealBackboneImpl& bb, const probe::TaskHead& h, const model::PolicyOptions& po,
        std::shared_ptr<const data::Dataset> ds, data::ViewOptions v, RolloutServerOptions o)
       : backbone(bb),
         policy(po),
@@ -57,7 +57,7 @@ struct RolloutServer::Impl {
   runtime::RequestServer server;
 };
 
-RolloutServer::RolloutServer(model::FovealBackboneImpl& backbone, const TaskHead& head,
+RolloutServer::RolloutServer(model::FovealBackboneImpl& backbone, const probe::TaskHead& head,
                              const model::PolicyOptions& policy_options,
                              std::shared_ptr<const data::Dataset> dataset, data::ViewOptions views,
                              RolloutServerOptions options)
@@ -186,4 +186,4 @@ void RolloutServer::handle(runtime::Exchange& ex) {
   }
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

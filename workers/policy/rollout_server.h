@@ -23,7 +23,7 @@
 #include "workers/policy/gaze_traces.h"
 #include "workers/runtime/request_server.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 class RolloutSource;
 
@@ -39,7 +39,7 @@ class RolloutServer {
   // Borrows the frozen backbone (it must outlive it), copies the head, builds its
   // own policy of `policy_options` (weights arrive from the learner). Binds
   // the socket; throws zmq::error_t when it cannot.
-  RolloutServer(model::FovealBackboneImpl& backbone, const TaskHead& head,
+  RolloutServer(model::FovealBackboneImpl& backbone, const probe::TaskHead& head,
                 const model::PolicyOptions& policy_options,
                 std::shared_ptr<const data::Dataset> dataset, data::ViewOptions views,
                 RolloutServerOptions options);
@@ -64,4 +64,4 @@ class RolloutServer {
   std::atomic<uint64_t> traces_{0};
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

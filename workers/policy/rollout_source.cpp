@@ -8,9 +8,9 @@
 #include "storage/rollout_store.h"
 #include "workers/policy/rollout_codec.h"
 
-namespace saccade::workers {
+namespace saccade::policy {
 
-LocalRollouts::LocalRollouts(model::FovealBackboneImpl& backbone, TaskHead head,
+LocalRollouts::LocalRollouts(model::FovealBackboneImpl& backbone, probe::TaskHead head,
                              const data::Dataset& dataset, data::ViewOptions views)
     : backbone_(backbone), head_(std::move(head)), dataset_(dataset), views_(std::move(views)) {}
 
@@ -67,4 +67,4 @@ Traces RecordedRollouts::run(model::GazePolicyImpl* policy, const RolloutBatch& 
   return traces;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

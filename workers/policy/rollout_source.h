@@ -18,7 +18,7 @@ namespace saccade::storage {
 class RolloutStore;
 }
 
-namespace saccade::workers {
+namespace saccade::policy {
 
 // One rollout batch as the trainer (or the evaluation) asks for it.
 struct RolloutBatch {
@@ -48,8 +48,8 @@ class LocalRollouts : public RolloutSource {
  public:
   // Borrows the backbone and the dataset (they must outlive this); copies the
   // head (shares its tensors) and the view options.
-  LocalRollouts(model::FovealBackboneImpl& backbone, TaskHead head, const data::Dataset& dataset,
-                data::ViewOptions views);
+  LocalRollouts(model::FovealBackboneImpl& backbone, probe::TaskHead head,
+                const data::Dataset& dataset, data::ViewOptions views);
   ~LocalRollouts() override;
   // Throws std::invalid_argument for an image outside the dataset or a scale
   // outside (0, kMaxRolloutScale].
@@ -59,7 +59,7 @@ class LocalRollouts : public RolloutSource {
   const data::Dataset& images_at(double scale, bool bilinear);  // the dataset, resized
 
   model::FovealBackboneImpl& backbone_;
-  const TaskHead head_;
+  const probe::TaskHead head_;
   const data::Dataset& dataset_;
   const data::ViewOptions views_;
   // The resized views of dataset_ asked for so far, by (scale, bilinear): owned.
@@ -80,4 +80,4 @@ class RecordedRollouts : public RolloutSource {
   storage::RolloutStore& store_;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::policy

@@ -8,11 +8,11 @@
 
 #include "dataloader/dataset_factory.h"
 #include "dataloader/random.h"
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/classifiers.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 constexpr int64_t kChunk = 256;  // images per teacher forward pass
@@ -83,14 +83,14 @@ std::string KnnCheck::summary() const {
 
 std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
   if (config.ssl.knn_every_steps == 0) return nullptr;
-  const auto train = data::make_dataset(dataset_spec(config, /*validation=*/false));
+  const auto train = data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
   if (train->num_classes() < 2) {
     spdlog::warn("k-NN check off: the training split has no labels");
     return nullptr;
   }
   std::shared_ptr<const data::Dataset> val;
   try {  // the check is optional: a job without a validation split trains without it
-    val = data::make_dataset(dataset_spec(config, /*validation=*/true));
+    val = data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
   } catch (const std::exception& e) {
     spdlog::warn("k-NN check off (ssl.knn_every_steps): no validation split: {}", e.what());
     return nullptr;
@@ -101,7 +101,7 @@ std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
   m->k_ = config.probe.knn_k;
   m->temperature_ = config.probe.knn_temperature;
   m->glimpses_ = config.probe.glimpses;
-  data::ViewOptions views = view_options(config);
+  data::ViewOptions views = job_options::view_options(config);
   views.augment = false;
   const auto seed = static_cast<uint64_t>(config.job.seed);
   Views bank = cut_last(*train, config.ssl.knn_bank_images, views, m->glimpses_, seed);
@@ -116,23 +116,23 @@ std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
 }
 
 KnnCheck KnnMonitor::measure(const SslTrainer& trainer) const {
-  KnnOptions o;
+  probe::KnnOptions o;
   o.k = k_;
   o.temperature = temperature_;
   const torch::Tensor bank_labels = as_tensor(bank_labels_);
   const torch::Tensor query_labels = as_tensor(query_labels_);
   KnnCheck check;
-  check.vit = knn_accuracy(features_of(trainer, bank_, 1)[0], bank_labels,
-                           features_of(trainer, queries_, 1)[0], query_labels, classes_, o);
+  check.vit = probe::knn_accuracy(features_of(trainer, bank_, 1)[0], bank_labels,
+                                  features_of(trainer, queries_, 1)[0], query_labels, classes_, o);
   if (glimpses_ > 0) {
     const torch::Tensor bank = features_of(trainer, bank_seq_, glimpses_);
     const torch::Tensor queries = features_of(trainer, query_seq_, glimpses_);
     for (int64_t k = 0; k < glimpses_; ++k) {
       check.glimpses.push_back(
-          knn_accuracy(bank[k], bank_labels, queries[k], query_labels, classes_, o));
+          probe::knn_accuracy(bank[k], bank_labels, queries[k], query_labels, classes_, o));
     }
   }
   return check;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

@@ -15,7 +15,7 @@
 #include "common/config.h"
 #include "dataloader/views.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 
 class SslTrainer;
 
@@ -56,4 +56,4 @@ class KnnMonitor {
   std::vector<int64_t> bank_labels_, query_labels_;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

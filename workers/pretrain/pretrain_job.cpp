@@ -16,12 +16,13 @@
 #include "dataloader/ssl_loader.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/pretrain/job_options.h"
+#include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -59,7 +60,7 @@ data::DataPosition parse_position(const std::string& s) {
 }  // namespace
 
 PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
   check_blas_speed();
 
   // One process uses the first GPU when LibTorch sees one (a CUDA build on a GPU node).
@@ -68,12 +69,12 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
     spdlog::warn(
         "ssl.precision = \"bf16\" on the CPU: autocast runs matmuls in bf16, usually "
         "slower than fp32 on CPUs without bf16 instructions");
-  const auto dataset = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const int64_t per_epoch = steps_per_epoch(config, dataset->size());
+  const auto dataset = data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  const int64_t per_epoch = job_options::steps_per_epoch(config, dataset->size());
   const int64_t total_steps = run.max_steps >= 0
                                   ? std::min(run.max_steps, config.ssl.epochs * per_epoch)
                                   : config.ssl.epochs * per_epoch;
-  const int64_t batch = per_rank_batch(config, 1);
+  const int64_t batch = job_options::per_rank_batch(config, 1);
   spdlog::info("pretrain: {} images, {} steps ({} per epoch) of {} images", dataset->size(),
                total_steps, per_epoch, batch);
 
@@ -83,7 +84,7 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   result.checkpoint_db = (work_dir / "checkpoints.db").string();
   auto store = storage::CheckpointStore::open(result.checkpoint_db);
 
-  SslTrainer trainer(trainer_options(config, per_epoch, device));
+  SslTrainer trainer(job_options::trainer_options(config, per_epoch, device));
   spdlog::info("pretrain: on {} in {}", device, config.ssl.precision);
   data::DataPosition position;
   if (run.resume) {
@@ -100,8 +101,9 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
       dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
   data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
                                      static_cast<int>(config.data.queue_depth),
-                                     view_seed_root(config)};
-  data::SslLoader loader(dataset, shard, position, view_options(config), loader_options);
+                                     job_options::view_seed_root(config)};
+  data::SslLoader loader(dataset, shard, position, job_options::view_options(config),
+                         loader_options);
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
@@ -177,39 +179,4 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   return result;
 }
 
-std::string initial_backbone(const JobConfig& config) {
-  return SslTrainer(trainer_options(config, /*steps_per_epoch=*/1)).export_backbone();
-}
-
-std::string teacher_backbone_from(const JobConfig& config, std::string_view teacher_blob) {
-  return model::extract_backbone(teacher_blob, "backbone", trainer_options(config, 1).backbone);
-}
-
-TeacherBackbone load_teacher_backbone(const JobConfig& config, int64_t step,
-                                      const std::string& dir_override) {
-  const std::filesystem::path dir = dir_override.empty() ? config.job.work_dir : dir_override;
-  storage::StoreOptions read_only;
-  read_only.read_only = true;  // a coordinator or other readers may hold it
-  std::vector<std::string> tried;
-  for (const char* name : {"coordinator.db", "checkpoints.db"}) {
-    if (!std::filesystem::exists(dir / name)) continue;
-    const std::string db = (dir / name).string();
-    tried.push_back(db);
-    auto store = storage::CheckpointStore::open(db, read_only);
-    const auto info = step < 0 ? store->latest() : store->info(step);
-    if (!info) continue;  // e.g. a later job's coordinator.db beside pretrain's checkpoints.db
-    TeacherBackbone out;
-    out.db = db;
-    out.step = info->step;
-    out.safetensors = teacher_backbone_from(config, store->read(info->step, "teacher"));
-    return out;
-  }
-  if (tried.empty())
-    throw std::runtime_error(fmt::format(
-        "no checkpoints in {} (coordinator.db or checkpoints.db): pretrain first", dir.string()));
-  throw std::runtime_error(fmt::format("{} {} no committed checkpoint{}", fmt::join(tried, " and "),
-                                       tried.size() > 1 ? "have" : "has",
-                                       step < 0 ? "" : fmt::format(" {}", step)));
-}
-
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

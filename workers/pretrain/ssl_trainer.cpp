@@ -11,20 +11,18 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "common/device_peak.h"
 #include "kernels/extract.h"
 #include "model/backbone.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/view_tensors.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 #include "workers/ssl/step_flops.h"
 #include "workers/ssl/view_augment.h"
+#include "workers/ssl/view_tensors.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 namespace {
 
 // Backbone + DINO head under one name space: "backbone.*", "head.*".
@@ -64,7 +62,7 @@ torch::Tensor label_targets(const data::SslBatch& batch, int64_t classes,
 }  // namespace
 
 struct SslTrainer::Impl {
-  TrainerOptions options;
+  ssl::TrainerOptions options;
   AllReduceSum all_reduce;
   int world_size;
   torch::Device device;
@@ -78,7 +76,7 @@ struct SslTrainer::Impl {
   std::atomic<int64_t> step{0};
   std::unique_ptr<kernels::Extractor> extractor;  // tables of the batch's images, cut here
 
-  Impl(const TrainerOptions& o, AllReduceSum reduce, int world)
+  Impl(const ssl::TrainerOptions& o, AllReduceSum reduce, int world)
       : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
     options.backbone.validate();
     options.head.validate();
@@ -112,16 +110,16 @@ struct SslTrainer::Impl {
 
   // The five view sets of a batch on the device: uint8 pixels uploaded as they came (or
   // cut here from the shipped images), then augmented and normalised there.
-  std::array<ViewTensors, 5> upload(const data::SslBatch& batch) {
+  std::array<ssl::ViewTensors, 5> upload(const data::SslBatch& batch) {
     const std::array<const data::PixelViews*, 5> sets = {
         &batch.teacher_global, &batch.student_global, &batch.student_local, &batch.teacher_seq,
         &batch.student_seq};
     std::array<torch::Tensor, 5> cut;
     if (batch.cut_on_learner()) cut = cut_on_device(batch, sets);
-    std::array<ViewTensors, 5> out;
+    std::array<ssl::ViewTensors, 5> out;
     for (size_t i = 0; i < sets.size(); ++i) {
       const data::PixelViews& set = *sets[i];
-      const ViewTensors raw = to_tensors(set, device);
+      const ssl::ViewTensors raw = ssl::to_tensors(set, device);
       out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
                                    set.pieces, options.pixel_mean, options.pixel_std),
                 raw.positions};
@@ -175,13 +173,13 @@ struct SslTrainer::Impl {
   }
 
   // The head's logits of the first state token, step by step through a sequential view.
-  std::vector<torch::Tensor> run_sequence(DinoNet& net, const ViewTensors& seq, int64_t batch,
+  std::vector<torch::Tensor> run_sequence(DinoNet& net, const ssl::ViewTensors& seq, int64_t batch,
                                           bool all_steps) {
     const int64_t steps = seq.patches.size(0) / batch;
     torch::Tensor state;
     std::vector<torch::Tensor> logits;
     for (int64_t k = 0; k < steps; ++k) {
-      const ViewTensors glimpse = seq.rows(k * batch, batch);
+      const ssl::ViewTensors glimpse = seq.rows(k * batch, batch);
       model::StepOutput out =
           net->backbone->step(glimpse.patches, glimpse.positions, state);  // detaches state
       state = out.state;
@@ -230,36 +228,6 @@ struct SslTrainer::Impl {
   }
 };
 
-TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
-                               const std::string& device) {
-  TrainerOptions o;
-  o.backbone = backbone_options(c);
-  o.head = dino_head_options(c);
-  o.schedule = ssl::schedule_options(c.ssl, steps_per_epoch);
-  o.student_temp = c.ssl.student_temp;
-  o.koleo_weight = c.ssl.koleo_weight;
-  o.global_weight = c.ssl.global_weight;
-  o.sequential_weight = c.ssl.sequential_weight;
-  o.sequential_targets_global = c.ssl.sequential_targets == "global";
-  o.sinkhorn_iterations = c.ssl.sinkhorn_iterations;
-  o.ema_centering = c.ssl.teacher_centering == "ema";
-  o.center_momentum = c.ssl.center_momentum;
-  o.clip_grad = c.ssl.clip_grad;
-  o.device = device;
-  o.bf16 = c.ssl.precision == "bf16";
-  o.seed = static_cast<uint64_t>(c.job.seed);
-  o.supervised = c.ssl.objective == "supervised";
-  o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);
-  for (int64_t ch = 0; ch < o.backbone.channels; ++ch) {  // one config value may stand for all
-    const auto at = [&](const std::vector<double>& v) {
-      return static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(ch)]);
-    };
-    o.pixel_mean.push_back(at(c.data.pixel_mean));
-    o.pixel_std.push_back(at(c.data.pixel_std));
-  }
-  return o;
-}
-
 std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
   return {{"loss", s.loss},
           {"dino", s.dino},
@@ -296,7 +264,7 @@ StepPhases& StepPhases::operator+=(const StepPhases& o) {
   return *this;
 }
 
-SslTrainer::SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce, int world_size)
+SslTrainer::SslTrainer(const ssl::TrainerOptions& options, AllReduceSum all_reduce, int world_size)
     : impl_(std::make_unique<Impl>(options, std::move(all_reduce), world_size)) {}
 
 SslTrainer::~SslTrainer() = default;
@@ -315,9 +283,9 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   const int64_t B = batch.batch_size;
   const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
 
-  const std::array<ViewTensors, 5> views = m.upload(batch);
-  const ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
-                    &sseq = views[4];
+  const std::array<ssl::ViewTensors, 5> views = m.upload(batch);
+  const ssl::ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
+                         &sseq = views[4];
 
   ssl::ObjectiveOptions objective;
   objective.teacher_temp = sched.teacher_temp;
@@ -446,10 +414,10 @@ std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views,
   std::vector<torch::Tensor> features;
   {
     model::AutocastGuard autocast(m.device.type(), m.options.bf16);
-    const ViewTensors v = to_tensors(views, m.device);
+    const ssl::ViewTensors v = ssl::to_tensors(views, m.device);
     torch::Tensor state;
     for (int64_t k = 0; k < steps; ++k) {
-      const ViewTensors step = v.rows(k * batch, batch);
+      const ssl::ViewTensors step = v.rows(k * batch, batch);
       state = m.teacher->backbone->step(step.patches, step.positions, state).state;
       features.push_back(state.select(1, 0));
     }
@@ -491,4 +459,4 @@ std::string SslTrainer::export_backbone() const {
   return model::export_backbone(*impl_->teacher->backbone);
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

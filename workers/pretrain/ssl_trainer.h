@@ -14,51 +14,14 @@
 #include <utility>
 #include <vector>
 
-#include "common/config.h"
 #include "dataloader/views.h"
-#include "model/options.h"
-#include "workers/ssl/schedules.h"
+#include "workers/ssl/trainer_options.h"
 
 namespace at {
 class Tensor;
 }
 
-namespace saccade::workers {
-
-struct TrainerOptions {
-  model::BackboneOptions backbone;
-  model::DinoHeadOptions head;
-  ssl::ScheduleOptions schedule;
-  double student_temp = 0;
-  double koleo_weight = 0;
-  double global_weight = 1.0 / 8;          // of the static term; the local views get the rest
-  double sequential_weight = 1.0 / 2;      // of the DINO loss; the static term gets the rest
-  bool sequential_targets_global = false;  // steps matched to the teacher's global view only
-  int64_t sinkhorn_iterations = 0;
-  bool ema_centering =
-      false;  // DINO's centring (ssl.teacher_centering = "ema"), not Sinkhorn-Knopp
-  double center_momentum = 0.9;
-  double clip_grad = 0;    // 0 = no clipping
-  std::string device;      // "cpu" or "cuda:N"
-  bool bf16 = false;       // forward passes under bf16 autocast; weights, loss and update in fp32
-  uint64_t seed = 0;       // initial weights
-  double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
-  bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
-  // Per channel: the device normalises patches as (value / 255 - mean) / std.
-  // One value per backbone channel.
-  std::vector<float> pixel_mean, pixel_std;
-  // Per-phase wall times (StepStats::phases). On a GPU each phase then ends with a device
-  // synchronisation; measured on an H200 it costs nothing visible (docs/model.md).
-  bool time_phases = true;
-  // The labelled baseline: one-hot labels replace the teacher's targets (the
-  // head's K must be the number of classes); the teacher is then only the EMA.
-  bool supervised = false;
-};
-
-// The trainer of a job: [model], [ssl] and job.seed, with the schedules of
-// `steps_per_epoch` optimiser steps per epoch, on `device`.
-TrainerOptions trainer_options(const JobConfig& config, int64_t steps_per_epoch,
-                               const std::string& device = "cpu");
+namespace saccade::pretrain {
 
 // Sums a tensor in place over all learners; empty in one process.
 using AllReduceSum = std::function<void(at::Tensor&)>;
@@ -101,7 +64,7 @@ class SslTrainer {
   // Builds student and teacher (the teacher starts as a copy of the student).
   // all_reduce, when set, makes Sinkhorn-Knopp global and averages gradients
   // over `world_size` learners. Throws std::invalid_argument on bad options.
-  SslTrainer(const TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
+  SslTrainer(const ssl::TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
   ~SslTrainer();
   SslTrainer(const SslTrainer&) = delete;
   SslTrainer& operator=(const SslTrainer&) = delete;
@@ -137,4 +100,4 @@ class SslTrainer {
   std::unique_ptr<Impl> impl_;  // owns the models, optimiser and step counter
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

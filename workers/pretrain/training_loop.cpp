@@ -8,7 +8,7 @@
 #include "common/seconds_since.h"
 #include "workers/pretrain/knn_monitor.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 
 TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOptions& options,
                                      const KnnMonitor* knn, const TrainingLoopHooks& hooks,
@@ -66,4 +66,4 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
   return result;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

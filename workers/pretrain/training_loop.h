@@ -16,7 +16,7 @@
 #include "dataloader/ssl_loader.h"
 #include "workers/pretrain/ssl_trainer.h"
 
-namespace saccade::workers {
+namespace saccade::pretrain {
 
 class KnnMonitor;
 
@@ -63,4 +63,4 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
                                      const KnnMonitor* knn, const TrainingLoopHooks& hooks,
                                      data::DataPosition start = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::pretrain

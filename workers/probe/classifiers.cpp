@@ -10,7 +10,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 void check_labels(const torch::Tensor& labels, int64_t n, int64_t classes, const char* what) {
@@ -200,4 +200,4 @@ LinearClassifier fit_linear_probe(const at::Tensor& x, const at::Tensor& labels,
   return out;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

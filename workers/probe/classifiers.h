@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // facebookresearch/dino eval_knn.py: L2-normalised features, cosine
 // similarity, the k nearest training images vote with weight exp(sim / T).
@@ -71,4 +71,4 @@ HeldApartSplit held_apart_split(int64_t n, double fraction, uint64_t seed);
 double linear_accuracy(const at::Tensor& features, const at::Tensor& labels,
                        const at::Tensor& weight, const at::Tensor& bias);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -12,9 +12,9 @@
 #include "dataloader/random.h"
 #include "kernels/parallel.h"
 #include "model/backbone.h"
-#include "workers/pretrain/view_tensors.h"
+#include "workers/ssl/view_tensors.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 // Seed of image i's gazes: one SplitMix64 step apart per image, so that
@@ -52,7 +52,7 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       data::make_eval_views(views, s.image, image_seed(o.seed, first + slot), slot, batch);
       batch.labels[static_cast<size_t>(slot)] = s.label;
     });
-    const ViewTensors vit_views = to_tensors(batch.vit, device);
+    const ssl::ViewTensors vit_views = ssl::to_tensors(batch.vit, device);
     if (o.pixels) {
       if (first == 0) f.pixels = torch::empty({n, vit_views.patches[0].numel()});
       f.pixels.narrow(0, first, b).copy_(vit_views.patches.reshape({b, -1}).cpu());
@@ -75,10 +75,10 @@ ProbeFeatures extract_probe_features(model::FovealBackboneImpl& backbone,
       f.vit_patch_mean.narrow(0, first, b)
           .copy_(vit_out.patch_tokens.mean(1).to(torch::kCPU, torch::kFloat32));
     }
-    const ViewTensors seq = to_tensors(batch.seq, device);
+    const ssl::ViewTensors seq = ssl::to_tensors(batch.seq, device);
     torch::Tensor state, patch_sum;         // patch_sum: the glimpses' mean patch tokens, summed
     for (int k = 0; k < o.glimpses; ++k) {  // step-major: glimpse k of the batch is one slice
-      const ViewTensors glimpse = seq.rows(k * b, b);
+      const ssl::ViewTensors glimpse = seq.rows(k * b, b);
       model::StepOutput out = backbone.step(glimpse.patches, glimpse.positions, state);
       state = out.state;
       if (o.patch_mean) {  // every glimpse has as many patches: the mean of means is the mean
@@ -144,4 +144,4 @@ BackboneEvaluation evaluate_backbone(const ProbeFeatures& train, const ProbeFeat
   return e;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

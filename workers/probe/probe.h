@@ -19,7 +19,7 @@ namespace saccade::model {
 class FovealBackboneImpl;
 }
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // What the frozen backbone says about each image, fp32 on the CPU.
 struct ProbeFeatures {
@@ -94,4 +94,4 @@ ModeScores evaluate_view(const at::Tensor& train, const at::Tensor& train_labels
                          const at::Tensor& val, const at::Tensor& val_labels, int64_t classes,
                          const EvaluationOptions& options, LinearClassifier* head = nullptr);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

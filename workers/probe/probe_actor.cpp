@@ -6,12 +6,13 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <utility>
 
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/pretrain_job.h"
+#include "workers/job_options/data_options.h"
 #include "workers/probe/probe_job.h"
+#include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 // The report's name among the probe stage's checkpoint blobs.
@@ -19,6 +20,8 @@ constexpr const char* kProbeReportBlob = "probe.json";
 
 class ProbeActor : public runtime::ActorBody {
  public:
+  explicit ProbeActor(PretrainBackbone pretrain) : pretrain_(std::move(pretrain)) {}
+
   int run(runtime::ActorContext& ctx) override {
     const JobConfig& config = ctx.config();
     try {
@@ -38,15 +41,16 @@ class ProbeActor : public runtime::ActorBody {
       }
       spdlog::info("probe: teacher of checkpoint {} from the coordinator", teacher->step);
       ProbeRunOptions options;
+      options.pretrain = pretrain_;
       int64_t units = 0;  // feature batches and linear fits done: the status's step
       options.on_progress = [&] {
         // A drain ends the probe at the next batch or fit (caught below): nothing to save.
         if (ctx.stopping()) throw std::runtime_error("stopped by a drain");
         ctx.report(++units, 0.0);
       };
-      const ProbeReport report =
-          probe_backbone(config, teacher_backbone_from(config, teacher->blobs.at("teacher")),
-                         teacher->step, options);
+      const ProbeReport report = probe_backbone(
+          config, teacher::teacher_backbone_from(config, teacher->blobs.at("teacher")),
+          teacher->step, options);
       fmt::print(stderr, "{}", format_probe_table(report));
       if (ctx.stopping()) return 0;
       if (!ctx.save_checkpoint(
@@ -68,6 +72,9 @@ class ProbeActor : public runtime::ActorBody {
       return 1;
     }
   }
+
+ private:
+  PretrainBackbone pretrain_;
 };
 
 }  // namespace
@@ -76,7 +83,7 @@ std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, cons
   const JobConfig& config = ctx.config();
   const uint32_t threads = ctx.assignment().threads;
   at::set_num_threads(threads > 0 ? static_cast<int>(threads)
-                                  : resolve_threads(config.ssl.threads));
+                                  : job_options::resolve_threads(config.ssl.threads));
   // A world of one: the rendezvous only says whether the stage committed already.
   const auto r = ctx.wait_rendezvous(0, std::chrono::seconds(config.cluster.rendezvous_timeout_s));
   if (!r) {
@@ -90,8 +97,8 @@ std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, cons
   return r->resume_from_step >= 0 ? r->resume_from_step : -1;
 }
 
-std::unique_ptr<runtime::ActorBody> make_probe_actor() {
-  return std::make_unique<ProbeActor>();
+std::unique_ptr<runtime::ActorBody> make_probe_actor(PretrainBackbone pretrain) {
+  return std::make_unique<ProbeActor>(std::move(pretrain));
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

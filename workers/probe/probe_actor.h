@@ -12,12 +12,14 @@
 #include <memory>
 #include <optional>
 
+#include "workers/probe/probe_job.h"
 #include "workers/runtime/actor_runtime.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 
-// Exit codes besides 0 (done, or drained): 1 on any error, logged.
-std::unique_ptr<runtime::ActorBody> make_probe_actor();
+// Exit codes besides 0 (done, or drained): 1 on any error, logged. `pretrain`
+// trains the supervised baseline when probe.baselines asks for it.
+std::unique_ptr<runtime::ActorBody> make_probe_actor(PretrainBackbone pretrain);
 
 // The start of a stage that one actor runs and commits once (probe, eval):
 // torch threads as assigned, then the rendezvous of a world of one. Returns
@@ -25,4 +27,4 @@ std::unique_ptr<runtime::ActorBody> make_probe_actor();
 // is to run, nullopt when no rendezvous came (logged unless stopping).
 std::optional<int64_t> begin_single_actor_stage(runtime::ActorContext& ctx, const char* stage);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

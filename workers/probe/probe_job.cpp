@@ -17,14 +17,13 @@
 #include "dataloader/dataset_factory.h"
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
-#include "workers/data/data_options.h"
-#include "workers/pretrain/job_options.h"
-#include "workers/pretrain/pretrain_job.h"
+#include "workers/job_options/data_options.h"
 #include "workers/probe/probe.h"
 #include "workers/probe/task_head.h"
 #include "workers/probe/transformer_probe.h"
+#include "workers/teacher/teacher_backbone.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 std::string report_json(const ProbeReport& r, const JobConfig& config) {
@@ -182,16 +181,17 @@ std::string supervised_recipe(const JobConfig& sup) {
 // was trained with the same recipe for at most these steps, else trained
 // again. Returns its teacher backbone (as in DINO's rows, the EMA is probed).
 std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
-                                      int64_t dataset_size,
-                                      const std::function<void()>& on_progress,
+                                      int64_t dataset_size, const ProbeRunOptions& run,
                                       ProbeReport& report) {
+  if (!run.pretrain)
+    throw std::invalid_argument("probe: the supervised baseline needs a pretraining function");
   JobConfig sup = config;
   sup.ssl.objective = "supervised";
   sup.ssl.head_prototypes = classes;
   const std::filesystem::path dir =
       std::filesystem::path(config.job.work_dir) / kSupervisedBaselineDir;
   sup.job.work_dir = dir.string();
-  const int64_t budget = config.ssl.epochs * steps_per_epoch(config, dataset_size);
+  const int64_t budget = config.ssl.epochs * job_options::steps_per_epoch(config, dataset_size);
   const int64_t steps =
       config.probe.supervised_steps > 0 ? std::min(config.probe.supervised_steps, budget) : budget;
   const std::string recipe = supervised_recipe(sup);
@@ -216,12 +216,9 @@ std::string train_supervised_baseline(const JobConfig& config, int64_t classes,
   }
   std::filesystem::create_directories(dir);
   write_file_bytes(recipe_file, recipe);
-  PretrainRunOptions options;
-  options.max_steps = steps;
-  options.on_step = on_progress;
   spdlog::info("probe: the supervised baseline, {} steps in {}", steps, dir.string());
   const auto t0 = Clock::now();
-  const PretrainResult trained = run_pretrain(sup, options);
+  const PretrainedBackbone trained = run.pretrain(sup, steps, run.on_progress);
   report.supervised_dir = dir.string();
   report.supervised_steps = trained.steps;
   if (trained.steps > trained.first_step) {
@@ -255,11 +252,11 @@ std::string format_probe_table(const ProbeReport& r) {
 }
 
 ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& run) {
-  at::set_num_threads(resolve_threads(config.ssl.threads));
-  if (run.random_init) return probe_backbone(config, initial_backbone(config), -1, run);
+  at::set_num_threads(job_options::resolve_threads(config.ssl.threads));
+  if (run.random_init) return probe_backbone(config, teacher::initial_backbone(config), -1, run);
   if (!run.backbone_file.empty())
     return probe_backbone(config, read_file_bytes(run.backbone_file), -1, run);
-  const TeacherBackbone teacher = load_teacher_backbone(config, run.step);
+  const teacher::TeacherBackbone teacher = teacher::load_teacher_backbone(config, run.step);
   ProbeReport report = probe_backbone(config, teacher.safetensors, teacher.step, run);
   report.checkpoint_db = teacher.db;
   return report;
@@ -272,8 +269,9 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   report.backbone_file = run.backbone_file;
   model::FovealBackbone backbone = model::import_backbone(backbone_safetensors);
 
-  const auto train_set = data::make_dataset(dataset_spec(config, /*validation=*/false));
-  const auto val_set = data::make_dataset(dataset_spec(config, /*validation=*/true));
+  const auto train_set =
+      data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+  const auto val_set = data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
   if (train_set->num_classes() < 2)
     throw std::runtime_error("the probe needs labels: the training split has no classes");
   const auto& baselines = config.probe.baselines;
@@ -304,7 +302,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   FeatureOptions val_features = train_features;
   val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
   val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
-  const data::ViewOptions views = view_options(config);
+  const data::ViewOptions views = job_options::view_options(config);
 
   EvaluationOptions eval;
   eval.knn.k = config.probe.knn_k;
@@ -373,10 +371,10 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
     report.fit_seconds += seconds_since(t0);
   };
   if (!run.random_init && wants("random_init"))
-    probe_baseline("random_init", initial_backbone(config));
+    probe_baseline("random_init", teacher::initial_backbone(config));
   if (wants("supervised"))
-    probe_baseline("supervised", train_supervised_baseline(config, classes, train_set->size(),
-                                                           run.on_progress, report));
+    probe_baseline("supervised",
+                   train_supervised_baseline(config, classes, train_set->size(), run, report));
   if (wants("pixels")) {
     t0 = Clock::now();
     ProbeScores pixels;
@@ -413,4 +411,4 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   return report;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -16,12 +16,26 @@
 
 #include "common/config.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // The heads the probe writes in job.work_dir for the policy and eval stages
 // (probe.head's kind; workers/probe/task_head.h): the task head on the
 // glimpse states and ViT mode's head, metadata checkpoint_step.
 inline constexpr const char* kProbeHeadFile = "probe_head.safetensors";
+
+// What a pretraining run did: the supervised baseline's.
+struct PretrainedBackbone {
+  int64_t first_step = 0;        // where this run started (> 0 after a resume)
+  int64_t steps = 0;             // optimiser steps done, over all runs
+  double images_per_second = 0;  // of this run
+  std::string backbone_path;     // the teacher's backbone, exported as safetensors
+};
+// Pretrains `config` in its job.work_dir (resuming what is there) for at most
+// `max_steps` steps, calling `on_step` after each. The supervised baseline
+// trains through it, handed in by the caller (workers/pretrain's run_pretrain),
+// so that the probe holds no pretraining code.
+using PretrainBackbone = std::function<PretrainedBackbone(
+    const JobConfig& config, int64_t max_steps, const std::function<void()>& on_step)>;
 
 struct ProbeRunOptions {
   int64_t step = -1;             // the checkpoint to probe; -1 = the newest
@@ -33,6 +47,8 @@ struct ProbeRunOptions {
   // actor reports progress with it, so the runtime does not take a long probe
   // for a hung one.
   std::function<void()> on_progress;
+  // Trains the supervised baseline (probe.baselines); needed only when it is asked for.
+  PretrainBackbone pretrain;
 };
 
 // One row of the report: one backbone (or the raw pixels), validation top-1.
@@ -84,4 +100,4 @@ ProbeReport run_probe(const JobConfig& config, const ProbeRunOptions& options = 
 ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_safetensors,
                            int64_t step, const ProbeRunOptions& options);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

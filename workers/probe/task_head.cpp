@@ -8,7 +8,7 @@
 #include "model/heads.h"
 #include "model/weights.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 constexpr const char* kLinearFormat = "saccade.linear_probe";
@@ -182,4 +182,4 @@ ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin
   return heads;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -16,7 +16,7 @@ namespace saccade::model {
 class TaskHeadImpl;
 }
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 // Either kind; `transformer` set means the transformer kind (weight/bias unused).
 struct TaskHead {
@@ -69,4 +69,4 @@ std::string serialize_probe_heads(const ProbeHeads& heads,
 // Throws std::runtime_error naming `origin` and what is missing.
 ProbeHeads parse_probe_heads(const std::string& bytes, const std::string& origin);
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -13,7 +13,7 @@
 #include "model/heads.h"
 #include "workers/probe/classifiers.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 namespace {
 
 // Top-1 of `head` on rows [R, S, D], in chunks (no gradient, eval mode).
@@ -156,4 +156,4 @@ TransformerClassifier fit_transformer_probe(const at::Tensor& x, const at::Tenso
   return out;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

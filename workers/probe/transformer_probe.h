@@ -15,7 +15,7 @@
 
 #include "workers/probe/task_head.h"
 
-namespace saccade::workers {
+namespace saccade::probe {
 
 struct TransformerProbeOptions {
   std::vector<double> lrs = {1e-3, 3e-4};  // peak learning rates tried
@@ -48,4 +48,4 @@ TransformerClassifier fit_transformer_probe(const at::Tensor& x, const at::Tenso
                                             int64_t classes,
                                             const TransformerProbeOptions& options = {});
 
-}  // namespace saccade::workers
+}  // namespace saccade::probe

@@ -23,19 +23,6 @@
 namespace saccade::runtime {
 namespace {
 
-std::map<wire::Role, ActorBodyFactory>& registry() {
-  static std::map<wire::Role, ActorBodyFactory> bodies;
-  return bodies;
-}
-
-}  // namespace
-
-void register_actor_body(wire::Role role, ActorBodyFactory factory) {
-  registry()[role] = std::move(factory);
-}
-
-namespace {
-
 // The runtime as its body sees it.
 class RuntimeContext final : public ActorContext {
  public:
@@ -286,7 +273,7 @@ std::chrono::milliseconds bounded_drain_ms(std::chrono::milliseconds window,
   return std::max(std::chrono::milliseconds(0), window - reserve);
 }
 
-int run_actor(const ActorOptions& o) {
+int run_actor(const ActorOptions& o, const ActorBodies& bodies) {
   JobConfig config;
   control::Assignment a;
   try {
@@ -298,8 +285,8 @@ int run_actor(const ActorOptions& o) {
   }
   init_logging({o.role, o.rank, o.log_level.empty() ? config.logging.level : o.log_level,
                 o.log_dir.empty() ? config.logging.dir : o.log_dir});
-  auto factory = registry().find(a.role);
-  if (factory == registry().end()) {
+  auto factory = bodies.find(a.role);
+  if (factory == bodies.end()) {
     spdlog::error("this binary has no body for role {}", o.role);
     return kExitBadArguments;
   }
@@ -360,7 +347,7 @@ int run_actor(const ActorOptions& o) {
   return code;
 }
 
-void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
+void add_actor_command(CLI::App& app, ActorBodies bodies, std::function<void(int)> on_exit) {
   auto options = std::make_shared<ActorOptions>();
   CLI::App* cmd =
       app.add_subcommand("actor", "Run one actor (started by `saccade agent`, not by hand)");
@@ -378,9 +365,9 @@ void add_actor_command(CLI::App& app, std::function<void(int)> on_exit) {
   cmd->add_option("--device", options->device, "cpu or cuda:N");
   cmd->add_option("--stage", options->stage, "The job stage it runs (default: job.stages' first)");
   cmd->add_option("--restarts", options->restarts, "Times this actor was restarted before");
-  cmd->callback([options, on_exit] {
+  cmd->callback([options, bodies = std::move(bodies), on_exit] {
     control::resolve_launch("", false);  // the agent's, inherited through $SACCADE_LAUNCH
-    on_exit(run_actor(*options));
+    on_exit(run_actor(*options, bodies));
   });
 }
 

@@ -5,7 +5,7 @@
 // a drain with a final checkpoint. Torch-free: bodies bring their own torch.
 //
 //   class MyLearner : public ActorBody { int run(ActorContext& ctx) override; ... };
-//   register_actor_body(wire::Role::LEARNER, [] { return std::make_unique<MyLearner>(); });
+//   run_actor(options, {{wire::Role::LEARNER, [] { return std::make_unique<MyLearner>(); }}});
 #pragma once
 
 #include <chrono>
@@ -168,14 +168,17 @@ std::chrono::milliseconds bounded_drain_ms(std::chrono::milliseconds window,
 
 using ActorBodyFactory = std::function<std::unique_ptr<ActorBody>()>;
 
-// Registers the body of a role (replacing any earlier one). Call before run_actor.
-void register_actor_body(wire::Role role, ActorBodyFactory factory);
+// The bodies a binary can run, by role. The caller builds the map (the
+// `saccade` binary, a test's actor binary): the runtime holds no registry.
+using ActorBodies = std::map<wire::Role, ActorBodyFactory>;
 
-// The actor process: returns the body's exit code, kExitBadArguments or kExitCoordinatorGone.
-int run_actor(const ActorOptions& options);
+// The actor process: runs the body `bodies` has for its role; returns the
+// body's exit code, kExitBadArguments (no body for the role among them) or
+// kExitCoordinatorGone.
+int run_actor(const ActorOptions& options, const ActorBodies& bodies);
 
-// Adds the `actor` subcommand to `app`; on parse it runs run_actor and hands
-// its exit code to `on_exit`.
-void add_actor_command(CLI::App& app, std::function<void(int)> on_exit);
+// Adds the `actor` subcommand to `app`; on parse it runs run_actor with
+// `bodies` and hands its exit code to `on_exit`.
+void add_actor_command(CLI::App& app, ActorBodies bodies, std::function<void(int)> on_exit);
 
 }  // namespace saccade::runtime

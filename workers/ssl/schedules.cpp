@@ -5,8 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/config.h"
-
 namespace saccade::ssl {
 namespace {
 
@@ -32,27 +30,6 @@ double cosine_schedule(double base, double final, int64_t total, int64_t warmup,
   const double i = static_cast<double>(step - warmup);
   const double n = static_cast<double>(total - warmup);
   return final + 0.5 * (base - final) * (1.0 + std::cos(std::numbers::pi * i / n));
-}
-
-ScheduleOptions schedule_options(const SslConfig& config, int64_t steps_per_epoch) {
-  if (steps_per_epoch < 1)
-    throw std::invalid_argument("steps_per_epoch must be >= 1, got " +
-                                std::to_string(steps_per_epoch));
-  ScheduleOptions o;
-  o.steps_per_epoch = steps_per_epoch;
-  o.schedule_epochs = config.schedule_epochs > 0 ? config.schedule_epochs : config.epochs;
-  o.lr = effective_lr(config);
-  o.min_lr = config.min_lr;
-  o.warmup_epochs = config.warmup_epochs;
-  o.weight_decay_start = config.weight_decay_start;
-  o.weight_decay_end = config.weight_decay_end;
-  o.momentum_start = config.momentum_start;
-  o.momentum_end = config.momentum_end;
-  o.teacher_temp_start = config.teacher_temp_start;
-  o.teacher_temp_end = config.teacher_temp_end;
-  o.teacher_temp_warmup_epochs = config.teacher_temp_warmup_epochs;
-  o.freeze_last_layer_epochs = config.freeze_last_layer_epochs;
-  return o;
 }
 
 ScheduleValues schedule_at(const ScheduleOptions& o, int64_t step) {

@@ -4,10 +4,6 @@
 
 #include <cstdint>
 
-namespace saccade {
-struct SslConfig;
-}
-
 namespace saccade::ssl {
 
 // DINOv2 CosineScheduler at `step`: `warmup` steps of np.linspace(warmup_start,
@@ -35,10 +31,6 @@ struct ScheduleOptions {
   int64_t teacher_temp_warmup_epochs = 30;  // then constant (independent of schedule_epochs)
   int64_t freeze_last_layer_epochs = 1;
 };
-
-// From the config: schedule_epochs = config.schedule_epochs or, when 0,
-// config.epochs. Throws std::invalid_argument when steps_per_epoch < 1.
-ScheduleOptions schedule_options(const SslConfig& config, int64_t steps_per_epoch);
 
 struct ScheduleValues {
   double lr = 0;                // every parameter but the head's last layer

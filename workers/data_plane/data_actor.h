@@ -22,7 +22,7 @@
 #include "workers/runtime/actor_runtime.h"
 #include "workers/runtime/request_server.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 struct BatchServerOptions : runtime::RequestServerOptions {  // sender's role: DATA
   int threads = 1;  // view-cutting threads (data.loader_threads)
@@ -63,4 +63,4 @@ class BatchServer {
 // 1 on a data error.
 std::unique_ptr<runtime::ActorBody> make_data_actor();
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

@@ -5,7 +5,7 @@
 
 #include "dataloader/views.h"
 
-namespace saccade::workers {
+namespace saccade::ssl {
 
 // A PatchBatch as tensors on `device`: patches [N, T, C, P, P], positions [N, T, 3].
 struct ViewTensors {
@@ -39,4 +39,4 @@ inline ViewTensors to_tensors(const data::PixelViews& pv, const torch::Device& d
   return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::ssl

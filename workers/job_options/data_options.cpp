@@ -1,4 +1,4 @@
-#include "workers/data/data_options.h"
+#include "workers/job_options/data_options.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
 data::DatasetSpec dataset_spec(const JobConfig& config, bool validation) {
   const DataConfig& d = config.data;
@@ -79,4 +79,4 @@ int resolve_threads(int64_t configured) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

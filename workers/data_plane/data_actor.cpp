@@ -1,4 +1,4 @@
-#include "workers/data/data_actor.h"
+#include "workers/data_plane/data_actor.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "dataloader/dataset_factory.h"
-#include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
+#include "workers/data_plane/batch_codec.h"
+#include "workers/job_options/data_options.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 namespace {
 
@@ -225,7 +225,7 @@ class DataActor : public runtime::ActorBody {
     const JobConfig& config = ctx.config();
     try {
       const std::shared_ptr<const data::Dataset> dataset =
-          data::make_dataset(dataset_spec(config, /*validation=*/false));
+          data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
       BatchServerOptions options;
       options.endpoint = ctx.assignment().endpoint;
       options.local_endpoint = ctx.assignment().local_endpoint;
@@ -234,7 +234,7 @@ class DataActor : public runtime::ActorBody {
                         ctx.assignment().node};
       options.expect = control::expect_for(config);
       options.threads = static_cast<int>(config.data.loader_threads);
-      BatchServer server(dataset, view_options(config), options);
+      BatchServer server(dataset, job_options::view_options(config), options);
       runtime::RateReporter rate(ctx);  // batches served, images/s
       server.serve([&] {
         rate.tick(static_cast<int64_t>(server.batches_served()), server.images_served());
@@ -256,4 +256,4 @@ std::unique_ptr<runtime::ActorBody> make_data_actor() {
   return std::make_unique<DataActor>();
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

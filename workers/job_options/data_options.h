@@ -1,6 +1,14 @@
-// The torch-free part of the translation from the job config (common/config.h)
-// to the components' option structs: what data actors and learners both need.
-// workers/pretrain/job_options.h adds the model's options on top.
+// The job config's adapter layer: the one translation from the job config
+// (common/config.h) to the plain option structs of the components, which never
+// read the config themselves. Actors and commands build their parts through
+// these functions. One header and target per kind of consumer, so that each
+// links no more than it needs:
+//   data_options.h          saccade_data_options: datasets, views, seeds, the
+//                           batch split, threads (no torch, no sockets)
+//   remote_batch_options.h  saccade_remote_batch_options: a learner's batches
+//                           from data actors (the cluster's sockets, no torch)
+//   model_options.h         saccade_model_options: the model, the SSL trainer
+//                           and its schedules, the gaze policy and its GRPO
 #pragma once
 
 #include <cstdint>
@@ -9,7 +17,7 @@
 #include "dataloader/dataset_factory.h"
 #include "dataloader/views.h"
 
-namespace saccade::workers {
+namespace saccade::job_options {
 
 // The training (or validation) split of [data].
 data::DatasetSpec dataset_spec(const JobConfig& config, bool validation);
@@ -29,4 +37,4 @@ int64_t steps_per_epoch(const JobConfig& config, int64_t dataset_size);
 // Threads for torch and loaders: the configured count, or all cores when 0.
 int resolve_threads(int64_t configured);
 
-}  // namespace saccade::workers
+}  // namespace saccade::job_options

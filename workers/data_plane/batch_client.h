@@ -11,7 +11,6 @@
 // frames are dropped and logged, and a malformed Batch is requested again.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,34 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "control/control.h"
-#include "control/placement.h"
 #include "dataloader/sharded_sampler.h"
 #include "dataloader/ssl_loader.h"
 #include "dataloader/views.h"
 #include "schemas/wire.h"
+#include "workers/data_plane/remote_source_options.h"
 #include "workers/runtime/request_client.h"
 
-namespace saccade::workers {
-
-struct RemoteSourceOptions {
-  std::vector<std::string> endpoints;  // the learner's data actors (assignment().peers)
-  data::ShardOptions shard;            // this learner's shard of the epoch
-  data::ViewOptions views;
-  int64_t batch_size = 0;  // images per batch on this rank
-  uint64_t seed = 0;       // root of the views' random draws (view_seed_at)
-  int queue_depth = 2;     // requests outstanding per data actor (data.queue_depth)
-  std::chrono::milliseconds request_timeout{10000};  // data.request_timeout_ms
-  control::Security security;                        // CURVE client keys when on
-  wire::SenderInfo sender;                           // this learner in its envelopes
-  wire::Expect expect;                               // job id and frame size limit
-};
-
-// The options of learner `me` (rank, node, peers) of a job: batches of `batch`
-// images of `shard`, with the single-process loader's view seed root.
-RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
-                                         data::ShardOptions shard, int64_t batch);
+namespace saccade::data_plane {
 
 class RemoteBatchSource : private runtime::RequestProtocol {
  public:
@@ -84,4 +63,4 @@ class RemoteBatchSource : private runtime::RequestProtocol {
   uint64_t skipped_corrupt_ = 0;
 };
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

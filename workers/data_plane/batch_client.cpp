@@ -1,13 +1,12 @@
-#include "workers/data/batch_client.h"
+#include "workers/data_plane/batch_client.h"
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 
-#include "workers/data/batch_codec.h"
-#include "workers/data/data_options.h"
+#include "workers/data_plane/batch_codec.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 namespace {
 using Body = wire::Envelope::Body;
@@ -20,22 +19,6 @@ struct RemoteBatchSource::Request {
   data::DataPosition after;             // the sampler's position after this batch
   std::optional<data::SslBatch> batch;  // the answer, once it came
 };
-
-RemoteSourceOptions batch_source_options(const JobConfig& config, const control::Assignment& me,
-                                         data::ShardOptions shard, int64_t batch) {
-  RemoteSourceOptions o;
-  o.endpoints = me.peers;
-  o.shard = shard;
-  o.views = view_options(config);
-  o.batch_size = batch;
-  o.seed = view_seed_root(config);
-  o.queue_depth = static_cast<int>(config.data.queue_depth);
-  o.request_timeout = std::chrono::milliseconds(config.data.request_timeout_ms);
-  o.security = control::load_security(config.security, /*as_server=*/false);
-  o.sender = {config.job.name, wire::Role::LEARNER, me.rank, me.node};
-  o.expect = control::expect_for(config);
-  return o;
-}
 
 RemoteBatchSource::RemoteBatchSource(RemoteSourceOptions options, data::DataPosition start)
     : options_(std::move(options)), sampler_(options_.shard) {
@@ -139,4 +122,4 @@ runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, const wire::Message& 
   return {Kind::kDone, request->id, "", ""};
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

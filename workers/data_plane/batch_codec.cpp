@@ -1,4 +1,4 @@
-#include "workers/data/batch_codec.h"
+#include "workers/data_plane/batch_codec.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,7 +14,7 @@
 #include "kernels/integral_image.h"
 #include "schemas/tensors.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 namespace {
 
@@ -179,4 +179,4 @@ std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::Vie
   return batch;
 }
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

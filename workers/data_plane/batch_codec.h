@@ -21,7 +21,7 @@
 #include "dataloader/views.h"
 #include "schemas/messages.capnp.h"
 
-namespace saccade::workers {
+namespace saccade::data_plane {
 
 // Bytes of the frame carrying a batch of `images` images (tensor data plus a
 // bound on the envelope around it), to keep requests under the frame limit.
@@ -37,4 +37,4 @@ void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosit
 std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::ViewOptions& views,
                                          int64_t expected_images, std::string& why);
 
-}  // namespace saccade::workers
+}  // namespace saccade::data_plane

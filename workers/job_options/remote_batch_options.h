@@ -1,0 +1,20 @@
+// The job config -> a learner's remote batch source (the data actors' side of
+// the adapter layer that data_options.h describes).
+#pragma once
+
+#include <cstdint>
+
+#include "common/config.h"
+#include "control/placement.h"
+#include "dataloader/sharded_sampler.h"
+#include "workers/data_plane/remote_source_options.h"
+
+namespace saccade::job_options {
+
+// The options of learner `me` (rank, node, peers) of a job: batches of `batch`
+// images of `shard`, with the single-process loader's view seed root.
+data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
+                                                     const control::Assignment& me,
+                                                     data::ShardOptions shard, int64_t batch);
+
+}  // namespace saccade::job_options

@@ -1,0 +1,45 @@
+// What the learner's SSL trainer (workers/pretrain/ssl_trainer.h) is built
+// from: a plain struct, filled from the job config by
+// workers/job_options/model_options.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/options.h"
+#include "workers/ssl/schedules.h"
+
+namespace saccade::ssl {
+
+struct TrainerOptions {
+  model::BackboneOptions backbone;
+  model::DinoHeadOptions head;
+  ssl::ScheduleOptions schedule;
+  double student_temp = 0;
+  double koleo_weight = 0;
+  double global_weight = 1.0 / 8;          // of the static term; the local views get the rest
+  double sequential_weight = 1.0 / 2;      // of the DINO loss; the static term gets the rest
+  bool sequential_targets_global = false;  // steps matched to the teacher's global view only
+  int64_t sinkhorn_iterations = 0;
+  bool ema_centering =
+      false;  // DINO's centring (ssl.teacher_centering = "ema"), not Sinkhorn-Knopp
+  double center_momentum = 0.9;
+  double clip_grad = 0;    // 0 = no clipping
+  std::string device;      // "cpu" or "cuda:N"
+  bool bf16 = false;       // forward passes under bf16 autocast; weights, loss and update in fp32
+  uint64_t seed = 0;       // initial weights
+  double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
+  bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
+  // Per channel: the device normalises patches as (value / 255 - mean) / std.
+  // One value per backbone channel.
+  std::vector<float> pixel_mean, pixel_std;
+  // Per-phase wall times (StepStats::phases). On a GPU each phase then ends with a device
+  // synchronisation; measured on an H200 it costs nothing visible (docs/model.md).
+  bool time_phases = true;
+  // The labelled baseline: one-hot labels replace the teacher's targets (the
+  // head's K must be the number of classes); the teacher is then only the EMA.
+  bool supervised = false;
+};
+
+}  // namespace saccade::ssl
