@@ -47,6 +47,13 @@ class Runtime : public RuntimeFixture {
  protected:
   void SetUp() override { actor_binary_ = kActor; }
   std::string kill_and_restart_the_coordinator(std::chrono::milliseconds frozen);
+
+  // `job` written three ways: with CURVE and the job's keys (config), with a stranger's
+  // client key (wrong), without CURVE (plain); the keys generated in the test's folder.
+  struct CurveConfigs {
+    fs::path config, wrong, plain;
+  };
+  CurveConfigs curve_configs(TestJob job);
 };
 
 // A [security] section with CURVE on: the job's server keys in `keys`, the client key a
@@ -57,6 +64,20 @@ std::string curve_section(const fs::path& keys, const fs::path& client_dir) {
       "client_key = \"{}\"\n",
       (keys / "server.key").string(), (keys / "server.pub").string(),
       (client_dir / "client.key").string());
+}
+
+Runtime::CurveConfigs Runtime::curve_configs(TestJob job) {
+  const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
+  for (const fs::path& d : {keys, stranger})
+    EXPECT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0) << d;
+  CurveConfigs out;
+  job.extra = curve_section(keys, keys);
+  out.config = write_config(job);
+  job.extra = curve_section(keys, stranger);
+  out.wrong = write_config(job, "stranger.toml");
+  job.extra = "";
+  out.plain = write_config(job, "plain.toml");
+  return out;
 }
 
 std::string http_get(int port) {
@@ -682,19 +703,11 @@ TEST_F(Runtime, AnActorThatRefusesItsInputsFailsTheJobWithoutRestarts) {
 }
 
 TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
-  const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
-  for (const fs::path& d : {keys, stranger})
-    ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
   TestJob job;
   job.port = free_port();
   job.steps = 100000;
   job.nodes = {kTwoNodes[0], "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 0\nlearners = 0"};
-  job.extra = curve_section(keys, keys);
-  const fs::path config = write_config(job);
-  job.extra = curve_section(keys, stranger);
-  const fs::path wrong = write_config(job, "stranger.toml");
-  job.extra = "";
-  const fs::path plain = write_config(job, "plain.toml");
+  const auto [config, wrong, plain] = curve_configs(job);
 
   Child& coord = coordinator(config);
   Child& good = agent(config, job.port, "n0");
@@ -781,16 +794,8 @@ std::vector<wire::Envelope::Body::Which> try_the_store(const fs::path& config_fi
 // learner 0, a process with the keys that is no learner is refused, and the job runs
 // on undisturbed.
 TEST_F(Runtime, OnlyTheJobsLearnersReachTheRendezvousStore) {
-  const fs::path keys = dir_.path() / "keys", stranger = dir_.path() / "stranger";
-  for (const fs::path& d : {keys, stranger})
-    ASSERT_EQ(run_process({kSaccade, "keys", "generate", d.string()}).exit_code, 0);
   TestJob job = two_node_job(100000);
-  job.extra = curve_section(keys, keys);
-  const fs::path config = write_config(job);
-  job.extra = curve_section(keys, stranger);
-  const fs::path wrong = write_config(job, "stranger.toml");
-  job.extra = "";
-  const fs::path plain = write_config(job, "plain.toml");
+  const auto [config, wrong, plain] = curve_configs(job);
 
   Child& coord = coordinator(config);
   Child& a0 = agent(config, job.port, "n0");

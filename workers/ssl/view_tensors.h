@@ -15,28 +15,36 @@ struct ViewTensors {
   }
 };
 
-// On the CPU the tensors alias the batch's buffers (keep it alive and unchanged).
+namespace detail {
+// Patches [N, T, C, P, P] of `dtype` at `values` (none, undefined, without `with_patches`)
+// and positions
+// [N, T, 3] as tensors on `device`; on the CPU they alias the buffers (from_blob does not
+// write).
+inline ViewTensors view_tensors(bool with_patches, const void* values, torch::ScalarType dtype,
+                                int64_t n, int64_t t, int64_t c, int64_t p, const float* positions,
+                                const torch::Device& device) {
+  ViewTensors out;
+  if (with_patches)
+    out.patches = torch::from_blob(const_cast<void*>(values), {n, t, c, p, p}, dtype);
+  out.positions = torch::from_blob(const_cast<float*>(positions), {n, t, 3});
+  if (device.is_cpu()) return out;
+  if (out.patches.defined()) out.patches = out.patches.to(device, /*non_blocking=*/true);
+  out.positions = out.positions.to(device, /*non_blocking=*/true);
+  return out;
+}
+}  // namespace detail
+
+// A PatchBatch's normalised float patches and positions (keep it alive and unchanged).
 inline ViewTensors to_tensors(const data::PatchBatch& pb, const torch::Device& device) {
-  auto* patches = const_cast<float*>(pb.patches.data());  // from_blob does not write
-  auto* positions = const_cast<float*>(pb.positions.data());
-  ViewTensors t{
-      torch::from_blob(patches, {pb.views, pb.tokens, pb.channels, pb.patch_size, pb.patch_size}),
-      torch::from_blob(positions, {pb.views, pb.tokens, 3})};
-  if (device.is_cpu()) return t;
-  return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
+  return detail::view_tensors(true, pb.patches.data(), torch::kFloat, pb.views, pb.tokens,
+                              pb.channels, pb.patch_size, pb.positions.data(), device);
 }
 
-// The uint8 pixels [N, T, C, P, P] and positions [N, T, 3] of a PixelViews on
-// `device` (on the CPU they alias the views' buffers).
+// A PixelViews' uint8 pixels and positions; no patches when the learner cuts them (the
+// views carry boxes, not pixels).
 inline ViewTensors to_tensors(const data::PixelViews& pv, const torch::Device& device) {
-  auto* pixels = const_cast<uint8_t*>(pv.pixels.data());  // from_blob does not write
-  auto* positions = const_cast<float*>(pv.positions.data());
-  ViewTensors t{
-      torch::from_blob(pixels, {pv.views, pv.tokens, pv.channels, pv.patch_size, pv.patch_size},
-                       torch::kByte),
-      torch::from_blob(positions, {pv.views, pv.tokens, 3})};
-  if (device.is_cpu()) return t;
-  return {t.patches.to(device, /*non_blocking=*/true), t.positions.to(device, true)};
+  return detail::view_tensors(pv.boxes.empty(), pv.pixels.data(), torch::kByte, pv.views, pv.tokens,
+                              pv.channels, pv.patch_size, pv.positions.data(), device);
 }
 
 }  // namespace saccade::ssl
