@@ -130,7 +130,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   st->add_option(
         "--variants", step.variants,
         "Levers joined by '+', one variant each, e.g. fp32,bf16,bf16+sdpa+foreach "
-        "(fp32|bf16, sdpa: fused attention, foreach: multi-tensor AdamW/EMA, sync: a "
+        "(fp32|bf16|bf16-params as ssl.precision, sdpa: fused attention, foreach: "
+        "multi-tensor AdamW/EMA, sync: a "
         "device synchronisation after every phase, cut: the trainer cuts the views from the "
         "images (views.cut_on = learner); config: the config's training path, the default)")
       ->delimiter(',');

@@ -161,7 +161,7 @@ struct SslConfig {
   int64_t sinkhorn_iterations{};
   double center_momentum{};  // ema centring's
   int64_t checkpoint_every_steps{};
-  std::string precision;       // fp32 | bf16
+  std::string precision;       // fp32 | bf16 | bf16-params
   double peak_tflops{};        // per-device peak for MFU; 0 = the device table
   int64_t threads{};           // torch intra-op threads (0 = all cores)
   std::string objective;       // dino | supervised (the labelled baseline)

@@ -481,8 +481,12 @@ void describe(V& v, SslConfig& c) {
            "EMA momentum of the centre (teacher_centering = ema; DINO: 0.9).");
   v.integer("checkpoint_every_steps", c.checkpoint_every_steps, 500, 1, kMaxInt,
             "Steps between checkpoints.");
-  v.choice("precision", c.precision, "fp32", {"fp32", "bf16"},
-           "Forward passes in bf16 autocast (loss, weights and update stay fp32); for GPUs.");
+  v.choice("precision", c.precision, "fp32", {"fp32", "bf16", "bf16-params"},
+           "fp32; bf16 = forward passes under bf16 autocast (matmuls in bf16 from fp32 weights); "
+           "bf16-params = forward and backward on bf16 copies of the weights (residual stream, "
+           "LayerNorm and weights in bf16, no casts) with fp32 master weights, all-reduce, "
+           "update, EMA and checkpoints. The loss is fp32 in every mode. bf16 modes are for "
+           "GPUs.");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

@@ -52,7 +52,7 @@ std::string cuda_device_name(int index) {
 double table_peak_tflops(const std::string& device_name, const std::string& precision) {
   for (const PeakRow& row : kPeaks) {
     if (device_name.find(row.name_part) != std::string::npos)
-      return precision == "bf16" ? row.bf16 : row.fp32;
+      return precision.rfind("bf16", 0) == 0 ? row.bf16 : row.fp32;  // bf16, bf16-params
   }
   return 0;
 }

@@ -12,7 +12,7 @@ namespace saccade {
 std::string cuda_device_name(int index);
 
 // Dense (no sparsity) peak TFLOP/s of a GPU named `device_name` for matrix
-// products in `precision` ("bf16": tensor cores; "fp32": plain FP32 units,
+// products in `precision` ("bf16" or "bf16-params": tensor cores; "fp32": plain FP32 units,
 // which LibTorch's matmuls use unless TF32 is switched on). 0 when the device
 // is not in the table (docs/model.md lists it, with NVIDIA's data sheets).
 double table_peak_tflops(const std::string& device_name, const std::string& precision);

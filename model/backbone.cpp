@@ -92,6 +92,9 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   if (memory && state.defined()) tokens.push_back(state.detach() + memory_embed_.unsqueeze(0));
   tokens.push_back(patch_embed_(patches.reshape({b, t, options_.patch_dim()})) +
                    pos_mlp_(positions));
+  // The residual stream in the parameters' type: bf16 weights keep it bf16 even when the
+  // carried state arrives in fp32 (autocast's final LayerNorm); a no-op in fp32.
+  for (auto& group : tokens) group = group.to(state_embed_.scalar_type());
   auto x = torch::cat(tokens, 1);
   for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
   x = norm_(x);

@@ -34,19 +34,19 @@ namespace {
 
 struct Variant {
   std::string name;
-  bool bf16 = false;
+  std::string precision = "fp32";  // ssl.precision: fp32 | bf16 | bf16-params
   bool fused_attention = true;
   bool multi_tensor = true;
   bool phase_syncs = false;   // the timed steps also synchronise after every phase
   bool learner_cuts = false;  // batches carry images and boxes: the trainer cuts (views.cut_on)
 };
 
-// "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless "bf16").
+// "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless a bf16 mode is named).
 Variant parse_variant(const std::string& text, const JobConfig& config) {
   Variant v;
   v.name = text;
   if (text == "config") {
-    v.bf16 = config.ssl.precision == "bf16";
+    v.precision = config.ssl.precision;
     return v;
   }
   v.fused_attention = v.multi_tensor = false;
@@ -54,10 +54,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   while (start <= text.size()) {
     const size_t end = std::min(text.find('+', start), text.size());
     const std::string lever = text.substr(start, end - start);
-    if (lever == "bf16") {
-      v.bf16 = true;
-    } else if (lever == "fp32") {
-      v.bf16 = false;
+    if (lever == "fp32" || lever == "bf16" || lever == "bf16-params") {
+      v.precision = lever;
     } else if (lever == "sdpa") {
       v.fused_attention = true;
     } else if (lever == "foreach") {
@@ -68,8 +66,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.learner_cuts = true;
     } else {
       throw std::invalid_argument(fmt::format(
-          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, sdpa, foreach, sync, "
-          "cut joined by '+', or config)",
+          "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
+          "foreach, sync, cut joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -168,13 +166,13 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       std::vector<data::SslBatch>& data = batches_of[v.learner_cuts ? 1 : 0];
       if (data.empty())
         data = synthetic_batches(config, batch, 2, v.learner_cuts, o.image_width, o.image_height);
-      ssl::TrainerOptions t = job_options::trainer_options(config, steps_per_epoch, o.device);
-      t.bf16 = v.bf16;
+      JobConfig variant_config = config;
+      variant_config.ssl.precision = v.precision;
+      if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
+      ssl::TrainerOptions t =
+          job_options::trainer_options(variant_config, steps_per_epoch, o.device);
       t.multi_tensor_update = v.multi_tensor;
       t.time_phases = v.phase_syncs;
-      t.peak_tflops =
-          resolve_peak_tflops(o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device,
-                              v.bf16 ? "bf16" : "fp32");
       model::set_fused_attention(v.fused_attention);
       pretrain::SslTrainer trainer(t);
       Row row;

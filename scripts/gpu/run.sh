@@ -114,7 +114,8 @@ wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s 
 if wants step; then
   step_config=${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}
   fast=bf16+sdpa+foreach
-  levers=bf16,bf16+sdpa,bf16+foreach,$fast,$fast+cut,fp32+sdpa+foreach
+  params=bf16-params+sdpa+foreach
+  levers=bf16,bf16+sdpa,bf16+foreach,$fast,$fast+cut,$params,$params+cut,fp32+sdpa+foreach
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \

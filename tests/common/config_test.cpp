@@ -110,8 +110,10 @@ TEST(Config, IntegersAreAcceptedAsNumbers) {
 }
 
 TEST(Config, ChoiceOutsideItsOptionsIsRefused) {
-  EXPECT_EQ(refusal("[ssl]\nprecision = \"fp8\"\n"),
-            "job.toml:2:13: ssl.precision: expected one of \"fp32\", \"bf16\", got \"fp8\"");
+  EXPECT_EQ(
+      refusal("[ssl]\nprecision = \"fp8\"\n"),
+      "job.toml:2:13: ssl.precision: expected one of \"fp32\", \"bf16\", \"bf16-params\", got "
+      "\"fp8\"");
 }
 
 TEST(Config, BadArrayElementIsNamedByIndex) {

@@ -65,10 +65,11 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
 
   // One process uses the first GPU when LibTorch sees one (a CUDA build on a GPU node).
   const std::string device = torch::cuda::is_available() ? "cuda:0" : "cpu";
-  if (config.ssl.precision == "bf16" && device == "cpu")
+  if (config.ssl.precision != "fp32" && device == "cpu")
     spdlog::warn(
-        "ssl.precision = \"bf16\" on the CPU: autocast runs matmuls in bf16, usually "
-        "slower than fp32 on CPUs without bf16 instructions");
+        "ssl.precision = \"{}\" on the CPU: matmuls in bf16 are usually slower than fp32 on "
+        "CPUs without bf16 instructions",
+        config.ssl.precision);
   const auto dataset = data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
   const int64_t per_epoch = job_options::steps_per_epoch(config, dataset->size());
   const int64_t total_steps = run.max_steps >= 0

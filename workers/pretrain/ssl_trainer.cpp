@@ -70,6 +70,10 @@ struct SslTrainer::Impl {
   Center center{nullptr};  // options.ema_centering only
   ssl::NamedParameters student_params, teacher_params;
   std::unique_ptr<ssl::StudentOptimizer> optimizer;
+  // ssl::Precision::kBf16Params only: bf16 copies of student and teacher that run the
+  // passes; the fp32 modules above stay the master weights. Null otherwise.
+  DinoNet student_bf16{nullptr}, teacher_bf16{nullptr};
+  ssl::NamedParameters student_bf16_params, teacher_bf16_params;  // in master order
   // Held while a step updates weights, optimiser state and `step`, and by
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
@@ -106,6 +110,43 @@ struct SslTrainer::Impl {
     ssl::AdamWSettings adamw;
     adamw.multi_tensor = options.multi_tensor_update;
     optimizer = std::make_unique<ssl::StudentOptimizer>(student_params, adamw);
+    if (options.precision == ssl::Precision::kBf16Params) {
+      student_bf16 = DinoNet(options.backbone, options.head);
+      teacher_bf16 = DinoNet(options.backbone, options.head);
+      student_bf16->to(device, torch::kBFloat16);
+      teacher_bf16->to(device, torch::kBFloat16);
+      for (auto& p : teacher_bf16->parameters()) p.set_requires_grad(false);
+      teacher_bf16->eval();
+      student_bf16_params = ssl::named_parameters(*student_bf16);
+      teacher_bf16_params = ssl::named_parameters(*teacher_bf16);
+      refresh_bf16_copies();
+    }
+  }
+
+  // The networks the passes run on: the bf16 copies with kBf16Params, else the masters.
+  DinoNet& student_net() { return student_bf16 ? student_bf16 : student; }
+  DinoNet& teacher_net() { return teacher_bf16 ? teacher_bf16 : teacher; }
+
+  // Master weights -> their bf16 copies: after every update and load.
+  void refresh_bf16_copies() {
+    if (!student_bf16) return;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < student_params.size(); ++i)
+      student_bf16_params[i].second.copy_(student_params[i].second);
+    for (size_t i = 0; i < teacher_params.size(); ++i)
+      teacher_bf16_params[i].second.copy_(teacher_params[i].second);
+  }
+
+  // The bf16 copies' gradients -> the masters' fp32 gradients (a parameter without one
+  // keeps none), so that the all-reduce, clipping and AdamW run in fp32 as with fp32 passes.
+  void gradients_to_masters() {
+    if (!student_bf16) return;
+    for (size_t i = 0; i < student_params.size(); ++i) {
+      torch::Tensor& copy = student_bf16_params[i].second;
+      if (!copy.grad().defined()) continue;
+      student_params[i].second.mutable_grad() = copy.grad().to(torch::kFloat);
+      copy.mutable_grad() = torch::Tensor();
+    }
   }
 
   // The five view sets of a batch on the device: uint8 pixels uploaded as they came (or
@@ -123,6 +164,8 @@ struct SslTrainer::Impl {
       out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
                                    set.pieces, options.pixel_mean, options.pixel_std),
                 raw.positions};
+      if (student_bf16)  // the bf16 copies take bf16 inputs (augmented in fp32 first)
+        out[i] = {out[i].patches.to(torch::kBFloat16), out[i].positions.to(torch::kBFloat16)};
     }
     return out;
   }
@@ -319,25 +362,27 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   torch::Tensor teacher_global, teacher_final;
   ssl::StudentOutputs student;
   {
-    model::AutocastGuard autocast(m.device.type(), m.options.bf16);
+    model::AutocastGuard autocast(m.device.type(),
+                                  m.options.precision == ssl::Precision::kBf16Autocast);
+    DinoNet &teacher = m.teacher_net(), &student_net = m.student_net();
     if (!m.options.supervised) {
       torch::NoGradGuard no_grad;
-      teacher_global = m.teacher->head->forward(
-          m.teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
-      teacher_final = m.run_sequence(m.teacher, tseq, B, /*all_steps=*/false).back();
+      teacher_global = teacher->head->forward(
+          teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
+      teacher_final = m.run_sequence(teacher, tseq, B, /*all_steps=*/false).back();
     }
     stats.phases.teacher = lap();
-    const model::StepOutput sg_out = m.student->backbone->step(sg.patches, sg.positions);
-    student.global = m.student->head->forward(sg_out.state.select(1, 0));
+    const model::StepOutput sg_out = student_net->backbone->step(sg.patches, sg.positions);
+    student.global = student_net->head->forward(sg_out.state.select(1, 0));
     student.global_token = sg_out.state.select(1, 0);
     if (sl.patches.size(0) > 0) {
-      const model::StepOutput sl_out = m.student->backbone->step(sl.patches, sl.positions);
-      student.local = m.student->head->forward(sl_out.state.select(1, 0))
+      const model::StepOutput sl_out = student_net->backbone->step(sl.patches, sl.positions);
+      student.local = student_net->head->forward(sl_out.state.select(1, 0))
                           .view({-1, B, m.options.head.n_prototypes});
     } else {
       student.local = torch::empty({0, B, m.options.head.n_prototypes}, sg.patches.options());
     }
-    student.sequential = torch::stack(m.run_sequence(m.student, sseq, B, /*all_steps=*/true));
+    student.sequential = torch::stack(m.run_sequence(student_net, sseq, B, /*all_steps=*/true));
   }
   stats.phases.student = lap();
   torch::Tensor targets;
@@ -352,6 +397,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.
   m.optimizer->zero_grad();
   parts.loss.backward();
+  m.gradients_to_masters();
   stats.phases.backward = lap();
   m.average_gradients();
   if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
@@ -362,6 +408,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     m.optimizer->step();
     ssl::ema_update(m.teacher_params, m.student_params, sched.teacher_momentum,
                     m.options.multi_tensor_update);
+    m.refresh_bf16_copies();
     if (m.center && !m.options.supervised)  // after the loss, as DINO's update_center
       ssl::update_center(m.center->center,
                          torch::cat({teacher_global.detach(), teacher_final.detach()}, 0),
@@ -413,7 +460,9 @@ std::vector<float> SslTrainer::teacher_features(const data::PatchBatch& views,
   const int64_t batch = views.views / steps;
   std::vector<torch::Tensor> features;
   {
-    model::AutocastGuard autocast(m.device.type(), m.options.bf16);
+    // The fp32 teacher, under autocast in either bf16 mode (the features of either are
+    // then computed the same way).
+    model::AutocastGuard autocast(m.device.type(), m.options.precision != ssl::Precision::kFp32);
     const ssl::ViewTensors v = ssl::to_tensors(views, m.device);
     torch::Tensor state;
     for (int64_t k = 0; k < steps; ++k) {
@@ -453,6 +502,7 @@ void SslTrainer::load(const std::map<std::string, std::string>& blobs) {
   impl_->optimizer->load(blobs.at("optimizer"));
   if (impl_->center) model::load_modules({{"", impl_->center.get()}}, blobs.at("center"));
   impl_->step = std::stoll(blobs.at("trainer"));
+  impl_->refresh_bf16_copies();
 }
 
 std::string SslTrainer::export_backbone() const {

@@ -12,6 +12,20 @@
 
 namespace saccade::ssl {
 
+// How the step's passes compute (ssl.precision).
+enum class Precision {
+  kFp32,
+  // bf16 autocast: matmuls in bf16 from fp32 weights; the residual stream, LayerNorm and
+  // the weights stay fp32, so every linear layer casts its input and weight.
+  kBf16Autocast,
+  // bf16 copies of student and teacher run the forward and backward passes: the residual
+  // stream, LayerNorm (accumulating in fp32), LayerScale and the weights are bf16, with no
+  // casts. The fp32 modules stay the master weights: gradients are all-reduced, clipped
+  // and applied in fp32, the EMA is fp32 and checkpoints hold fp32 (DINOv2's mixed
+  // precision: half-precision params, fp32 update). The loss is fp32.
+  kBf16Params,
+};
+
 struct TrainerOptions {
   model::BackboneOptions backbone;
   model::DinoHeadOptions head;
@@ -25,10 +39,10 @@ struct TrainerOptions {
   bool ema_centering =
       false;  // DINO's centring (ssl.teacher_centering = "ema"), not Sinkhorn-Knopp
   double center_momentum = 0.9;
-  double clip_grad = 0;    // 0 = no clipping
-  std::string device;      // "cpu" or "cuda:N"
-  bool bf16 = false;       // forward passes under bf16 autocast; weights, loss and update in fp32
-  uint64_t seed = 0;       // initial weights
+  double clip_grad = 0;                    // 0 = no clipping
+  std::string device;                      // "cpu" or "cuda:N"
+  Precision precision = Precision::kFp32;  // the loss and the update are fp32 in every mode
+  uint64_t seed = 0;                       // initial weights
   double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
   bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
   // Per channel: the device normalises patches as (value / 255 - mean) / std.
