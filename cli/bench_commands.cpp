@@ -205,7 +205,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   CLI::App* r = bench->add_subcommand(
       "runtime",
       "The distributed runtime's cost: saccade run vs pretrain images/s, 2 learners x b vs 1 x 2b, "
-      "kill -9 to training again, data path batches/s and latency");
+      "kill -9 to training again, data path batches/s and latency, and (--feed) one learner fed "
+      "by 1..N data actors against the same trainer fed from memory");
   r->add_option("config", runtime.config_path, "Job config (variants are derived from it)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -220,6 +221,20 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   r->add_flag("--no-throughput", skip_throughput, "Skip the four throughput runs");
   r->add_flag("--no-recovery", skip_recovery, "Skip the kill -9 run");
   r->add_flag("--no-data-path", skip_data, "Skip the data path measurement");
+  r->add_option("--feed", runtime.feed_actors,
+                "Data-actor counts of the feed runs, e.g. 1,2,4,8,14: saccade run with one "
+                "learner on --device and that many data actors (one loader thread each) against "
+                "the same trainer fed from memory (saccade bench step)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  r->add_option("--feed-images", runtime.feed_images,
+                "Generated 500 x 375 JPEGs the feed runs read from tar shards (0: the config's "
+                "data)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000000));
+  r->add_option("--device", runtime.device, "The feed runs' learner: cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   r->callback([] {
     runtime.throughput = !skip_throughput;
     runtime.recovery = !skip_recovery;

@@ -47,6 +47,7 @@ struct LoadedBatch {
   std::unique_ptr<SslBatch> batch;
   DataPosition position;    // the sampler's position after this batch (resume from here)
   double prep_seconds = 0;  // worker-thread time spent decoding and cutting views
+  size_t wire_bytes = 0;    // the batch's tensor bytes received from a data actor; 0 in process
 };
 
 class SslLoader {

@@ -13,6 +13,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "bench/data/generated_images.h"
 #include "common/config.h"
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
@@ -42,26 +43,6 @@ struct SetRow {
   double frame_bytes_per_image = 0;
   double decode_only_per_second = 0, pipeline_per_second = 0;
 };
-
-// A photo-like test image: smooth gradients, shapes and mild noise, so that it compresses
-// like a photo (tens of KB at ImageNet size) rather than like noise.
-std::vector<uint8_t> generated_jpeg(int width, int height, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> u(0, 255);
-  cv::Mat image(height, width, CV_8UC3);
-  for (int y = 0; y < height; ++y)
-    for (int x = 0; x < width; ++x)
-      image.at<cv::Vec3b>(y, x) =
-          cv::Vec3b(static_cast<uint8_t>(x * 255 / width), static_cast<uint8_t>(y * 255 / height),
-                    static_cast<uint8_t>((x + y) * 127 / (width + height)));
-  for (int i = 0; i < 12; ++i)
-    cv::circle(image, {u(rng) * width / 256, u(rng) * height / 256}, 8 + u(rng) / 4,
-               cv::Scalar(u(rng), u(rng), u(rng)), cv::FILLED);
-  cv::Mat noise(height, width, CV_8UC3);
-  cv::randn(noise, cv::Scalar::all(0), cv::Scalar::all(6));
-  image += noise;
-  return data::encode_jpeg(image, 90);
-}
 
 // The stages over `paths`, one image at a time on this thread; every `batch` images are
 // encoded into one frame and sent through `push` to `pull` (ZeroMQ's I/O threads move it).
@@ -165,13 +146,8 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
       fs::temp_directory_path() / fmt::format("saccade-bench-data-{}", ::getpid());
   if (o.generated > 0) {
     fs::create_directories(scratch);
-    std::vector<fs::path> paths;
-    for (int i = 0; i < o.generated; ++i) {
-      const std::vector<uint8_t> jpeg =
-          generated_jpeg(o.generated_width, o.generated_height, static_cast<uint64_t>(i));
-      paths.push_back(scratch / fmt::format("{:05d}.jpg", i));
-      write_file_bytes(paths.back(), {reinterpret_cast<const char*>(jpeg.data()), jpeg.size()});
-    }
+    const std::vector<fs::path> paths = write_generated_folder(
+        scratch, o.generated, /*classes=*/1, o.generated_width, o.generated_height);
     sets.emplace_back(fmt::format("generated {}x{}", o.generated_width, o.generated_height), paths);
   }
   std::vector<fs::path> photos(o.photos.begin(), o.photos.end());

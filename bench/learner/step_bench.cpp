@@ -47,6 +47,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   v.name = text;
   if (text == "config") {
     v.precision = config.ssl.precision;
+    v.learner_cuts = config.views.cut_on == "learner";
     return v;
   }
   v.fused_attention = v.multi_tensor = false;

@@ -23,7 +23,7 @@ struct StepBenchOptions {
   // LibTorch >= 2), "foreach" (multi-tensor AdamW and EMA), "sync" (a device synchronisation after
   // every phase, as when phases are timed), "cut" (the batches carry the images and boxes and the
   // trainer cuts the views on its device, views.cut_on = "learner"; the same views). Empty: one
-  // variant, the config's training path.
+  // variant, the config's training path (its precision and views.cut_on).
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
   int steps = 5;           // timed steps (no phase synchronisation)

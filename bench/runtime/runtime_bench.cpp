@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/data/generated_images.h"
 #include "common/config.h"
 #include "common/seconds_since.h"
 #include "control/control.h"
@@ -26,6 +28,7 @@
 #include "coordinator/status.h"
 #include "dataloader/dataset_factory.h"
 #include "dataloader/ssl_loader.h"
+#include "dataloader/tar_pack.h"
 #include "workers/data_plane/batch_client.h"
 #include "workers/data_plane/batch_codec.h"
 #include "workers/data_plane/data_actor.h"
@@ -46,39 +49,63 @@ struct MetricsLine {
   double time = 0;
   int64_t step = 0;
   int64_t generation = 1;
+  double data_wait_seconds = 0;  // the learner idle before this step's batch came
+  double batch_bytes = 0;        // this step's batch on the wire
 };
 
-std::optional<double> number_after(const std::string& line, const std::string& key) {
-  const size_t at = line.find("\"" + key + "\": ");
-  if (at == std::string::npos) return std::nullopt;
-  try {
-    return std::stod(line.substr(at + key.size() + 4));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
+// The training steps of a metrics.jsonl (lines of other stages, or cut short, are skipped).
 std::vector<MetricsLine> read_metrics(const fs::path& file) {
   std::vector<MetricsLine> out;
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
-    const auto time = number_after(line, "time"), step = number_after(line, "step");
-    if (!time || !step) continue;
-    out.push_back({*time, static_cast<int64_t>(*step),
-                   static_cast<int64_t>(number_after(line, "generation").value_or(1))});
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("time") || !j.contains("step") ||
+        j.value("stage", "pretrain") != "pretrain")
+      continue;
+    auto number = [&](const char* key, double fallback) {
+      return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+    };
+    out.push_back({number("time", 0), static_cast<int64_t>(number("step", 0)),
+                   static_cast<int64_t>(number("generation", 1)), number("data_wait_seconds", 0),
+                   number("batch_bytes", 0)});
   }
   return out;
 }
 
-// Images/s between the first step past a quarter of the run and the last one.
-double steady_images_per_second(const std::vector<MetricsLine>& lines, int64_t global_batch) {
-  if (lines.size() < 2) return 0;
+// The steady part of a run: from the first step past a quarter of it to the last one.
+struct Steady {
+  double images_per_second = 0;
+  double data_wait_share = 0;  // of the steady wall time, the learner waiting for batches
+  double wire_bytes_per_second = 0;
+};
+
+Steady steady_rates(const std::vector<MetricsLine>& lines, int64_t global_batch) {
+  if (lines.size() < 2) return {};
   const int64_t warm = std::max<int64_t>(1, lines.back().step / 4);
   auto first = std::find_if(lines.begin(), lines.end(),
                             [&](const MetricsLine& l) { return l.step >= warm; });
   const MetricsLine& last = lines.back();
-  if (first == lines.end() || last.time <= first->time) return 0;
-  return static_cast<double>((last.step - first->step) * global_batch) / (last.time - first->time);
+  if (first == lines.end() || last.time <= first->time) return {};
+  const double span = last.time - first->time;
+  double wait = 0, bytes = 0;  // of the steps after `first` (its own batch came before the span)
+  for (auto l = std::next(first); l != lines.end(); ++l) {
+    wait += l->data_wait_seconds;
+    bytes += l->batch_bytes;
+  }
+  return {static_cast<double>((last.step - first->step) * global_batch) / span, wait / span,
+          bytes / span};
+}
+
+double steady_images_per_second(const std::vector<MetricsLine>& lines, int64_t global_batch) {
+  return steady_rates(lines, global_batch).images_per_second;
+}
+
+// CPU seconds (user + system) of this process's waited-for descendants so far.
+double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 // A child saccade process writing to its own log file.
@@ -137,6 +164,7 @@ struct Variant {
   int64_t batch = 0;  // global
   int64_t steps = 0;
   int64_t checkpoint_every = 0;
+  bool feed = false;  // a feed run: one loader thread per data actor, the learner on the device
 };
 
 class RuntimeBench {
@@ -167,6 +195,7 @@ class RuntimeBench {
     }
     if (options_.recovery) recovery();
     if (options_.data_path) data_path();
+    if (!options_.feed_actors.empty()) feed();
     write_json();
     return failures_ == 0 ? 0 : 1;
   }
@@ -184,7 +213,17 @@ class RuntimeBench {
       node.host = "127.0.0.1";
       node.data_actors = v.data_actors;
       node.learners = v.learners;
+      if (v.feed && options_.device != "cpu") node.gpus = 1;
       c.cluster.nodes = {node};
+    }
+    if (v.feed) {
+      c.data.loader_threads = 1;  // one core per data actor
+      c.ssl.knn_every_steps = 0;  // nothing but training in the timed steps
+      if (!feed_shards_.empty()) {
+        c.data.dataset = "shards";
+        c.data.shards = feed_shards_.string();
+        c.data.channels = 3;
+      }
     }
     c.ssl.batch_size = v.batch;
     c.ssl.epochs = 1;
@@ -403,6 +442,88 @@ class RuntimeBench {
         serial, p50, p99, ipc_p50, ipc_p99, 1e3 / local_rate);
   }
 
+  // One learner on the device fed by 1, 2, 4, ... data actors, against the same trainer fed
+  // from memory.
+  void feed() {
+    const int64_t b = base_.ssl.batch_size, n = options_.steps;
+    if (options_.feed_images > 0) {
+      // ImageNet-size JPEGs (ImageNet's median is about 500 x 375), packed as a cluster
+      // would read them: tar shards through their byte-offset index.
+      const fs::path folder = root_ / "feed-images";
+      feed_shards_ = root_ / "feed-shards";
+      fs::remove_all(folder);
+      fs::remove_all(feed_shards_);
+      write_generated_folder(folder, options_.feed_images, /*classes=*/10, 500, 375);
+      data::PackOptions pack;
+      pack.folder = folder.string();
+      pack.out = feed_shards_.string();
+      pack.shard_size = 500;
+      const data::PackResult packed = data::pack_image_folder(pack);
+      fs::remove_all(folder);
+      fmt::print("feed: {} generated 500 x 375 JPEGs in {} shard(s), {:.1f} KB per image\n",
+                 packed.samples, packed.shards.size(),
+                 static_cast<double>(packed.bytes) / 1e3 / static_cast<double>(packed.samples));
+    }
+    // The same trainer fed from memory: saccade bench step of the first feed run's config.
+    const Variant memory{"feed, from memory", "bench step", 0, 1, b, n, n, true};
+    const fs::path memory_config = write_variant(memory);
+    const fs::path memory_json = root_ / "feed-memory.json";
+    fs::remove(memory_json);
+    const std::vector<std::string> argv = {control::self_executable(),
+                                           "bench",
+                                           "step",
+                                           memory_config.string(),
+                                           "--device",
+                                           options_.device,
+                                           "--batch",
+                                           std::to_string(b),
+                                           "--warmup",
+                                           "3",
+                                           "--steps",
+                                           std::to_string(std::max<int64_t>(5, n / 2)),
+                                           "--json",
+                                           memory_json.string()};
+    const int code = Job(argv, root_ / "feed-from-memory.log").wait(std::chrono::seconds(1800));
+    double memory_rate = 0;
+    if (code == 0) {
+      const auto j = nlohmann::json::parse(std::ifstream(memory_json), nullptr, false);
+      if (j.is_object() && j.contains("rows") && !j["rows"].empty())
+        memory_rate = j["rows"][0].value("images_per_second", 0.0);
+    }
+    if (memory_rate <= 0) ++failures_;
+    feed_memory_ = memory_rate;
+    fmt::print(
+        "feed: one learner on {}, batch {}, views cut on the {}; from memory (saccade bench "
+        "step): {}\n",
+        options_.device, b, base_.views.cut_on,
+        memory_rate > 0 ? fmt::format("{:.1f} images/s", memory_rate)
+                        : fmt::format("failed (exit {}): see feed-from-memory.log", code));
+    fmt::print("{:>12} {:>10} {:>11} {:>10} {:>9} {:>11}\n", "data actors", "images/s", "of memory",
+               "data wait", "wire MB/s", "host cores");
+    for (const int64_t actors : options_.feed_actors) {
+      const Variant v{fmt::format("feed, {} data actors", actors), "run", actors, 1, b, n, n, true};
+      const fs::path config = write_variant(v);
+      const double cpu_before = children_cpu_seconds();
+      const auto t0 = Clock::now();
+      const int exit = start(v, config)->wait(std::chrono::seconds(1800));
+      const double wall = seconds_since(t0);
+      const double cores = (children_cpu_seconds() - cpu_before) / std::max(wall, 1e-9);
+      const JobConfig c = load_config(config);
+      const Steady s =
+          steady_rates(read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file), b);
+      if (exit != 0 || s.images_per_second <= 0) ++failures_;
+      const double share = memory_rate > 0 ? s.images_per_second / memory_rate : 0;
+      fmt::print("{:>12} {:>10.1f} {:>10.0f}% {:>9.1f}% {:>9.1f} {:>11.2f}{}\n", actors,
+                 s.images_per_second, 100 * share, 100 * s.data_wait_share,
+                 s.wire_bytes_per_second / 1e6, cores,
+                 exit == 0 ? "" : fmt::format("   exit {}: see {}.log", exit, slug(v.name)));
+      feed_.push_back({actors, s, share, cores, wall, exit});
+    }
+    fmt::print(
+        "(host cores: CPU seconds of all the job's processes over its wall time, start-up "
+        "included; data wait: the learner's share of steady wall time spent waiting)\n\n");
+  }
+
   void write_json() const {
     if (options_.json_path.empty()) return;
     nlohmann::json runs = nlohmann::json::array();
@@ -416,7 +537,23 @@ class RuntimeBench {
                       {"images_per_second", r.images_per_second},
                       {"wall_s", r.wall_s},
                       {"exit", r.exit_code}});
+    nlohmann::json feed = nlohmann::json::array();
+    for (const FeedRow& r : feed_)
+      feed.push_back({{"data_actors", r.data_actors},
+                      {"images_per_second", r.rates.images_per_second},
+                      {"of_memory_fed", r.of_memory},
+                      {"data_wait_share", r.rates.data_wait_share},
+                      {"wire_bytes_per_second", r.rates.wire_bytes_per_second},
+                      {"host_cores", r.host_cores},
+                      {"wall_s", r.wall_s},
+                      {"exit", r.exit_code}});
     const nlohmann::json out = {{"config", options_.config_path},
+                                {"feed",
+                                 {{"device", options_.device},
+                                  {"batch", base_.ssl.batch_size},
+                                  {"cut_on", base_.views.cut_on},
+                                  {"memory_fed_images_per_second", feed_memory_},
+                                  {"runs", feed}}},
                                 {"throughput", runs},
                                 {"recovery",
                                  {{"killed_at_step", recovery_.killed_at},
@@ -455,6 +592,14 @@ class RuntimeBench {
     double to_generation = -1, to_training = -1;
     int exit_code = -1;
   };
+  struct FeedRow {
+    int64_t data_actors = 0;
+    Steady rates;
+    double of_memory = 0;  // images/s over the memory-fed trainer's
+    double host_cores = 0;
+    double wall_s = 0;
+    int exit_code = -1;
+  };
   struct DataPath {
     double local = 0, one = 0, one_ipc = 0, two = 0, serial = 0;
     double p50 = 0, p99 = 0, ipc_p50 = 0, ipc_p99 = 0, frame_bytes = 0;
@@ -468,6 +613,9 @@ class RuntimeBench {
   std::vector<Result> results_;
   Recovery recovery_;
   DataPath data_;
+  fs::path feed_shards_;  // the feed runs' generated shards; empty = the config's data
+  double feed_memory_ = 0;
+  std::vector<FeedRow> feed_;
 };
 
 }  // namespace

@@ -16,6 +16,12 @@
 #      (relative, default 0.02) on the same batches from the same weights;
 #   data: saccade bench data of the paper's views on this host's JPEG decoder (TurboJPEG),
 #      one core: images/s of each cut side against decoding alone, bytes per image;
+#   feed, feed_data: saccade bench runtime --feed on the GPU: `saccade run` with one learner
+#      on cuda:0 and 1, 2, 4, 8, 14 data actors of one core each (SACCADE_GPU_FEED_ACTORS;
+#      feed_data: 1, 2, 4) on 2,000 generated 500 x 375 JPEGs in tar shards, views cut on
+#      the learner (feed) or by the data actors (feed_data), batch SACCADE_GPU_FEED_BATCH
+#      (default 128), against the same trainer fed from memory (saccade bench step):
+#      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
@@ -35,7 +41,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests extract extract_cpu model step data allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests extract extract_cpu model step data feed feed_data allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -162,6 +168,20 @@ for r in rows:
 sys.exit(1 if bad else 0)
 PY
 fi
+# One learner on cuda:0 fed by 1..14 data actors (one core each) over the real runtime, on
+# generated ImageNet-size JPEGs in tar shards, against the same trainer fed from memory;
+# feed: views cut on the learner, feed_data: cut by the data actors.
+for side in learner data; do
+  name=feed; [ $side = data ] && name=feed_data
+  wants $name || continue
+  actors=${SACCADE_GPU_FEED_ACTORS:-1,2,4,8,14}; [ $side = data ] && actors=${SACCADE_GPU_FEED_DATA_ACTORS:-1,2,4}
+  SACCADE="$bundle/bin/saccade" config_variant "$here/vit-s-imagenet.toml" "$out/$name.toml" \
+    views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" >/dev/null &&
+    step $name 300 "$bundle/bin/saccade" bench runtime "$out/$name.toml" --no-throughput \
+      --no-recovery --no-data-path --device cuda --feed "$actors" \
+      --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
+      --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
+done
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
   --device cuda --world-size "$gpus" --megabytes 1,16,64,256 --iterations 20 \
   --json "$out/allreduce_nccl.json"

@@ -143,6 +143,42 @@ TEST(Cli, BenchAllreduceChecksTheSumAcrossRealProcesses) {
   }
 }
 
+// The feed runs of bench runtime, for real: generated JPEGs packed into tar shards, a
+// `saccade run` of one learner and one data actor, and the same trainer fed from memory;
+// every figure the GPU check reads comes back measured.
+TEST(Cli, BenchRuntimeFeedsOneLearnerFromDataActorsAndFromMemory) {
+  const testing::TempDir scratch("cli-feed");
+  const std::filesystem::path config = scratch.path() / "feed.toml";
+  std::ofstream(config) << "include = \"" SACCADE_SOURCE_DIR "/configs/tiny.toml\"\n"
+                        << "[ssl]\nbatch_size = 8\n";
+  const std::string json_path = (scratch.path() / "feed.json").string();
+  const auto r = saccade({"bench", "runtime", config.string(), "--no-throughput", "--no-recovery",
+                          "--no-data-path", "--feed", "1", "--feed-images", "40", "--steps", "8",
+                          "--work-root", (scratch.path() / "runs").string(), "--json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("40 generated 500 x 375 JPEGs"), std::string::npos) << r.out;
+  std::ifstream in(json_path);
+  const nlohmann::json feed = nlohmann::json::parse(in).at("feed");
+  EXPECT_EQ(feed.at("batch").get<int>(), 8);
+  EXPECT_GT(feed.at("memory_fed_images_per_second").get<double>(), 0);
+  ASSERT_EQ(feed.at("runs").size(), 1u);
+  const nlohmann::json& run = feed.at("runs")[0];
+  EXPECT_EQ(run.at("exit").get<int>(), 0);
+  EXPECT_EQ(run.at("data_actors").get<int>(), 1);
+  const double ips = run.at("images_per_second").get<double>();
+  EXPECT_GT(ips, 0);
+  EXPECT_NEAR(run.at("of_memory_fed").get<double>(),
+              ips / feed.at("memory_fed_images_per_second").get<double>(), 1e-9);
+  const double wait = run.at("data_wait_share").get<double>();
+  EXPECT_GE(wait, 0);
+  EXPECT_LT(wait, 1);
+  // Tiny views are a few KB per image; the rate is bytes per image times images/s.
+  const double per_image = run.at("wire_bytes_per_second").get<double>() / ips;
+  EXPECT_GT(per_image, 1e3);
+  EXPECT_LT(per_image, 1e6);
+  EXPECT_GT(run.at("host_cores").get<double>(), 0.1);
+}
+
 // The full training step of the tiny config on the CPU, three lever variants from the same
 // weights on the same batches: figures, the analytic FLOPs, MFU from the peak given, and
 // losses that agree (the multi-tensor update is bit-exact with the per-parameter one, and

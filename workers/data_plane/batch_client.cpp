@@ -64,6 +64,7 @@ std::optional<data::LoadedBatch> RemoteBatchSource::next(const std::function<boo
   data::LoadedBatch loaded;
   loaded.batch = std::make_unique<data::SslBatch>(std::move(*done->batch));
   loaded.position = done->after;
+  loaded.wire_bytes = batch_payload_bytes(*loaded.batch);
   return loaded;
 }
 

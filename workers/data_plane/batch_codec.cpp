@@ -98,6 +98,12 @@ size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images) {
   return kEnvelope + per_image * static_cast<size_t>(images);
 }
 
+size_t batch_payload_bytes(const data::SslBatch& batch) {
+  size_t bytes = 0;
+  for (const auto& slot : slots_of(batch)) bytes += wire::tensor_bytes(slot.spec);
+  return bytes;
+}
+
 void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosition position,
                  wire::Batch::Builder out) {
   out.setBatchId(batch_id);

@@ -27,6 +27,9 @@ namespace saccade::data_plane {
 // bound on the envelope around it), to keep requests under the frame limit.
 size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images);
 
+// Bytes of the tensor data `batch` carries on the wire (its frame, less the envelope).
+size_t batch_payload_bytes(const data::SslBatch& batch);
+
 // Fills `out` with `batch`, its id and the data position after it. Large tensors are
 // referenced, not copied: `batch` must outlive the message `out` belongs to.
 void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosition position,

@@ -27,7 +27,8 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
     if (!hooks.keep_going()) break;
     const auto wait_start = Clock::now();
     std::optional<data::LoadedBatch> loaded = hooks.next_batch();
-    result.stall_seconds += seconds_since(wait_start);
+    const double data_wait = seconds_since(wait_start);  // the trainer idle, waiting for data
+    result.stall_seconds += data_wait;
     if (!loaded) break;
     const StepStats s = trainer.train_step(*loaded->batch);
     result.position = loaded->position;
@@ -40,7 +41,9 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
     const double images_per_second = result.images / std::max(1e-9, seconds_since(wall_start));
     // Achieved model TFLOP/s at the loop's rate (data waits included, as TorchTitan's MFU).
     const double tflops = s.flop_per_image * images_per_second / 1e12;
-    metrics.insert(metrics.end(), {{"prep_seconds", loaded->prep_seconds},
+    metrics.insert(metrics.end(), {{"data_wait_seconds", data_wait},
+                                   {"prep_seconds", loaded->prep_seconds},
+                                   {"batch_bytes", static_cast<double>(loaded->wire_bytes)},
                                    {"images_per_second", images_per_second},
                                    {"tflops", tflops}});
     if (s.peak_tflops > 0) metrics.emplace_back("mfu", tflops / s.peak_tflops);
