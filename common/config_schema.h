@@ -487,6 +487,10 @@ void describe(V& v, SslConfig& c) {
            "LayerNorm and weights in bf16, no casts) with fp32 master weights, all-reduce, "
            "update, EMA and checkpoints. The loss is fp32 in every mode. bf16 modes are for "
            "GPUs.");
+  v.boolean("overlap_all_reduce", c.overlap_all_reduce, true,
+            "With several learners: each bucket of gradients (about 25 MB) starts its "
+            "all-reduce while backward still runs, as PyTorch's DDP does; false = every bucket "
+            "after backward. The same weights either way.");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

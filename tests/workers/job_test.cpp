@@ -113,6 +113,20 @@ class Job : public RuntimeFixture {
     data::write_idx_labels((dir_.path() / "labels.idx.gz").string(), labels, true);
   }
 
+  // `job` (a tiny_job of 4 steps) run to its end as `saccade run` under `name`, with its one
+  // checkpoint at step 4: the student's weights there.
+  std::vector<float> student_after_four_steps(const std::string& name, TestJob job) {
+    job.checkpoint_every = 4;
+    job.status_linger_ms = 0;
+    const fs::path config = dir_.path() / (name + ".toml");
+    std::ofstream(config) << job_toml(job, dir_.path() / name);
+    Child& r = start(name, {build_path("saccade"), "run", config.string()});
+    EXPECT_EQ(r.wait(180s), 0) << name;
+    auto db = open_db(dir_.path() / name);
+    EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{4})) << name;
+    return student_weights(*db, 4);
+  }
+
   // A real pretraining job of `steps` steps with a global batch of `batch`.
   TestJob tiny_job(std::vector<std::string> nodes, int steps, int batch) {
     TestJob job;
@@ -231,21 +245,27 @@ TEST_F(Job, TwoLearnersWithBatchBMatchOneLearnerWithBatch2B) {
   EXPECT_LT(distance(one4, two4), 1e-3 * moved);
 }
 
+// Two learners over Gloo, the gradients' all-reduce overlapped with backward or run after
+// it: the same buckets summed the same way, so the same weights, bit for bit.
+TEST_F(Job, OverlappingTheAllReduceWithBackwardTrainsTheSameWeights) {
+  auto train = [&](const std::string& name, bool overlap) {
+    TestJob job = tiny_job({node("local", 2, 2)}, 4, 8);
+    job.ssl_extra += fmt::format("overlap_all_reduce = {}\n", overlap);
+    return student_after_four_steps(name, job);
+  };
+  const std::vector<float> overlapped = train("overlapped", true);
+  const std::vector<float> after = train("after-backward", false);
+  ASSERT_FALSE(overlapped.empty());
+  EXPECT_EQ(overlapped, after);
+}
+
 // views.cut_on = "learner" across real processes: the data actor ships images and boxes, the
 // learner cuts; the weights are those of the job whose data actor cuts, bit for bit.
 TEST_F(Job, ViewsCutOnTheLearnerTrainTheSameWeights) {
   auto train = [&](const std::string& name, const std::string& cut_on) {
     TestJob job = tiny_job({node("local", 1, 1)}, 4, 8);
-    job.checkpoint_every = 4;
-    job.status_linger_ms = 0;
     job.extra += fmt::format("cut_on = \"{}\"\nship_max_side = 64\n", cut_on);  // [views]
-    const fs::path config = dir_.path() / (name + ".toml");
-    std::ofstream(config) << job_toml(job, dir_.path() / name);
-    Child& r = start(name, {build_path("saccade"), "run", config.string()});
-    EXPECT_EQ(r.wait(180s), 0) << name;
-    auto db = open_db(dir_.path() / name);
-    EXPECT_EQ(verify_checkpoints(*db), (std::set<int64_t>{4})) << name;
-    return student_weights(*db, 4);
+    return student_after_four_steps(name, job);
   };
   const std::vector<float> data_cuts = train("data-cuts", "data");
   const std::vector<float> learner_cuts = train("learner-cuts", "learner");

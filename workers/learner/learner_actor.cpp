@@ -172,9 +172,12 @@ class LearnerActor final : public runtime::ActorBody {
     LearnerGroup* group = group_.get();
     // Published to checkpoint() only once restored: a drain must never commit a
     // fresh trainer over the job's progress.
+    ssl::Collectives collectives;
+    collectives.world_size = r.world_size;
+    collectives.sum = [group](at::Tensor& t) { group->all_reduce_sum(t); };
+    collectives.start_sum = [group](at::Tensor& t) { return group->start_all_reduce_sum(t); };
     auto trainer = std::make_unique<pretrain::SslTrainer>(
-        job_options::trainer_options(config, per_epoch, me.device),
-        [group](at::Tensor& t) { group->all_reduce_sum(t); }, r.world_size);
+        job_options::trainer_options(config, per_epoch, me.device), collectives);
     int64_t saved_step = -1;
     if (r.resume_from_step >= 0) {
       control::CheckpointQuery query;

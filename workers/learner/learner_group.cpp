@@ -75,13 +75,14 @@ struct LearnerGroup::Impl {
   std::string backend;
   std::chrono::milliseconds timeout;
 
-  void all_reduce(at::Tensor& t, c10d::ReduceOp op) {
+  auto start_all_reduce(at::Tensor& t, c10d::ReduceOp op) {
     std::vector<at::Tensor> tensors{t};
     c10d::AllreduceOptions o;
     o.reduceOp = op;
     o.timeout = timeout;
-    group->allreduce(tensors, o)->wait(timeout);
+    return group->allreduce(tensors, o);
   }
+  void all_reduce(at::Tensor& t, c10d::ReduceOp op) { start_all_reduce(t, op)->wait(timeout); }
 };
 
 std::unique_ptr<LearnerGroup> LearnerGroup::join(const LearnerGroupOptions& o,
@@ -144,6 +145,11 @@ LearnerGroup::~LearnerGroup() = default;
 
 void LearnerGroup::all_reduce_sum(at::Tensor& t) {
   impl_->all_reduce(t, c10d::ReduceOp::SUM);
+}
+
+std::function<void()> LearnerGroup::start_all_reduce_sum(at::Tensor& t) {
+  auto work = impl_->start_all_reduce(t, c10d::ReduceOp::SUM);
+  return [work, timeout = impl_->timeout] { work->wait(timeout); };
 }
 
 void LearnerGroup::all_reduce_max(at::Tensor& t) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -67,6 +68,9 @@ class LearnerGroup {
   // when a peer is gone or the collective times out.
   void all_reduce_sum(at::Tensor& t);
   void all_reduce_max(at::Tensor& t);
+  // Begins summing `t` in place and returns the wait that completes it (within the
+  // group's timeout; it throws as all_reduce_sum does). `t` must live until then.
+  std::function<void()> start_all_reduce_sum(at::Tensor& t);
   void barrier();
   const char* backend() const;
 

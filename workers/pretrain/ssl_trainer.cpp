@@ -16,6 +16,7 @@
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
+#include "workers/ssl/gradient_buckets.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
 #include "workers/ssl/step_flops.h"
@@ -63,8 +64,7 @@ torch::Tensor label_targets(const data::SslBatch& batch, int64_t classes,
 
 struct SslTrainer::Impl {
   ssl::TrainerOptions options;
-  AllReduceSum all_reduce;
-  int world_size;
+  ssl::Collectives collectives;
   torch::Device device;
   DinoNet student{nullptr}, teacher{nullptr};
   Center center{nullptr};  // options.ema_centering only
@@ -74,19 +74,21 @@ struct SslTrainer::Impl {
   // passes; the fp32 modules above stay the master weights. Null otherwise.
   DinoNet student_bf16{nullptr}, teacher_bf16{nullptr};
   ssl::NamedParameters student_bf16_params, teacher_bf16_params;  // in master order
+  std::unique_ptr<ssl::GradientBuckets> buckets;                  // more than one learner only
   // Held while a step updates weights, optimiser state and `step`, and by
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
   std::atomic<int64_t> step{0};
   std::unique_ptr<kernels::Extractor> extractor;  // tables of the batch's images, cut here
 
-  Impl(const ssl::TrainerOptions& o, AllReduceSum reduce, int world)
-      : options(o), all_reduce(std::move(reduce)), world_size(world), device(o.device) {
+  Impl(const ssl::TrainerOptions& o, ssl::Collectives c)
+      : options(o), collectives(std::move(c)), device(o.device) {
     options.backbone.validate();
     options.head.validate();
-    if (world_size < 1)
-      throw std::invalid_argument(fmt::format("world_size: expected >= 1, got {}", world_size));
-    if (world_size > 1 && !all_reduce)
+    if (collectives.world_size < 1)
+      throw std::invalid_argument(
+          fmt::format("world_size: expected >= 1, got {}", collectives.world_size));
+    if (collectives.world_size > 1 && !collectives.sum)
       throw std::invalid_argument("world_size > 1 needs an all-reduce");
     const auto channels = static_cast<size_t>(options.backbone.channels);
     if (options.pixel_mean.size() != channels || options.pixel_std.size() != channels)
@@ -121,6 +123,10 @@ struct SslTrainer::Impl {
       teacher_bf16_params = ssl::named_parameters(*teacher_bf16);
       refresh_bf16_copies();
     }
+    if (collectives.world_size > 1)
+      buckets = std::make_unique<ssl::GradientBuckets>(
+          student_bf16 ? student_bf16_params : student_params, student_params, collectives,
+          options.overlap_all_reduce && static_cast<bool>(collectives.start_sum));
   }
 
   // The networks the passes run on: the bf16 copies with kBf16Params, else the masters.
@@ -230,45 +236,6 @@ struct SslTrainer::Impl {
     }
     return logits;
   }
-
-  // Averages gradients over learners in buckets of about kBucketBytes (as
-  // DDP does): one all-reduce per bucket keeps each message large enough to
-  // be efficient while bounding the extra memory of the flattened copy.
-  void average_gradients() {
-    if (!all_reduce) return;
-    constexpr int64_t kBucketBytes = 25 << 20;
-    std::vector<torch::Tensor*> bucket;
-    int64_t bucket_bytes = 0;
-    auto flush = [&] {
-      if (bucket.empty()) return;
-      std::vector<torch::Tensor> grads;
-      for (torch::Tensor* p : bucket) {
-        grads.push_back(p->grad().defined() ? p->grad().reshape(-1)
-                                            : torch::zeros({p->numel()}, p->options()));
-      }
-      torch::Tensor flat = torch::cat(grads);
-      all_reduce(flat);
-      flat.div_(world_size);
-      int64_t offset = 0;
-      for (torch::Tensor* p : bucket) {
-        torch::Tensor slice = flat.narrow(0, offset, p->numel()).view_as(*p);
-        if (p->grad().defined()) {
-          p->mutable_grad().copy_(slice);
-        } else {
-          p->mutable_grad() = slice.clone();
-        }
-        offset += p->numel();
-      }
-      bucket.clear();
-      bucket_bytes = 0;
-    };
-    for (auto& [name, p] : student_params) {
-      bucket.push_back(&p);
-      bucket_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-      if (bucket_bytes >= kBucketBytes) flush();
-    }
-    flush();
-  }
 };
 
 std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
@@ -307,8 +274,8 @@ StepPhases& StepPhases::operator+=(const StepPhases& o) {
   return *this;
 }
 
-SslTrainer::SslTrainer(const ssl::TrainerOptions& options, AllReduceSum all_reduce, int world_size)
-    : impl_(std::make_unique<Impl>(options, std::move(all_reduce), world_size)) {}
+SslTrainer::SslTrainer(const ssl::TrainerOptions& options, ssl::Collectives collectives)
+    : impl_(std::make_unique<Impl>(options, std::move(collectives))) {}
 
 SslTrainer::~SslTrainer() = default;
 
@@ -339,7 +306,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   objective.sequential_weight = m.options.sequential_weight;
   objective.sequential_targets_global = m.options.sequential_targets_global;
   objective.sinkhorn.iterations = m.options.sinkhorn_iterations;
-  objective.sinkhorn.all_reduce_sum = m.all_reduce;
+  objective.sinkhorn.all_reduce_sum = m.collectives.sum;
   if (m.center) objective.center = m.center->center;
 
   // 1. Teacher targets: its global view and the final step of its sequential view.
@@ -396,10 +363,11 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
 
   // 3. Update: backward, average over learners, freeze, clip, AdamW, EMA.
   m.optimizer->zero_grad();
+  if (m.buckets) m.buckets->arm();
   parts.loss.backward();
-  m.gradients_to_masters();
+  if (!m.buckets) m.gradients_to_masters();
   stats.phases.backward = lap();
-  m.average_gradients();
+  if (m.buckets) m.buckets->finish();  // the average over learners, into the masters' gradients
   if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
   stats.grad_norm = ssl::clip_grad_norm(m.student_params, m.options.clip_grad);
   {
@@ -412,7 +380,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     if (m.center && !m.options.supervised)  // after the loss, as DINO's update_center
       ssl::update_center(m.center->center,
                          torch::cat({teacher_global.detach(), teacher_final.detach()}, 0),
-                         m.options.center_momentum, m.all_reduce);
+                         m.options.center_momentum, m.collectives.sum);
     stats.step = m.step++;
   }
   stats.phases.update = lap();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dataloader/views.h"
+#include "workers/ssl/collectives.h"
 #include "workers/ssl/trainer_options.h"
 
 namespace at {
@@ -22,9 +23,6 @@ class Tensor;
 }
 
 namespace saccade::pretrain {
-
-// Sums a tensor in place over all learners; empty in one process.
-using AllReduceSum = std::function<void(at::Tensor&)>;
 
 // Where a step's wall time went (seconds). On a CUDA device each phase ends
 // with a synchronisation, so the figures are the device's, not launch times.
@@ -62,9 +60,11 @@ std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s);
 class SslTrainer {
  public:
   // Builds student and teacher (the teacher starts as a copy of the student).
-  // all_reduce, when set, makes Sinkhorn-Knopp global and averages gradients
-  // over `world_size` learners. Throws std::invalid_argument on bad options.
-  SslTrainer(const ssl::TrainerOptions& options, AllReduceSum all_reduce = {}, int world_size = 1);
+  // With collectives of world_size > 1, Sinkhorn-Knopp and the centre are global and the
+  // gradients are averaged over the learners (during backward with
+  // options.overlap_all_reduce and collectives.start_sum). Throws std::invalid_argument on
+  // bad options.
+  explicit SslTrainer(const ssl::TrainerOptions& options, ssl::Collectives collectives = {});
   ~SslTrainer();
   SslTrainer(const SslTrainer&) = delete;
   SslTrainer& operator=(const SslTrainer&) = delete;

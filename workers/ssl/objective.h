@@ -9,11 +9,9 @@
 #include <cstdint>
 #include <functional>
 
-namespace saccade::ssl {
+#include "workers/ssl/collectives.h"
 
-// Sums a tensor in place over all learners (an all-reduce). Absent (empty) in
-// one process. Every learner must call the same functions in the same order.
-using AllReduceSum = std::function<void(at::Tensor&)>;
+namespace saccade::ssl {
 
 struct SinkhornOptions {
   int64_t iterations = 3;

@@ -45,6 +45,7 @@ struct TrainerOptions {
   uint64_t seed = 0;                       // initial weights
   double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
   bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
+  bool overlap_all_reduce = true;   // gradient buckets all-reduced during backward (learners > 1)
   // Per channel: the device normalises patches as (value / 255 - mean) / std.
   // One value per backbone channel.
   std::vector<float> pixel_mean, pixel_std;
