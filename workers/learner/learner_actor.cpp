@@ -93,8 +93,8 @@ class LearnerActor final : public runtime::ActorBody {
       generation = r->generation;
       if (!join(ctx, *r, per_epoch)) return ctx.stopping() ? 0 : kLearnerNoCheckpoint;
 
-      data::ShardOptions shard{
-          dataset->size(), world, me.rank, static_cast<uint64_t>(config.job.seed), true, false};
+      const data::ShardOptions shard =
+          job_options::shard_options(config, dataset->size(), world, me.rank);
       const data::ShardedSampler sampler(shard);
       data_plane::RemoteBatchSource source(
           job_options::batch_source_options(config, me, shard, batch_),

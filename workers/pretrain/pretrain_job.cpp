@@ -98,13 +98,9 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   }
   result.first_step = trainer.step();
 
-  data::ShardOptions shard{
-      dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
-  data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
-                                     static_cast<int>(config.data.queue_depth),
-                                     job_options::view_seed_root(config)};
-  data::SslLoader loader(dataset, shard, position, job_options::view_options(config),
-                         loader_options);
+  data::SslLoader loader(dataset, job_options::shard_options(config, dataset->size(), 1, 0),
+                         position, job_options::view_options(config),
+                         job_options::loader_options(config, batch));
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
