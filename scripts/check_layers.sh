@@ -6,7 +6,7 @@
 #   model/        knows nothing of data loading, processes or the wire
 #   common/ schemas/ storage/ control/ coordinator/ workers/runtime/: torch-free
 #   workers/data_plane/ and the config's torch-free adapters (workers/job_options/
-#                 data_options, remote_batch_options): torch-free (data actors)
+#                 data_options, link_options, remote_batch_options): torch-free (data actors)
 #   workers/probe/ workers/policy/ workers/eval/: never include workers/pretrain/
 #                 (the teacher backbone is workers/teacher/, the config's options
 #                 workers/job_options/, view tensors workers/ssl/)
@@ -40,6 +40,7 @@ forbid "common schemas storage control coordinator workers/runtime" "torch/|ATen
 forbid "workers" "coordinator/" "workers/ must include control/, not coordinator/"
 forbid "coordinator control" "workers/" "the coordinator and control/ must not know the actors"
 torch_free_data="workers/data_plane workers/job_options/data_options.h workers/job_options/data_options.cpp
+  workers/job_options/link_options.h workers/job_options/link_options.cpp
   workers/job_options/remote_batch_options.h workers/job_options/remote_batch_options.cpp"
 forbid "$torch_free_data" "torch/|ATen/|c10/|model/" \
   "data actors run without LibTorch: the data plane and its options stay torch-free"

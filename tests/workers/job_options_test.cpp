@@ -6,7 +6,12 @@
 #include <string>
 
 #include "common/config.h"
+#include "control/control.h"
+#include "control/placement.h"
+#include "tests/support/temp_dir.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/link_options.h"
+#include "workers/job_options/remote_batch_options.h"
 
 namespace saccade {
 namespace {
@@ -52,6 +57,15 @@ JobConfig config_of_odd_values() {
   return c;
 }
 
+control::Assignment a_learner() {
+  control::Assignment me;
+  me.role = wire::Role::LEARNER;
+  me.rank = 2;
+  me.node = "node-b";
+  me.peers = {"tcp://node-a:5000", "ipc:///tmp/d1"};
+  return me;
+}
+
 TEST(JobOptions, ShardsAndTheLoaderComeFromJobAndData) {
   const JobConfig c = config_of_odd_values();
   const data::ShardOptions s = job_options::shard_options(c, 1000, 4, 3);
@@ -67,6 +81,68 @@ TEST(JobOptions, ShardsAndTheLoaderComeFromJobAndData) {
   EXPECT_EQ(l.threads, 3);
   EXPECT_EQ(l.queue_depth, 5);
   EXPECT_EQ(l.seed, job_options::view_seed_root(c));
+}
+
+TEST(JobOptions, PeerLinksCarryTheActorTheJobAndItsKeys) {
+  JobConfig c = config_of_odd_values();
+  const control::Assignment me = a_learner();
+  job_options::PeerLink client = job_options::peer_link(c, me, /*as_server=*/false);
+  EXPECT_FALSE(client.security.curve);
+  EXPECT_EQ(client.sender.job_id, "odd-job");
+  EXPECT_EQ(client.sender.role, wire::Role::LEARNER);
+  EXPECT_EQ(client.sender.rank, 2);
+  EXPECT_EQ(client.sender.node, "node-b");
+  EXPECT_EQ(client.expect.job_id, "odd-job");
+  EXPECT_EQ(client.expect.max_frame_bytes, 12345u);
+
+  const testing::TempDir keys("job-options");
+  control::write_key_files(keys.path());
+  c.security.curve = true;
+  c.security.server_key = (keys.path() / "server.key").string();
+  c.security.server_public_key = (keys.path() / "server.pub").string();
+  c.security.client_key = (keys.path() / "client.key").string();
+  const control::CurveKeys server = control::read_key_file(c.security.server_key, true);
+  const control::CurveKeys client_keys = control::read_key_file(c.security.client_key, true);
+  client = job_options::peer_link(c, me, /*as_server=*/false);
+  EXPECT_TRUE(client.security.curve);
+  EXPECT_EQ(client.security.server_public, server.public_key);
+  EXPECT_TRUE(client.security.server_secret.empty());  // a client never holds it
+  EXPECT_EQ(client.security.client.secret_key, client_keys.secret_key);
+
+  control::Assignment data_actor;
+  data_actor.role = wire::Role::DATA;
+  data_actor.rank = 1;
+  data_actor.node = "node-a";
+  data_actor.endpoint = "tcp://node-a:5000";
+  data_actor.local_endpoint = "ipc:///tmp/d1";
+  const runtime::RequestServerOptions s = job_options::request_server_options(c, data_actor);
+  EXPECT_EQ(s.endpoint, "tcp://node-a:5000");
+  EXPECT_EQ(s.local_endpoint, "ipc:///tmp/d1");
+  EXPECT_TRUE(s.security.curve);
+  EXPECT_EQ(s.security.server_secret, server.secret_key);  // a server holds the job's pair
+  EXPECT_EQ(s.security.client.public_key, client_keys.public_key);
+  EXPECT_EQ(s.sender.role, wire::Role::DATA);
+  EXPECT_EQ(s.sender.rank, 1);
+  EXPECT_EQ(s.sender.node, "node-a");
+  EXPECT_EQ(s.sender.job_id, "odd-job");
+  EXPECT_EQ(s.expect.max_frame_bytes, 12345u);
+}
+
+TEST(JobOptions, RemoteBatchesOfALearnerCarryItsLink) {
+  const JobConfig c = config_of_odd_values();
+  const control::Assignment me = a_learner();
+  const data::ShardOptions shard = job_options::shard_options(c, 100, 4, 2);
+  const data_plane::RemoteSourceOptions o = job_options::batch_source_options(c, me, shard, 8);
+  EXPECT_EQ(o.endpoints, me.peers);
+  EXPECT_EQ(o.shard.rank, 2);
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.queue_depth, 5);
+  EXPECT_EQ(o.seed, job_options::view_seed_root(c));
+  EXPECT_EQ(o.sender.role, wire::Role::LEARNER);
+  EXPECT_EQ(o.sender.rank, 2);
+  EXPECT_EQ(o.sender.node, "node-b");
+  EXPECT_EQ(o.sender.job_id, "odd-job");
+  EXPECT_EQ(o.expect.max_frame_bytes, 12345u);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 //   data_options.h          saccade_data_options: datasets, views, seeds, the
 //                           batch split, shards, the loader, threads (no torch,
 //                           no sockets)
+//   link_options.h          saccade_link_options: the ends of the links between
+//                           actors: keys, senders, limits (sockets, no torch)
 //   remote_batch_options.h  saccade_remote_batch_options: a learner's batches
 //                           from data actors (the cluster's sockets, no torch)
 //   model_options.h         saccade_model_options: the model, the SSL trainer
