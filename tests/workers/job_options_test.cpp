@@ -11,6 +11,7 @@
 #include "tests/support/temp_dir.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/link_options.h"
+#include "workers/job_options/pretrain_options.h"
 #include "workers/job_options/remote_batch_options.h"
 
 namespace saccade {
@@ -64,6 +65,24 @@ control::Assignment a_learner() {
   me.node = "node-b";
   me.peers = {"tcp://node-a:5000", "ipc:///tmp/d1"};
   return me;
+}
+
+TEST(JobOptions, KnnMonitorComesFromSslKnnAndProbe) {
+  const JobConfig c = config_of_odd_values();
+  const pretrain::KnnMonitorOptions o = job_options::knn_monitor_options(c);
+  EXPECT_EQ(o.every_steps, 13);
+  EXPECT_EQ(o.bank_images, 40);
+  EXPECT_EQ(o.query_images, 20);
+  EXPECT_EQ(o.train.images_path, "train-images");
+  EXPECT_EQ(o.train.labels_path, "train-labels");
+  EXPECT_EQ(o.val.images_path, "val-images");
+  EXPECT_EQ(o.val.labels_path, "val-labels");
+  EXPECT_EQ(o.views.patch_size, 7);
+  EXPECT_EQ(o.views.vit_grid, 6);
+  EXPECT_EQ(o.glimpses, 5);  // probe.glimpses
+  EXPECT_EQ(o.k, 7);
+  EXPECT_DOUBLE_EQ(o.temperature, 0.21);
+  EXPECT_EQ(o.seed, 9u);
 }
 
 TEST(JobOptions, ShardsAndTheLoaderComeFromJobAndData) {

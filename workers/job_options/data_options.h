@@ -10,6 +10,8 @@
 //                           actors: keys, senders, limits (sockets, no torch)
 //   remote_batch_options.h  saccade_remote_batch_options: a learner's batches
 //                           from data actors (the cluster's sockets, no torch)
+//   pretrain_options.h      saccade_pretrain_options: the pretraining's k-NN
+//                           check (no torch; only pretraining includes it)
 //   model_options.h         saccade_model_options: the model, the SSL trainer
 //                           and its schedules, the gaze policy and its GRPO
 #pragma once

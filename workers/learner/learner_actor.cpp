@@ -13,6 +13,7 @@
 #include "workers/data_plane/batch_client.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
+#include "workers/job_options/pretrain_options.h"
 #include "workers/job_options/remote_batch_options.h"
 #include "workers/learner/learner_group.h"
 #include "workers/pretrain/knn_monitor.h"
@@ -79,7 +80,8 @@ class LearnerActor final : public runtime::ActorBody {
 
     // Learner 0 measures k-NN: every learner holds the same teacher.
     const std::unique_ptr<pretrain::KnnMonitor> knn =
-        me.rank == 0 ? pretrain::KnnMonitor::from_config(config) : nullptr;
+        me.rank == 0 ? pretrain::KnnMonitor::open(job_options::knn_monitor_options(config))
+                     : nullptr;
     uint64_t generation = 0;
     while (!ctx.stopping()) {
       const auto r = ctx.wait_rendezvous(generation,

@@ -18,6 +18,7 @@
 #include "storage/checkpoint_store.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
+#include "workers/job_options/pretrain_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
@@ -104,7 +105,8 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
-  const std::unique_ptr<KnnMonitor> knn = KnnMonitor::from_config(config);
+  const std::unique_ptr<KnnMonitor> knn =
+      KnnMonitor::open(job_options::knn_monitor_options(config));
   if (knn)
     spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
                  config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());
