@@ -11,11 +11,14 @@
 #include "tests/support/temp_dir.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/link_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/job_options/pretrain_options.h"
 #include "workers/job_options/remote_batch_options.h"
 
 namespace saccade {
 namespace {
+
+using job_options::GazeEvalFor;
 
 JobConfig config_of_odd_values() {
   JobConfig c = default_config();
@@ -65,6 +68,36 @@ control::Assignment a_learner() {
   me.node = "node-b";
   me.peers = {"tcp://node-a:5000", "ipc:///tmp/d1"};
   return me;
+}
+
+TEST(JobOptions, GazeEvaluationsOfThePolicyAndTheEvalStage) {
+  JobConfig c = config_of_odd_values();
+  const policy::GazeEvalOptions p = job_options::gaze_eval_options(c, GazeEvalFor::kPolicyStage);
+  EXPECT_EQ(p.steps, 4);  // policy.steps
+  EXPECT_EQ(p.max_images, 21);
+  EXPECT_EQ(p.batch_size, 17);
+  EXPECT_EQ(p.threads, 3);
+  EXPECT_EQ(p.seed, 9u ^ 0x5eedu);
+  EXPECT_TRUE(p.state_blind);  // policy.sees_state = false
+  EXPECT_EQ(p.policy_version, 0u);
+  EXPECT_FALSE(p.bilinear_upscale);
+
+  const policy::GazeEvalOptions e = job_options::gaze_eval_options(c, GazeEvalFor::kEvalStage);
+  EXPECT_EQ(e.steps, 6);  // eval.glimpses
+  EXPECT_EQ(e.max_images, 31);
+  EXPECT_EQ(e.batch_size, 17);
+  EXPECT_EQ(e.threads, 3);
+  EXPECT_EQ(e.seed, 9u ^ 0xe7a1u);
+  EXPECT_TRUE(e.state_blind);
+  EXPECT_EQ(e.policy_version, 1u);
+  EXPECT_TRUE(e.bilinear_upscale);
+  EXPECT_DOUBLE_EQ(e.scale, 1.0);
+
+  c.policy.sees_state = true;
+  c.eval.upscale = "nearest";
+  EXPECT_FALSE(job_options::gaze_eval_options(c, GazeEvalFor::kPolicyStage).state_blind);
+  EXPECT_FALSE(job_options::gaze_eval_options(c, GazeEvalFor::kEvalStage).state_blind);
+  EXPECT_FALSE(job_options::gaze_eval_options(c, GazeEvalFor::kEvalStage).bilinear_upscale);
 }
 
 TEST(JobOptions, KnnMonitorComesFromSslKnnAndProbe) {

@@ -19,6 +19,7 @@
 #include "model/flops.h"
 #include "model/weights.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_source.h"
 #include "workers/probe/probe.h"
@@ -86,23 +87,17 @@ double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions v
 }
 
 // Top-1 per glimpse of one gaze mode on the first n validation images resized
-// by `scale`, the traces run by `rollouts` (eval actors, or this process).
+// by `scale`, the traces run by `rollouts` (eval actors, or this process) as
+// `o` says (job_options::GazeEvalFor::kEvalStage).
 policy::GazeEvaluation gaze_accuracy(Models& m, policy::RolloutSource& rollouts,
-                                     const JobConfig& config, const std::string& mode,
-                                     int64_t dataset_size, double scale, int64_t n,
-                                     const std::function<void()>& on_progress) {
-  policy::GazeEvalOptions o;
-  o.steps = config.eval.glimpses;
+                                     const std::string& mode, int64_t dataset_size, double scale,
+                                     int64_t n, policy::GazeEvalOptions o) {
   o.max_images = n;
-  o.batch_size = config.eval.batch_size;
-  o.threads = static_cast<int>(config.data.loader_threads);
-  o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
-  o.state_blind = mode == "fixed_path" || !config.policy.sees_state;
-  // Eval actors cache a policy's weights by version: one version per set of weights.
-  o.policy_version = mode == "fixed_path" ? 2 : 1;
   o.scale = scale;
-  o.bilinear_upscale = config.eval.upscale == "bilinear";
-  o.on_progress = on_progress;
+  if (mode == "fixed_path") {  // the learned fixed path: state-blind, weights of their own
+    o.state_blind = true;
+    o.policy_version = 2;  // eval actors cache a policy's weights by version
+  }
   const policy::GazeSource source = source_of(mode);
   model::GazePolicyImpl* policy = !policy::needs_policy(source) ? nullptr
                                   : mode == "fixed_path"        ? m.fixed_path.get()
@@ -221,6 +216,9 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   report.images = images > 0 ? std::min(images, val->size()) : val->size();
   const int64_t vit_grid = config.views.vit_grid;
   const int threads = static_cast<int>(config.data.loader_threads);
+  policy::GazeEvalOptions gaze_eval =
+      job_options::gaze_eval_options(config, job_options::GazeEvalFor::kEvalStage);
+  gaze_eval.on_progress = run.on_progress;
   // Glimpse traces run on the eval actors when there are some; the ViT modes
   // (one step per image) run here.
   policy::LocalRollouts local(*m.stage.backbone, m.stage.head, *val, views);
@@ -234,8 +232,8 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
       c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
                                  threads, run.on_progress)};
     } else {
-      const policy::GazeEvaluation g = gaze_accuracy(m, rollouts, config, mode, val->size(), 1.0,
-                                                     report.images, run.on_progress);
+      const policy::GazeEvaluation g =
+          gaze_accuracy(m, rollouts, mode, val->size(), 1.0, report.images, gaze_eval);
       c.accuracy = g.accuracy;
       c.gaze_spread = g.gaze_spread;
       c.mixture_entropy = g.mixture_entropy;
@@ -276,9 +274,9 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
         p.tokens = grid * grid;
         p.gflops = 1e-9 * static_cast<double>(model::step_flops(bo, p.tokens).forward());
       } else {
-        p.accuracy = gaze_accuracy(m, rollouts, config, mode, val->size(), scale,
-                                   report.sweep_images, run.on_progress)
-                         .accuracy.back();
+        p.accuracy =
+            gaze_accuracy(m, rollouts, mode, val->size(), scale, report.sweep_images, gaze_eval)
+                .accuracy.back();
         p.tokens = report.glimpses * glimpse_tokens;
         int64_t flops = model::step_flops(bo, glimpse_tokens).forward();
         flops += (report.glimpses - 1) *

@@ -13,7 +13,8 @@
 //   pretrain_options.h      saccade_pretrain_options: the pretraining's k-NN
 //                           check (no torch; only pretraining includes it)
 //   model_options.h         saccade_model_options: the model, the SSL trainer
-//                           and its schedules, the gaze policy and its GRPO
+//                           and its schedules, the gaze policy, its GRPO and
+//                           its evaluation
 #pragma once
 
 #include <cstdint>
