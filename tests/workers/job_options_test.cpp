@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "control/control.h"
@@ -13,11 +14,13 @@
 #include "workers/job_options/link_options.h"
 #include "workers/job_options/model_options.h"
 #include "workers/job_options/pretrain_options.h"
+#include "workers/job_options/probe_options.h"
 #include "workers/job_options/remote_batch_options.h"
 
 namespace saccade {
 namespace {
 
+using job_options::FeaturesFor;
 using job_options::GazeEvalFor;
 
 JobConfig config_of_odd_values() {
@@ -68,6 +71,66 @@ control::Assignment a_learner() {
   me.node = "node-b";
   me.peers = {"tcp://node-a:5000", "ipc:///tmp/d1"};
   return me;
+}
+
+TEST(JobOptions, ProbeFeaturesComeFromProbeAndEvalFeaturesFromEval) {
+  JobConfig c = config_of_odd_values();
+  const probe::FeatureOptions train = job_options::feature_options(c, FeaturesFor::kProbeTrain);
+  EXPECT_EQ(train.glimpses, 5);
+  EXPECT_EQ(train.batch_size, 77);
+  EXPECT_EQ(train.max_images, 123);
+  EXPECT_EQ(train.threads, 3);
+  EXPECT_EQ(train.seed, 9u);
+  EXPECT_TRUE(train.pixels);       // probe.baselines has "pixels"
+  EXPECT_FALSE(train.all_states);  // neither all_states nor the transformer head
+  EXPECT_TRUE(train.patch_mean);   // probe.features has "state_and_patch_mean"
+  EXPECT_FALSE(train.on_progress);
+
+  const probe::FeatureOptions val = job_options::feature_options(c, FeaturesFor::kProbeValidation);
+  EXPECT_EQ(val.max_images, 45);
+  EXPECT_EQ(val.seed, 9u ^ 0x7a1du);  // other gazes than the training images'
+  EXPECT_EQ(val.glimpses, 5);
+  EXPECT_EQ(val.batch_size, 77);
+  EXPECT_TRUE(val.pixels);
+  EXPECT_TRUE(val.patch_mean);
+
+  c.probe.head = "transformer";  // reads every state token
+  EXPECT_TRUE(job_options::feature_options(c, FeaturesFor::kProbeTrain).all_states);
+  c.probe.head = "linear";
+  c.probe.features = {"all_states"};
+  c.probe.baselines = {};
+  const probe::FeatureOptions rows = job_options::feature_options(c, FeaturesFor::kProbeTrain);
+  EXPECT_TRUE(rows.all_states);
+  EXPECT_FALSE(rows.patch_mean);
+  EXPECT_FALSE(rows.pixels);
+
+  c = config_of_odd_values();
+  const probe::FeatureOptions vit = job_options::feature_options(c, FeaturesFor::kEvalVit);
+  EXPECT_EQ(vit.glimpses, 0);  // ViT mode only
+  EXPECT_EQ(vit.max_images, 31);
+  EXPECT_EQ(vit.batch_size, 17);
+  EXPECT_EQ(vit.threads, 3);
+  EXPECT_TRUE(vit.all_states);  // the transformer head's input
+  EXPECT_FALSE(vit.pixels);     // probe.baselines is the probe's
+  EXPECT_FALSE(vit.patch_mean);
+}
+
+TEST(JobOptions, ProbeHeadsComeFromProbe) {
+  const JobConfig c = config_of_odd_values();
+  const probe::EvaluationOptions e = job_options::evaluation_options(c);
+  EXPECT_EQ(e.knn.k, 7);
+  EXPECT_DOUBLE_EQ(e.knn.temperature, 0.21);
+  EXPECT_EQ(e.linear.cs, std::vector<double>({0.5, 2.0}));
+  EXPECT_DOUBLE_EQ(e.linear.holdout_fraction, 0.3);
+  EXPECT_EQ(e.linear.max_iterations, 55);
+  EXPECT_EQ(e.linear.seed, 9u);
+
+  const probe::TransformerProbeOptions t = job_options::transformer_probe_options(c, 6);
+  EXPECT_EQ(t.lrs, std::vector<double>({0.01}));
+  EXPECT_EQ(t.steps, 33);
+  EXPECT_EQ(t.heads, 6);
+  EXPECT_DOUBLE_EQ(t.holdout_fraction, 0.3);
+  EXPECT_EQ(t.seed, 9u);
 }
 
 TEST(JobOptions, GazeEvaluationsOfThePolicyAndTheEvalStage) {

@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
+#include "workers/job_options/probe_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_source.h"
 #include "workers/probe/probe.h"
@@ -67,18 +68,13 @@ model::GazePolicy load_gaze_policy(const policy::PolicyStage& stage, const std::
   return policy;
 }
 
-// Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images.
+// Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images
+// in batches of `batch`, as features `o` say (job_options::FeaturesFor::kEvalVit).
 double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions views, int64_t grid,
-                    int64_t n, int64_t batch, int threads,
-                    const std::function<void()>& on_progress) {
+                    int64_t n, int64_t batch, probe::FeatureOptions o) {
   views.vit_grid = static_cast<int>(grid);
-  probe::FeatureOptions o;
-  o.glimpses = 0;  // ViT mode only
   o.max_images = n;
   o.batch_size = batch;
-  o.threads = threads;
-  o.all_states = true;  // the transformer head reads every state token
-  o.on_progress = on_progress;
   const probe::ProbeFeatures f =
       probe::extract_probe_features(*m.stage.backbone, dataset, views, o);
   const int64_t s = m.stage.backbone->options().n_state;
@@ -215,7 +211,9 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   const int64_t images = run.max_images > 0 ? run.max_images : config.eval.images;
   report.images = images > 0 ? std::min(images, val->size()) : val->size();
   const int64_t vit_grid = config.views.vit_grid;
-  const int threads = static_cast<int>(config.data.loader_threads);
+  probe::FeatureOptions vit_features =
+      job_options::feature_options(config, job_options::FeaturesFor::kEvalVit);
+  vit_features.on_progress = run.on_progress;
   policy::GazeEvalOptions gaze_eval =
       job_options::gaze_eval_options(config, job_options::GazeEvalFor::kEvalStage);
   gaze_eval.on_progress = run.on_progress;
@@ -230,7 +228,7 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
     c.mode = mode;
     if (mode == "vit") {
       c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
-                                 threads, run.on_progress)};
+                                 vit_features)};
     } else {
       const policy::GazeEvaluation g =
           gaze_accuracy(m, rollouts, mode, val->size(), 1.0, report.images, gaze_eval);
@@ -269,8 +267,8 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
         // Keep the tokens per forward pass (and attention memory) about constant.
         const int64_t batch =
             std::max<int64_t>(1, config.eval.batch_size * vit_grid * vit_grid / (grid * grid));
-        p.accuracy = vit_accuracy(m, resized, views, grid, report.sweep_images, batch, threads,
-                                  run.on_progress);
+        p.accuracy =
+            vit_accuracy(m, resized, views, grid, report.sweep_images, batch, vit_features);
         p.tokens = grid * grid;
         p.gflops = 1e-9 * static_cast<double>(model::step_flops(bo, p.tokens).forward());
       } else {

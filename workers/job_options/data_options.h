@@ -15,6 +15,9 @@
 //   model_options.h         saccade_model_options: the model, the SSL trainer
 //                           and its schedules, the gaze policy, its GRPO and
 //                           its evaluation
+//   probe_options.h         saccade_probe_options: the probe's features (and
+//                           the eval stage's ViT rows), k-NN, linear and
+//                           transformer heads
 #pragma once
 
 #include <cstdint>
