@@ -14,6 +14,7 @@
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -27,6 +28,7 @@
 #include "tests/support/reference_augment.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 
 namespace saccade::pretrain {
@@ -826,6 +828,36 @@ TEST(SslTrainer, TeacherFeaturesAreOneDeterministicRowPerView) {
   for (int64_t j = 0; j < a.dim; ++j) diff += std::fabs(a.rows[j] - a.rows[a.dim + j]);
   EXPECT_GT(diff, 1e-6);
   for (float v : a.rows) ASSERT_TRUE(std::isfinite(v));
+}
+
+// The k-NN check built from its options on given splits: the last bank_images of the
+// training split (all of a smaller split), the last query_images of the validation split,
+// measured at its period after ViT mode and each glimpse.
+TEST(KnnMonitor, CutsTheLastImagesOfBothSplitsAndMeasuresAtItsPeriod) {
+  auto train = shapes(48), val = shapes(20);
+  KnnMonitorOptions o;
+  o.every_steps = 5;
+  o.bank_images = 32;
+  o.query_images = 100;
+  o.views = views();
+  o.views.vit_grid = 4;
+  o.glimpses = 2;
+  o.k = 5;
+  const KnnMonitor monitor(*train, *val, o);
+  EXPECT_EQ(monitor.bank_images(), 32);
+  EXPECT_EQ(monitor.query_images(), 20);
+  EXPECT_FALSE(monitor.due(0));
+  EXPECT_FALSE(monitor.due(4));
+  EXPECT_TRUE(monitor.due(10));
+  const KnnCheck check = monitor.measure(SslTrainer(trainer_options(5)));
+  ASSERT_EQ(check.glimpses.size(), 2u);
+  for (double top1 : {check.vit, check.glimpses[0], check.glimpses[1]}) {
+    EXPECT_GE(top1, 0.0);
+    EXPECT_LE(top1, 1.0);
+  }
+  o.every_steps = 0;  // no check: open() reads nothing, the constructor refuses
+  EXPECT_EQ(KnnMonitor::open(o), nullptr);
+  EXPECT_THROW((KnnMonitor{*train, *val, o}), std::invalid_argument);
 }
 
 // A sequence's features carry the state from glimpse to glimpse: step k's rows are what

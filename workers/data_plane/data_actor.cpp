@@ -14,6 +14,7 @@
 #include "dataloader/dataset_factory.h"
 #include "workers/data_plane/batch_codec.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/link_options.h"
 
 namespace saccade::data_plane {
 
@@ -227,12 +228,8 @@ class DataActor : public runtime::ActorBody {
       const std::shared_ptr<const data::Dataset> dataset =
           data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
       BatchServerOptions options;
-      options.endpoint = ctx.assignment().endpoint;
-      options.local_endpoint = ctx.assignment().local_endpoint;
-      options.security = control::load_security(config.security, /*as_server=*/true);
-      options.sender = {config.job.name, wire::Role::DATA, ctx.assignment().rank,
-                        ctx.assignment().node};
-      options.expect = control::expect_for(config);
+      static_cast<runtime::RequestServerOptions&>(options) =
+          job_options::request_server_options(config, ctx.assignment());
       options.threads = static_cast<int>(config.data.loader_threads);
       BatchServer server(dataset, job_options::view_options(config), options);
       runtime::RateReporter rate(ctx);  // batches served, images/s

@@ -19,6 +19,8 @@
 #include "model/flops.h"
 #include "model/weights.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/model_options.h"
+#include "workers/job_options/probe_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_source.h"
 #include "workers/probe/probe.h"
@@ -66,18 +68,13 @@ model::GazePolicy load_gaze_policy(const policy::PolicyStage& stage, const std::
   return policy;
 }
 
-// Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images.
+// Top-1 of one ViT-mode step over a `grid` x `grid` grid, on the first n images
+// in batches of `batch`, as features `o` say (job_options::FeaturesFor::kEvalVit).
 double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions views, int64_t grid,
-                    int64_t n, int64_t batch, int threads,
-                    const std::function<void()>& on_progress) {
+                    int64_t n, int64_t batch, probe::FeatureOptions o) {
   views.vit_grid = static_cast<int>(grid);
-  probe::FeatureOptions o;
-  o.glimpses = 0;  // ViT mode only
   o.max_images = n;
   o.batch_size = batch;
-  o.threads = threads;
-  o.all_states = true;  // the transformer head reads every state token
-  o.on_progress = on_progress;
   const probe::ProbeFeatures f =
       probe::extract_probe_features(*m.stage.backbone, dataset, views, o);
   const int64_t s = m.stage.backbone->options().n_state;
@@ -86,23 +83,17 @@ double vit_accuracy(Models& m, const data::Dataset& dataset, data::ViewOptions v
 }
 
 // Top-1 per glimpse of one gaze mode on the first n validation images resized
-// by `scale`, the traces run by `rollouts` (eval actors, or this process).
+// by `scale`, the traces run by `rollouts` (eval actors, or this process) as
+// `o` says (job_options::GazeEvalFor::kEvalStage).
 policy::GazeEvaluation gaze_accuracy(Models& m, policy::RolloutSource& rollouts,
-                                     const JobConfig& config, const std::string& mode,
-                                     int64_t dataset_size, double scale, int64_t n,
-                                     const std::function<void()>& on_progress) {
-  policy::GazeEvalOptions o;
-  o.steps = config.eval.glimpses;
+                                     const std::string& mode, int64_t dataset_size, double scale,
+                                     int64_t n, policy::GazeEvalOptions o) {
   o.max_images = n;
-  o.batch_size = config.eval.batch_size;
-  o.threads = static_cast<int>(config.data.loader_threads);
-  o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
-  o.state_blind = mode == "fixed_path" || !config.policy.sees_state;
-  // Eval actors cache a policy's weights by version: one version per set of weights.
-  o.policy_version = mode == "fixed_path" ? 2 : 1;
   o.scale = scale;
-  o.bilinear_upscale = config.eval.upscale == "bilinear";
-  o.on_progress = on_progress;
+  if (mode == "fixed_path") {  // the learned fixed path: state-blind, weights of their own
+    o.state_blind = true;
+    o.policy_version = 2;  // eval actors cache a policy's weights by version
+  }
   const policy::GazeSource source = source_of(mode);
   model::GazePolicyImpl* policy = !policy::needs_policy(source) ? nullptr
                                   : mode == "fixed_path"        ? m.fixed_path.get()
@@ -220,7 +211,12 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
   const int64_t images = run.max_images > 0 ? run.max_images : config.eval.images;
   report.images = images > 0 ? std::min(images, val->size()) : val->size();
   const int64_t vit_grid = config.views.vit_grid;
-  const int threads = static_cast<int>(config.data.loader_threads);
+  probe::FeatureOptions vit_features =
+      job_options::feature_options(config, job_options::FeaturesFor::kEvalVit);
+  vit_features.on_progress = run.on_progress;
+  policy::GazeEvalOptions gaze_eval =
+      job_options::gaze_eval_options(config, job_options::GazeEvalFor::kEvalStage);
+  gaze_eval.on_progress = run.on_progress;
   // Glimpse traces run on the eval actors when there are some; the ViT modes
   // (one step per image) run here.
   policy::LocalRollouts local(*m.stage.backbone, m.stage.head, *val, views);
@@ -232,10 +228,10 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
     c.mode = mode;
     if (mode == "vit") {
       c.accuracy = {vit_accuracy(m, *val, views, vit_grid, report.images, config.eval.batch_size,
-                                 threads, run.on_progress)};
+                                 vit_features)};
     } else {
-      const policy::GazeEvaluation g = gaze_accuracy(m, rollouts, config, mode, val->size(), 1.0,
-                                                     report.images, run.on_progress);
+      const policy::GazeEvaluation g =
+          gaze_accuracy(m, rollouts, mode, val->size(), 1.0, report.images, gaze_eval);
       c.accuracy = g.accuracy;
       c.gaze_spread = g.gaze_spread;
       c.mixture_entropy = g.mixture_entropy;
@@ -271,14 +267,14 @@ EvalReport evaluate_models(const JobConfig& config, const EvalInputs& in,
         // Keep the tokens per forward pass (and attention memory) about constant.
         const int64_t batch =
             std::max<int64_t>(1, config.eval.batch_size * vit_grid * vit_grid / (grid * grid));
-        p.accuracy = vit_accuracy(m, resized, views, grid, report.sweep_images, batch, threads,
-                                  run.on_progress);
+        p.accuracy =
+            vit_accuracy(m, resized, views, grid, report.sweep_images, batch, vit_features);
         p.tokens = grid * grid;
         p.gflops = 1e-9 * static_cast<double>(model::step_flops(bo, p.tokens).forward());
       } else {
-        p.accuracy = gaze_accuracy(m, rollouts, config, mode, val->size(), scale,
-                                   report.sweep_images, run.on_progress)
-                         .accuracy.back();
+        p.accuracy =
+            gaze_accuracy(m, rollouts, mode, val->size(), scale, report.sweep_images, gaze_eval)
+                .accuracy.back();
         p.tokens = report.glimpses * glimpse_tokens;
         int64_t flops = model::step_flops(bo, glimpse_tokens).forward();
         flops += (report.glimpses - 1) *

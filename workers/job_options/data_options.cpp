@@ -60,6 +60,27 @@ uint64_t view_seed_root(const JobConfig& config) {
   return static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
 }
 
+data::ShardOptions shard_options(const JobConfig& config, int64_t dataset_size, int world_size,
+                                 int rank) {
+  data::ShardOptions o;
+  o.dataset_size = dataset_size;
+  o.world_size = world_size;
+  o.rank = rank;
+  o.seed = static_cast<uint64_t>(config.job.seed);
+  o.shuffle = true;
+  o.drop_last = false;
+  return o;
+}
+
+data::LoaderOptions loader_options(const JobConfig& config, int64_t batch) {
+  data::LoaderOptions o;
+  o.batch_size = batch;
+  o.threads = static_cast<int>(config.data.loader_threads);
+  o.queue_depth = static_cast<int>(config.data.queue_depth);
+  o.seed = view_seed_root(config);
+  return o;
+}
+
 int64_t per_rank_batch(const JobConfig& config, int world_size) {
   if (world_size < 1 || config.ssl.batch_size % world_size != 0) {
     throw std::invalid_argument(

@@ -4,17 +4,28 @@
 // these functions. One header and target per kind of consumer, so that each
 // links no more than it needs:
 //   data_options.h          saccade_data_options: datasets, views, seeds, the
-//                           batch split, threads (no torch, no sockets)
+//                           batch split, shards, the loader, threads (no torch,
+//                           no sockets)
+//   link_options.h          saccade_link_options: the ends of the links between
+//                           actors: keys, senders, limits (sockets, no torch)
 //   remote_batch_options.h  saccade_remote_batch_options: a learner's batches
 //                           from data actors (the cluster's sockets, no torch)
+//   pretrain_options.h      saccade_pretrain_options: the pretraining's k-NN
+//                           check (no torch; only pretraining includes it)
 //   model_options.h         saccade_model_options: the model, the SSL trainer
-//                           and its schedules, the gaze policy and its GRPO
+//                           and its schedules, the gaze policy, its GRPO and
+//                           its evaluation
+//   probe_options.h         saccade_probe_options: the probe's features (and
+//                           the eval stage's ViT rows), k-NN, linear and
+//                           transformer heads
 #pragma once
 
 #include <cstdint>
 
 #include "common/config.h"
 #include "dataloader/dataset_factory.h"
+#include "dataloader/sharded_sampler.h"
+#include "dataloader/ssl_loader.h"
 #include "dataloader/views.h"
 
 namespace saccade::job_options {
@@ -26,6 +37,15 @@ data::ViewOptions view_options(const JobConfig& config);
 // Root of the views' random draws (view_seed_at): the same for the
 // single-process loader and remote batches, so both cut the same views.
 uint64_t view_seed_root(const JobConfig& config);
+
+// Rank `rank` of `world_size` learners' shard of every epoch of a dataset of
+// `dataset_size` images: shuffled by job.seed, the last batch padded by wrapping.
+data::ShardOptions shard_options(const JobConfig& config, int64_t dataset_size, int world_size,
+                                 int rank);
+
+// The single-process loader's batches of `batch` images: [data]'s threads and
+// queue, the remote batches' view seed root.
+data::LoaderOptions loader_options(const JobConfig& config, int64_t batch);
 
 // Images per optimiser step on one of `world_size` learners; throws
 // std::invalid_argument when ssl.batch_size does not split evenly.

@@ -133,4 +133,23 @@ policy::PolicyTrainOptions policy_train_options(const JobConfig& config, int64_t
   return train;
 }
 
+policy::GazeEvalOptions gaze_eval_options(const JobConfig& config, GazeEvalFor which) {
+  policy::GazeEvalOptions o;
+  o.batch_size = config.eval.batch_size;
+  o.threads = static_cast<int>(config.data.loader_threads);
+  o.state_blind = !config.policy.sees_state;
+  if (which == GazeEvalFor::kPolicyStage) {
+    o.steps = config.policy.steps;
+    o.max_images = config.policy.val_images;
+    o.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
+    return o;
+  }
+  o.steps = config.eval.glimpses;
+  o.max_images = config.eval.images;
+  o.seed = static_cast<uint64_t>(config.job.seed) ^ 0xe7a1u;  // the same gazes at every scale
+  o.policy_version = 1;  // eval actors cache a policy's weights by version
+  o.bilinear_upscale = config.eval.upscale == "bilinear";
+  return o;
+}
+
 }  // namespace saccade::job_options

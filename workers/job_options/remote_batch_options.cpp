@@ -1,8 +1,9 @@
 #include "workers/job_options/remote_batch_options.h"
 
-#include "control/control.h"
-#include "schemas/wire.h"
+#include <utility>
+
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/link_options.h"
 
 namespace saccade::job_options {
 
@@ -17,9 +18,10 @@ data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
   o.seed = view_seed_root(config);
   o.queue_depth = static_cast<int>(config.data.queue_depth);
   o.request_timeout = std::chrono::milliseconds(config.data.request_timeout_ms);
-  o.security = control::load_security(config.security, /*as_server=*/false);
-  o.sender = {config.job.name, wire::Role::LEARNER, me.rank, me.node};
-  o.expect = control::expect_for(config);
+  PeerLink link = peer_link(config, me, /*as_server=*/false);
+  o.security = std::move(link.security);
+  o.sender = std::move(link.sender);
+  o.expect = std::move(link.expect);
   return o;
 }
 

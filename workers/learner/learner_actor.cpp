@@ -13,6 +13,7 @@
 #include "workers/data_plane/batch_client.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
+#include "workers/job_options/pretrain_options.h"
 #include "workers/job_options/remote_batch_options.h"
 #include "workers/learner/learner_group.h"
 #include "workers/pretrain/knn_monitor.h"
@@ -79,7 +80,8 @@ class LearnerActor final : public runtime::ActorBody {
 
     // Learner 0 measures k-NN: every learner holds the same teacher.
     const std::unique_ptr<pretrain::KnnMonitor> knn =
-        me.rank == 0 ? pretrain::KnnMonitor::from_config(config) : nullptr;
+        me.rank == 0 ? pretrain::KnnMonitor::open(job_options::knn_monitor_options(config))
+                     : nullptr;
     uint64_t generation = 0;
     while (!ctx.stopping()) {
       const auto r = ctx.wait_rendezvous(generation,
@@ -93,8 +95,8 @@ class LearnerActor final : public runtime::ActorBody {
       generation = r->generation;
       if (!join(ctx, *r, per_epoch)) return ctx.stopping() ? 0 : kLearnerNoCheckpoint;
 
-      data::ShardOptions shard{
-          dataset->size(), world, me.rank, static_cast<uint64_t>(config.job.seed), true, false};
+      const data::ShardOptions shard =
+          job_options::shard_options(config, dataset->size(), world, me.rank);
       const data::ShardedSampler sampler(shard);
       data_plane::RemoteBatchSource source(
           job_options::batch_source_options(config, me, shard, batch_),

@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "storage/rollout_store.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/link_options.h"
 #include "workers/policy/policy_stage.h"
 #include "workers/policy/rollout_client.h"
 #include "workers/policy/rollout_server.h"
@@ -159,11 +160,8 @@ class RolloutActor : public runtime::ActorBody {
       PolicyStage stage = fetch_policy_stage(config, ctx);
       const auto dataset = data::make_dataset(job_options::dataset_spec(config, validation_));
       RolloutServerOptions o;
-      o.endpoint = ctx.assignment().endpoint;
-      o.security = control::load_security(config.security, /*as_server=*/true);
-      o.sender = {config.job.name, ctx.assignment().role, ctx.assignment().rank,
-                  ctx.assignment().node};
-      o.expect = control::expect_for(config);
+      static_cast<runtime::RequestServerOptions&>(o) =
+          job_options::request_server_options(config, ctx.assignment());
       o.threads = static_cast<int>(config.data.loader_threads);
       RolloutServer server(*stage.backbone, stage.head, stage.policy_options, dataset,
                            job_options::view_options(config), o);
@@ -228,9 +226,11 @@ RolloutClientOptions rollout_client_options(runtime::ActorContext& ctx,
   o.n_state = backbone.n_state;
   o.width = backbone.width;
   o.request_timeout = std::chrono::milliseconds(config.policy.rollout_timeout_ms);
-  o.security = control::load_security(config.security, /*as_server=*/false);
-  o.sender = {config.job.name, wire::Role::LEARNER, ctx.assignment().rank, ctx.assignment().node};
-  o.expect = control::expect_for(config);
+  job_options::PeerLink link =
+      job_options::peer_link(config, ctx.assignment(), /*as_server=*/false);
+  o.security = std::move(link.security);
+  o.sender = std::move(link.sender);
+  o.expect = std::move(link.expect);
   o.stopping = [&ctx] { return ctx.stopping(); };
   return o;
 }

@@ -289,12 +289,10 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
       probe::backbone_origin(stage.checkpoint_step, stage.backbone_file), train.group, train.steps);
   policy.to(stage.backbone->parameters().front().device());
   LocalRollouts val_rollouts(*stage.backbone, stage.head, *val_set, views);
-  GazeEvalOptions eval;  // the final evaluation's; the curve's points use the first images
-  eval.steps = config.policy.steps;
-  eval.batch_size = config.eval.batch_size;
-  eval.threads = train.threads;
-  eval.seed = static_cast<uint64_t>(config.job.seed) ^ 0x5eedu;
-  eval.state_blind = train.state_blind;
+  // The final evaluation's; the training curve's points take its first curve_images.
+  GazeEvalOptions eval =
+      job_options::gaze_eval_options(config, job_options::GazeEvalFor::kPolicyStage);
+  eval.max_images = max_val;
 
   // The training curve: the policy's mode on the first curve_images validation
   // images every curve_every_batches rollout batches and after the last.
@@ -336,7 +334,6 @@ PolicyReport train_and_evaluate_policy(const JobConfig& config, PolicyStage& sta
     return report;
   }
 
-  eval.max_images = max_val;
   report.sees_state = !train.state_blind;
   report.reward = config.policy.reward;
   report.val_images = max_val > 0 ? std::min(max_val, val_set->size()) : val_set->size();

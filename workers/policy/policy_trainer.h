@@ -10,6 +10,7 @@
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
 #include "rl/grpo.h"
+#include "workers/policy/gaze_eval_options.h"
 #include "workers/policy/gaze_traces.h"
 #include "workers/policy/policy_train_options.h"
 
@@ -66,19 +67,6 @@ std::vector<PolicyEpoch> train_policy(RolloutSource& rollouts, model::GazePolicy
                                       int64_t dataset_size, const PolicyTrainOptions& options,
                                       const std::function<void(const PolicyEpoch&)>& on_epoch = {},
                                       const PolicyProgress& progress = {});
-
-struct GazeEvalOptions {
-  int64_t steps = 8;
-  int64_t max_images = 0;  // the first max_images; 0 = all
-  int64_t batch_size = 256;
-  int threads = 1;
-  uint64_t seed = 0;
-  bool state_blind = false;     // the policy is state-blind (TraceOptions::state_blind)
-  uint64_t policy_version = 0;  // RolloutBatch::policy_version: names the policy's weights
-  double scale = 1;             // the images resized (RolloutBatch::scale)
-  bool bilinear_upscale = false;
-  std::function<void()> on_progress;  // after each batch (may be empty)
-};
 
 struct GazeEvaluation {
   std::vector<double> accuracy;  // [steps]: top-1 after each glimpse

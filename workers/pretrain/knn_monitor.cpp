@@ -5,10 +5,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "dataloader/dataset_factory.h"
 #include "dataloader/random.h"
-#include "workers/job_options/data_options.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/probe/classifiers.h"
 
@@ -81,38 +81,46 @@ std::string KnnCheck::summary() const {
   return s;
 }
 
-std::unique_ptr<KnnMonitor> KnnMonitor::from_config(const JobConfig& config) {
-  if (config.ssl.knn_every_steps == 0) return nullptr;
-  const auto train = data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
+std::unique_ptr<KnnMonitor> KnnMonitor::open(const KnnMonitorOptions& options) {
+  if (options.every_steps == 0) return nullptr;
+  const auto train = data::make_dataset(options.train);
   if (train->num_classes() < 2) {
     spdlog::warn("k-NN check off: the training split has no labels");
     return nullptr;
   }
   std::shared_ptr<const data::Dataset> val;
   try {  // the check is optional: a job without a validation split trains without it
-    val = data::make_dataset(job_options::dataset_spec(config, /*validation=*/true));
+    val = data::make_dataset(options.val);
   } catch (const std::exception& e) {
     spdlog::warn("k-NN check off (ssl.knn_every_steps): no validation split: {}", e.what());
     return nullptr;
   }
-  std::unique_ptr<KnnMonitor> m(new KnnMonitor);
-  m->every_ = config.ssl.knn_every_steps;
-  m->classes_ = train->num_classes();
-  m->k_ = config.probe.knn_k;
-  m->temperature_ = config.probe.knn_temperature;
-  m->glimpses_ = config.probe.glimpses;
-  data::ViewOptions views = job_options::view_options(config);
+  return std::make_unique<KnnMonitor>(*train, *val, options);
+}
+
+KnnMonitor::KnnMonitor(const data::Dataset& train, const data::Dataset& val,
+                       const KnnMonitorOptions& options)
+    : every_(options.every_steps),
+      classes_(train.num_classes()),
+      k_(options.k),
+      temperature_(options.temperature),
+      glimpses_(options.glimpses) {
+  if (every_ < 1)
+    throw std::invalid_argument(
+        fmt::format("k-NN check: every_steps must be >= 1, got {}", every_));
+  if (classes_ < 2)
+    throw std::invalid_argument(
+        fmt::format("k-NN check: the bank needs labels of 2 or more classes, got {}", classes_));
+  data::ViewOptions views = options.views;
   views.augment = false;
-  const auto seed = static_cast<uint64_t>(config.job.seed);
-  Views bank = cut_last(*train, config.ssl.knn_bank_images, views, m->glimpses_, seed);
-  Views queries = cut_last(*val, config.ssl.knn_query_images, views, m->glimpses_, seed ^ 0x7a1du);
-  m->bank_ = std::move(bank.vit);
-  m->bank_seq_ = std::move(bank.seq);
-  m->bank_labels_ = std::move(bank.labels);
-  m->queries_ = std::move(queries.vit);
-  m->query_seq_ = std::move(queries.seq);
-  m->query_labels_ = std::move(queries.labels);
-  return m;
+  Views bank = cut_last(train, options.bank_images, views, glimpses_, options.seed);
+  Views queries = cut_last(val, options.query_images, views, glimpses_, options.seed ^ 0x7a1du);
+  bank_ = std::move(bank.vit);
+  bank_seq_ = std::move(bank.seq);
+  bank_labels_ = std::move(bank.labels);
+  queries_ = std::move(queries.vit);
+  query_seq_ = std::move(queries.seq);
+  query_labels_ = std::move(queries.labels);
 }
 
 KnnCheck KnnMonitor::measure(const SslTrainer& trainer) const {

@@ -18,6 +18,7 @@
 #include "storage/checkpoint_store.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
+#include "workers/job_options/pretrain_options.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 #include "workers/pretrain/training_loop.h"
@@ -98,17 +99,14 @@ PretrainResult run_pretrain(const JobConfig& config, const PretrainRunOptions& r
   }
   result.first_step = trainer.step();
 
-  data::ShardOptions shard{
-      dataset->size(), 1, 0, static_cast<uint64_t>(config.job.seed), true, false};
-  data::LoaderOptions loader_options{batch, static_cast<int>(config.data.loader_threads),
-                                     static_cast<int>(config.data.queue_depth),
-                                     job_options::view_seed_root(config)};
-  data::SslLoader loader(dataset, shard, position, job_options::view_options(config),
-                         loader_options);
+  data::SslLoader loader(dataset, job_options::shard_options(config, dataset->size(), 1, 0),
+                         position, job_options::view_options(config),
+                         job_options::loader_options(config, batch));
 
   MetricsLog metrics((work_dir / config.logging.metrics_file).string());
   ProgressLine progress(total_steps, config.logging.progress);
-  const std::unique_ptr<KnnMonitor> knn = KnnMonitor::from_config(config);
+  const std::unique_ptr<KnnMonitor> knn =
+      KnnMonitor::open(job_options::knn_monitor_options(config));
   if (knn)
     spdlog::info("pretrain: k-NN check every {} steps ({} bank, {} query images)",
                  config.ssl.knn_every_steps, knn->bank_images(), knn->query_images());

@@ -18,6 +18,7 @@
 #include "model/weights.h"
 #include "storage/checkpoint_store.h"
 #include "workers/job_options/data_options.h"
+#include "workers/job_options/probe_options.h"
 #include "workers/probe/probe.h"
 #include "workers/probe/task_head.h"
 #include "workers/probe/transformer_probe.h"
@@ -278,14 +279,7 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   auto wants = [&](const char* b) {
     return std::find(baselines.begin(), baselines.end(), b) != baselines.end();
   };
-  FeatureOptions train_features;
-  train_features.glimpses = static_cast<int>(config.probe.glimpses);
-  train_features.threads = static_cast<int>(config.data.loader_threads);
-  train_features.seed = static_cast<uint64_t>(config.job.seed);
-  train_features.batch_size = config.probe.batch_size;
-  train_features.max_images =
-      run.max_train_images > 0 ? run.max_train_images : config.probe.train_images;
-  train_features.pixels = wants("pixels");
+  // Which rows the report has (the features they read: job_options::feature_options).
   const auto& features = config.probe.features;
   auto asks_for = [&](const char* feature) {
     return std::find(features.begin(), features.end(), feature) != features.end();
@@ -296,30 +290,22 @@ ProbeReport probe_backbone(const JobConfig& config, const std::string& backbone_
   feature_rows.patch_mean = asks_for("state_and_patch_mean");
   feature_rows.glimpse_mean = asks_for("glimpse_mean");
   const bool transformer = config.probe.head == "transformer";  // reads every state token
-  train_features.all_states = feature_rows.all_states || transformer;
-  train_features.patch_mean = feature_rows.patch_mean;
+  FeatureOptions train_features =
+      job_options::feature_options(config, job_options::FeaturesFor::kProbeTrain);
+  if (run.max_train_images > 0) train_features.max_images = run.max_train_images;
   train_features.on_progress = run.on_progress;
-  FeatureOptions val_features = train_features;
-  val_features.max_images = run.max_val_images > 0 ? run.max_val_images : config.probe.val_images;
-  val_features.seed ^= 0x7a1du;  // validation gazes are not the training ones
+  FeatureOptions val_features =
+      job_options::feature_options(config, job_options::FeaturesFor::kProbeValidation);
+  if (run.max_val_images > 0) val_features.max_images = run.max_val_images;
+  val_features.on_progress = run.on_progress;
   const data::ViewOptions views = job_options::view_options(config);
 
-  EvaluationOptions eval;
-  eval.knn.k = config.probe.knn_k;
-  eval.knn.temperature = config.probe.knn_temperature;
-  eval.linear.cs = config.probe.cs;
-  eval.linear.holdout_fraction = config.probe.holdout_fraction;
-  eval.linear.max_iterations = config.probe.max_iterations;
-  eval.linear.seed = static_cast<uint64_t>(config.job.seed);
+  EvaluationOptions eval = job_options::evaluation_options(config);
   eval.linear.on_progress = run.on_progress;
   const int64_t classes = train_set->num_classes();
   const int64_t n_state = backbone->options().n_state;
-  TransformerProbeOptions head_options;
-  head_options.lrs = config.probe.head_lrs;
-  head_options.steps = config.probe.head_steps;
-  head_options.heads = backbone->options().heads;
-  head_options.holdout_fraction = config.probe.holdout_fraction;
-  head_options.seed = static_cast<uint64_t>(config.job.seed);
+  TransformerProbeOptions head_options =
+      job_options::transformer_probe_options(config, backbone->options().heads);
   head_options.on_progress = run.on_progress;
 
   auto t0 = Clock::now();
