@@ -96,10 +96,6 @@ Steady steady_rates(const std::vector<MetricsLine>& lines, int64_t global_batch)
           bytes / span};
 }
 
-double steady_images_per_second(const std::vector<MetricsLine>& lines, int64_t global_batch) {
-  return steady_rates(lines, global_batch).images_per_second;
-}
-
 // CPU seconds (user + system) of this process's waited-for descendants so far.
 double children_cpu_seconds() {
   rusage u{};
@@ -256,8 +252,9 @@ class RuntimeBench {
     const int code = start(v, config)->wait(std::chrono::seconds(1800));
     const double wall = seconds_since(t0);
     const JobConfig c = load_config(config);
-    const double ips = steady_images_per_second(
-        read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file), v.batch);
+    const double ips =
+        steady_rates(read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file), v.batch)
+            .images_per_second;
     if (code != 0) ++failures_;
     fmt::print("{:<34} {:>9} {:>7} {:>8} {:>10}{}\n", v.name, v.learners,
                v.learners > 1 ? fmt::format("{}x{}", v.learners, v.batch / v.learners)
