@@ -371,6 +371,34 @@ TEST(SslTrainer, Bf16ParamsTrainsCloseToFp32OnFp32MasterWeights) {
   expect_resume_bit_exact(params);
 }
 
+// With several learners the trainer hands its gradient buckets to the asynchronous
+// all-reduce during backward when ssl.overlap_all_reduce is on, and to the blocking one
+// after backward when it is off (a fake world of two whose other learner mirrors this one).
+TEST(SslTrainer, SeveralLearnersReduceGradientsDuringBackwardWhenOverlapping) {
+  auto ds = shapes(40);
+  int blocking[2] = {0, 0}, started[2] = {0, 0};  // [overlap off, on]
+  for (const bool overlap : {false, true}) {
+    ssl::Collectives world;
+    world.world_size = 2;
+    world.sum = [&blocking, overlap](at::Tensor& t) {
+      ++blocking[overlap];
+      t.mul_(2);
+    };
+    world.start_sum = [&started, overlap](at::Tensor& t) -> ssl::AllReduceWait {
+      ++started[overlap];
+      return [t]() mutable { t.mul_(2); };
+    };
+    ssl::TrainerOptions o = trainer_options(5);
+    o.overlap_all_reduce = overlap;
+    SslTrainer trainer(o, world);
+    EXPECT_TRUE(std::isfinite(trainer.train_step(*loader(ds, {0, 0})->next().batch).loss));
+  }
+  EXPECT_EQ(started[0], 0);
+  EXPECT_GT(started[1], 0) << "no bucket went to the asynchronous all-reduce";
+  // Both made Sinkhorn-Knopp's blocking sums; without overlap the buckets were blocking too.
+  EXPECT_EQ(blocking[0], blocking[1] + started[1]);
+}
+
 TEST(SslTrainer, LearnsWithoutCollapse) {
   auto ds = shapes(256);
   SslTrainer trainer(trainer_options(10));
