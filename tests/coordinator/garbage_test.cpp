@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "control/control.h"
+#include "tests/coordinator/fake_coordinator.h"
 #include "tests/coordinator/harness.h"
 #include "tests/support/subprocess.h"
 
@@ -27,13 +28,8 @@ namespace fs = std::filesystem;
 
 const std::string kSaccade = build_path("saccade");
 const std::string kActor = build_path("tests/coordinator/saccade_test_actor");
-constexpr int kLimit = 65536;  // cluster.max_message_bytes of these jobs
 
-zmq::message_t envelope(const std::string& job, wire::Role role, int rank,
-                        const std::function<void(wire::Envelope::Builder)>& fill) {
-  control::EnvelopeWriter w({job, role, rank, "n0"});
-  return w.make(0, fill);
-}
+constexpr int kLimit = 65536;  // cluster.max_message_bytes of these jobs
 
 // Sends every kind of bad frame through `send` (which prefixes routing parts).
 void send_garbage(const std::function<void(std::vector<zmq::message_t>)>& send) {
@@ -65,43 +61,6 @@ void send_garbage(const std::function<void(std::vector<zmq::message_t>)>& send) 
   }));
   send(std::move(impostor));
 }
-
-// A ROUTER where the coordinator would be, driven by the test.
-struct FakeCoordinator {
-  explicit FakeCoordinator(int port) {
-    router.set(zmq::sockopt::linger, 0);
-    router.set(zmq::sockopt::router_handover, 1);  // as the coordinator: reconnects keep their id
-    router.bind(fmt::format("tcp://127.0.0.1:{}", port));
-  }
-  // Next (identity, message) within `timeout`, skipping refused frames.
-  std::optional<std::pair<std::string, wire::Envelope::Body::Which>> next(
-      std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, 50ms);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
-      zmq::message_t id, frame;
-      (void)router.recv(id);
-      (void)router.recv(frame);
-      wire::Received r = wire::open_frame(frame, {"rt-test", kLimit});
-      if (r.status == wire::RecvStatus::kOk) return std::pair{id.to_string(), r.message->kind()};
-    }
-    return std::nullopt;
-  }
-  void send(const std::string& id, std::vector<zmq::message_t> parts) {
-    router.send(zmq::buffer(id), zmq::send_flags::sndmore);
-    for (size_t i = 0; i < parts.size(); ++i)
-      router.send(parts[i],
-                  i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-  }
-  void drain_for(std::chrono::milliseconds d) {
-    const auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) next(20ms);
-  }
-  zmq::context_t context;
-  zmq::socket_t router{context, zmq::socket_type::router};
-};
 
 class Garbage : public ::testing::Test {
  protected:
@@ -185,7 +144,7 @@ TEST_F(Garbage, CoordinatorDropsBadFramesAndTheJobFinishes) {
 TEST_F(Garbage, AgentDropsBadFramesAndStillObeysTheCoordinator) {
   const int port = free_port();
   const fs::path cfg = config(port);
-  FakeCoordinator fake(port);
+  FakeCoordinator fake(port, kLimit);
   Child agent({kSaccade, "agent", "--coordinator", fmt::format("127.0.0.1:{}", port), "--node",
                "n0", "--config", cfg.string(), "--actor-binary", kActor},
               dir.path() / "a.log");
@@ -211,7 +170,7 @@ TEST_F(Garbage, AgentDropsBadFramesAndStillObeysTheCoordinator) {
 TEST_F(Garbage, ActorDropsBadFramesAndStillDrainsOnShutdown) {
   const int port = free_port();
   const fs::path cfg = config(port);
-  FakeCoordinator fake(port);
+  FakeCoordinator fake(port, kLimit);
   Child actor({kActor, "actor", "--role", "data", "--rank", "0", "--node", "n0", "--coordinator",
                fmt::format("127.0.0.1:{}", port), "--config", cfg.string()},
               dir.path() / "actor.log");

@@ -123,6 +123,9 @@ void CoordinatorLink::io_loop() {
     // Read before the flush: what was posted before it goes out. A body that ended while
     // the coordinator is away waits for it (up to the grace) so its final step is not lost.
     const bool last = io_stop_ && (!lost || coordinator_gone_);
+    // Posted messages (store requests, checkpoint requests, metrics) wait while the socket's
+    // queue is full, e.g. of a given-up checkpoint's chunks: dropped, a rendezvous request
+    // would leave its learner waiting out the collective timeout. They go before bulk chunks.
     for (;;) {
       std::function<void(wire::Envelope::Builder)> fill;
       {
@@ -131,7 +134,11 @@ void CoordinatorLink::io_loop() {
         fill = std::move(outbox_.front());
         outbox_.pop_front();
       }
-      send(fill);
+      if (!try_send(fill)) {
+        std::lock_guard lock(mutex_);
+        outbox_.push_front(std::move(fill));
+        break;
+      }
     }
     flush_bulk();
     const int64_t stall = config_.cluster.stall_timeout_s * 1000;
@@ -240,9 +247,21 @@ void CoordinatorLink::handle(const wire::Message& m) {
       const auto ack = body.getAck();
       if (ack.getOk()) return;
       std::lock_guard lock(mutex_);
-      if (save_ == Transfer::kPending && ack.getSeq() >= save_first_seq_) save_ = Transfer::kFailed;
-      if (load_ == Transfer::kPending) load_ = Transfer::kFailed;
-      spdlog::warn("coordinator: {}", ack.getError().cStr());
+      bool ends_transfer = false;
+      if (save_ == Transfer::kPending && ack.getSeq() >= save_first_seq_) {
+        save_ = Transfer::kFailed;
+        ends_transfer = true;
+      }
+      if (load_ == Transfer::kPending) {
+        load_ = Transfer::kFailed;
+        ends_transfer = true;
+      }
+      // A refused upload has up to a send queue of chunks in flight, each refused in turn:
+      // the first refusal says why, the rest are its echo.
+      if (ends_transfer)
+        spdlog::warn("coordinator: {}", ack.getError().cStr());
+      else
+        spdlog::debug("coordinator: {}", ack.getError().cStr());
       changed_.notify_all();
       return;
     }
