@@ -1,8 +1,21 @@
 #include "model/layers.h"
 
+#include <atomic>
+
 #include "model/torch_compat.h"
 
 namespace saccade::model {
+namespace {
+std::atomic<bool> g_folded_layerscale{true};
+}  // namespace
+
+void set_folded_layerscale(bool enabled) {
+  g_folded_layerscale = enabled;
+}
+
+bool folded_layerscale() {
+  return g_folded_layerscale;
+}
 
 void trunc_normal_(torch::Tensor tensor, double std) {
   torch::NoGradGuard no_grad;
@@ -37,7 +50,11 @@ MlpImpl::MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim)
       fc2_(register_module("fc2", torch::nn::Linear(hidden_dim, out_dim))) {}
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return fc2_(torch::gelu(fc1_(x)));
+  return fc2_(hidden(x));
+}
+
+torch::Tensor MlpImpl::hidden(const torch::Tensor& x) {
+  return torch::gelu(fc1_(x));
 }
 
 AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
@@ -46,15 +63,27 @@ AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
       proj_(register_module("proj", torch::nn::Linear(width, width))) {}
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  return proj_(mix(x));
+}
+
+torch::Tensor AttentionImpl::mix(const torch::Tensor& x) {
   const int64_t b = x.size(0), n = x.size(1), w = x.size(2);
   // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim], the timm layout.
   auto qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).permute({2, 0, 3, 1, 4});
   auto out = attention(qkv[0], qkv[1], qkv[2]);  // torch_compat.h
-  return proj_(out.transpose(1, 2).reshape({b, n, w}));
+  return out.transpose(1, 2).reshape({b, n, w});
 }
 
 LayerScaleImpl::LayerScaleImpl(int64_t width, double init_value)
     : gamma_(register_parameter("gamma", torch::full({width}, init_value))) {}
+
+torch::Tensor LayerScaleImpl::of_linear(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  const torch::Tensor& weight = linear->weight;
+  const torch::Tensor& bias = linear->bias;
+  if (!folded_layerscale()) return forward(torch::nn::functional::linear(x, weight, bias));
+  return torch::nn::functional::linear(x, weight * gamma_.unsqueeze(1),
+                                       bias.defined() ? bias * gamma_ : bias);
+}
 
 BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
                      double norm_eps)
@@ -68,8 +97,8 @@ BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double la
       mlp_(register_module("mlp", Mlp(width, mlp_hidden, width))) {}
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {
-  x = x + ls1_(attn_(norm1_(x)));
-  return x + ls2_(mlp_(norm2_(x)));
+  x = x + ls1_->of_linear(attn_->proj(), attn_->mix(norm1_(x)));
+  return x + ls2_->of_linear(mlp_->fc2(), mlp_->hidden(norm2_(x)));
 }
 
 }  // namespace saccade::model

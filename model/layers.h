@@ -15,10 +15,17 @@ void init_vit_weights(torch::nn::Module& module, double std = 0.02);
 // Samples N(0, std) truncated to [-2 std, 2 std] in place (timm's trunc_normal_).
 void trunc_normal_(torch::Tensor tensor, double std);
 
+// LayerScale folded into the linear layer before it (default) or applied to its output,
+// for the whole process: off exists for A/B measurements (`saccade bench step`).
+void set_folded_layerscale(bool enabled);
+bool folded_layerscale();
+
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim);
   torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor hidden(const torch::Tensor& x);  // gelu(fc1(x)): forward without fc2
+  const torch::nn::Linear& fc2() const { return fc2_; }
 
  private:
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
@@ -29,6 +36,8 @@ class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(int64_t width, int64_t heads);
   torch::Tensor forward(const torch::Tensor& x);  // [B, N, width] -> [B, N, width]
+  torch::Tensor mix(const torch::Tensor& x);      // the heads' outputs: forward without proj
+  const torch::nn::Linear& proj() const { return proj_; }
 
  private:
   int64_t heads_;
@@ -41,6 +50,11 @@ class LayerScaleImpl : public torch::nn::Module {
  public:
   LayerScaleImpl(int64_t width, double init_value);
   torch::Tensor forward(const torch::Tensor& x) { return x * gamma_; }
+  // forward(linear(x)), computed as x through the linear with gamma folded into its weight
+  // and bias: a product of weight size instead of activation size, in forward and in
+  // backward, and one elementwise kernel fewer each way. The same function; gamma's
+  // gradient sums the same products in another order.
+  torch::Tensor of_linear(const torch::nn::Linear& linear, const torch::Tensor& x);
 
  private:
   torch::Tensor gamma_;

@@ -24,6 +24,7 @@
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
 #include "dataloader/views.h"
+#include "model/layers.h"
 #include "model/torch_compat.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
@@ -37,6 +38,7 @@ struct Variant {
   std::string precision = "fp32";  // ssl.precision: fp32 | bf16 | bf16-params
   bool fused_attention = true;
   bool multi_tensor = true;
+  bool folded_layerscale = true;
   bool phase_syncs = false;   // the timed steps also synchronise after every phase
   bool learner_cuts = false;  // batches carry images and boxes: the trainer cuts (views.cut_on)
 };
@@ -50,7 +52,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.learner_cuts = config.views.cut_on == "learner";
     return v;
   }
-  v.fused_attention = v.multi_tensor = false;
+  v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find('+', start), text.size());
@@ -61,6 +63,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.fused_attention = true;
     } else if (lever == "foreach") {
       v.multi_tensor = true;
+    } else if (lever == "fold") {
+      v.folded_layerscale = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
     } else if (lever == "cut") {
@@ -68,7 +72,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, sync, cut joined by '+', or config)",
+          "foreach, fold, sync, cut joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -175,6 +179,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       t.multi_tensor_update = v.multi_tensor;
       t.time_phases = v.phase_syncs;
       model::set_fused_attention(v.fused_attention);
+      model::set_folded_layerscale(v.folded_layerscale);
       pretrain::SslTrainer trainer(t);
       Row row;
       row.variant = v.name;
@@ -201,6 +206,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       if (!o.profile_path.empty() && batch == batches.back() && &v == &variants.back())
         profile(o.profile_path, device, [&] { step(); });
       model::set_fused_attention(true);
+      model::set_folded_layerscale(true);
       if (rows.size() > first_row) {
         const Row& reference = rows[first_row];
         for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)

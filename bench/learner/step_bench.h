@@ -20,10 +20,11 @@ struct StepBenchOptions {
   std::vector<int64_t> batches;  // images per step; empty = the config's batch per learner
   // Levers, one variant each, e.g. "fp32", "bf16+sdpa+foreach": a precision (fp32 | bf16 |
   // bf16-params, as ssl.precision; fp32 when none is named), "sdpa" (fused attention kernels,
-  // LibTorch >= 2), "foreach" (multi-tensor AdamW and EMA), "sync" (a device synchronisation after
+  // LibTorch >= 2), "foreach" (multi-tensor AdamW and EMA), "fold" (LayerScale folded into the
+  // linear layer before it, model::set_folded_layerscale), "sync" (a device synchronisation after
   // every phase, as when phases are timed), "cut" (the batches carry the images and boxes and the
   // trainer cuts the views on its device, views.cut_on = "learner"; the same views). Empty: one
-  // variant, the config's training path (its precision and views.cut_on).
+  // variant, the config's training path (its precision and views.cut_on, every lever on).
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
   int steps = 5;           // timed steps (no phase synchronisation)
