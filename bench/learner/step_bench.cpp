@@ -19,6 +19,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #endif
 
+#include "bench/learner/device_memory.h"
 #include "common/config.h"
 #include "common/device_peak.h"
 #include "common/file_bytes.h"
@@ -106,6 +107,7 @@ struct Row {
   std::string variant;
   int64_t batch = 0;
   double step_ms = 0, images_per_second = 0, tflops = 0, mfu = NAN;
+  double peak_gib = NAN;        // device memory the allocator handed out at most; NaN off CUDA
   pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch
@@ -180,6 +182,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       t.time_phases = v.phase_syncs;
       model::set_fused_attention(v.fused_attention);
       model::set_folded_layerscale(v.folded_layerscale);
+      reset_peak_device_memory(device);
       pretrain::SslTrainer trainer(t);
       Row row;
       row.variant = v.name;
@@ -201,6 +204,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       row.images_per_second = static_cast<double>(batch * o.steps) / seconds;
       row.tflops = flop_per_image * row.images_per_second / 1e12;
       if (t.peak_tflops > 0) row.mfu = row.tflops / t.peak_tflops;
+      row.peak_gib = peak_device_memory_gib(device);
       trainer.set_time_phases(true);
       for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
       if (!o.profile_path.empty() && batch == batches.back() && &v == &variants.back())
@@ -224,20 +228,22 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       "forward + backward student), {} timed steps after {} warm-up\n",
       o.config_path, o.device, device_name, flop_per_image / 1e9, o.steps, o.warmup);
   out << fmt::format(
-      "{:<22} {:>6} {:>10} {:>9} {:>9} {:>6}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
-      "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "teacher", "student", "loss",
-      "backward", "update", "other", "loss diff");
+      "{:<22} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
+      "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher", "student",
+      "loss", "backward", "update", "other", "loss diff");
   for (const Row& r : rows) {
     out << fmt::format(
-        "{:<22} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6}  {:>8.1f} {:>8.1f} {:>6.1f} {:>8.1f} "
-        "{:>7.1f} {:>6.1f}  {:>9.2e}\n",
+        "{:<22} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
+        "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
         r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
         std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
+        std::isfinite(r.peak_gib) ? fmt::format("{:.1f}", r.peak_gib) : "-",
         per_phase * r.phases.teacher, per_phase * r.phases.student, per_phase * r.phases.loss,
         per_phase * r.phases.backward, per_phase * r.phases.update, per_phase * r.phases.other,
         r.max_loss_rel_diff);
   }
-  out << "phases: ms per step, each ended by a device synchronisation (extra steps after the "
+  out << "GiB: peak device memory of the variant's trainer (CUDA); "
+         "phases: ms per step, each ended by a device synchronisation (extra steps after the "
          "timed ones); loss diff: largest relative difference of a step's loss from the first "
          "variant's on the same batches; one device, so no gradient all-reduce (saccade bench "
          "allreduce measures it; docs/scaling.md adds the two)\n";
@@ -251,21 +257,24 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
                                 {"steps", o.steps},
                                 {"rows", nlohmann::ordered_json::array()}};
     for (const Row& r : rows) {
-      j["rows"].push_back({{"variant", r.variant},
-                           {"batch", r.batch},
-                           {"images_per_second", r.images_per_second},
-                           {"step_ms", r.step_ms},
-                           {"tflops", r.tflops},
-                           {"mfu", std::isfinite(r.mfu) ? nlohmann::ordered_json(r.mfu) : nullptr},
-                           {"phases_ms",
-                            {{"teacher", per_phase * r.phases.teacher},
-                             {"student", per_phase * r.phases.student},
-                             {"loss", per_phase * r.phases.loss},
-                             {"backward", per_phase * r.phases.backward},
-                             {"update", per_phase * r.phases.update},
-                             {"other", per_phase * r.phases.other}}},
-                           {"losses", r.losses},
-                           {"max_loss_rel_diff", r.max_loss_rel_diff}});
+      j["rows"].push_back(
+          {{"variant", r.variant},
+           {"batch", r.batch},
+           {"images_per_second", r.images_per_second},
+           {"step_ms", r.step_ms},
+           {"tflops", r.tflops},
+           {"mfu", std::isfinite(r.mfu) ? nlohmann::ordered_json(r.mfu) : nullptr},
+           {"peak_device_memory_gib",
+            std::isfinite(r.peak_gib) ? nlohmann::ordered_json(r.peak_gib) : nullptr},
+           {"phases_ms",
+            {{"teacher", per_phase * r.phases.teacher},
+             {"student", per_phase * r.phases.student},
+             {"loss", per_phase * r.phases.loss},
+             {"backward", per_phase * r.phases.backward},
+             {"update", per_phase * r.phases.update},
+             {"other", per_phase * r.phases.other}}},
+           {"losses", r.losses},
+           {"max_loss_rel_diff", r.max_loss_rel_diff}});
     }
     write_file_bytes(o.json_path, j.dump(2) + "\n");
   }
