@@ -110,7 +110,8 @@ struct Row {
   double peak_gib = NAN;        // device memory the allocator handed out at most; NaN off CUDA
   pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
-  double max_loss_rel_diff = 0;  // against the first variant at this batch
+  double max_loss_rel_diff = 0;  // against the first variant at this batch; NaN: none
+  bool out_of_memory = false;    // the device could not hold this variant at this batch
 };
 
 void sync(const torch::Device& device) {
@@ -138,6 +139,45 @@ void profile(const std::string& path, const torch::Device& device,
   throw std::invalid_argument("--profile " + path + ": needs LibTorch >= 2 (Kineto), this is " +
                               TORCH_VERSION);
 #endif
+}
+
+// Trains a fresh trainer of variant `v` on `data`: warm-up, timed steps (into `row`), steps
+// timed per phase, and with `profile_it` one more step under the profiler.
+void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& v,
+             int64_t steps_per_epoch, const torch::Device& device,
+             const std::vector<data::SslBatch>& data, bool profile_it, Row& row,
+             double& flop_per_image) {
+  JobConfig variant_config = config;
+  variant_config.ssl.precision = v.precision;
+  if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
+  ssl::TrainerOptions t = job_options::trainer_options(variant_config, steps_per_epoch, o.device);
+  t.multi_tensor_update = v.multi_tensor;
+  t.time_phases = v.phase_syncs;
+  model::set_fused_attention(v.fused_attention);
+  model::set_folded_layerscale(v.folded_layerscale);
+  reset_peak_device_memory(device);
+  pretrain::SslTrainer trainer(t);
+  size_t next = 0;
+  auto step = [&] {
+    const pretrain::StepStats s = trainer.train_step(data[next++ % data.size()]);
+    row.losses.push_back(s.loss);
+    flop_per_image = s.flop_per_image;
+    return s;
+  };
+  for (int i = 0; i < o.warmup; ++i) step();
+  sync(device);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.steps; ++i) step();
+  sync(device);
+  const double seconds = seconds_since(start);
+  row.step_ms = 1e3 * seconds / o.steps;
+  row.images_per_second = static_cast<double>(row.batch * o.steps) / seconds;
+  row.tflops = flop_per_image * row.images_per_second / 1e12;
+  if (t.peak_tflops > 0) row.mfu = row.tflops / t.peak_tflops;
+  row.peak_gib = peak_device_memory_gib(device);
+  trainer.set_time_phases(true);
+  for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
+  if (profile_it) profile(o.profile_path, device, [&] { step(); });
 }
 
 }  // namespace
@@ -173,45 +213,27 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       std::vector<data::SslBatch>& data = batches_of[v.learner_cuts ? 1 : 0];
       if (data.empty())
         data = synthetic_batches(config, batch, 2, v.learner_cuts, o.image_width, o.image_height);
-      JobConfig variant_config = config;
-      variant_config.ssl.precision = v.precision;
-      if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
-      ssl::TrainerOptions t =
-          job_options::trainer_options(variant_config, steps_per_epoch, o.device);
-      t.multi_tensor_update = v.multi_tensor;
-      t.time_phases = v.phase_syncs;
-      model::set_fused_attention(v.fused_attention);
-      model::set_folded_layerscale(v.folded_layerscale);
-      reset_peak_device_memory(device);
-      pretrain::SslTrainer trainer(t);
       Row row;
       row.variant = v.name;
       row.batch = batch;
-      size_t next = 0;
-      auto step = [&] {
-        const pretrain::StepStats s = trainer.train_step(data[next++ % data.size()]);
-        row.losses.push_back(s.loss);
-        flop_per_image = s.flop_per_image;
-        return s;
-      };
-      for (int i = 0; i < o.warmup; ++i) step();
-      sync(device);
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < o.steps; ++i) step();
-      sync(device);
-      const double seconds = seconds_since(start);
-      row.step_ms = 1e3 * seconds / o.steps;
-      row.images_per_second = static_cast<double>(batch * o.steps) / seconds;
-      row.tflops = flop_per_image * row.images_per_second / 1e12;
-      if (t.peak_tflops > 0) row.mfu = row.tflops / t.peak_tflops;
-      row.peak_gib = peak_device_memory_gib(device);
-      trainer.set_time_phases(true);
-      for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
-      if (!o.profile_path.empty() && batch == batches.back() && &v == &variants.back())
-        profile(o.profile_path, device, [&] { step(); });
+      try {
+        measure(o, config, v, steps_per_epoch, device, data,
+                !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
+                flop_per_image);
+      } catch (const c10::Error& e) {
+        // A batch too large for the device is a figure too: the row says so, the rest runs.
+        if (!device.is_cuda() || std::string(e.what()).find("out of memory") == std::string::npos)
+          throw;
+        row = Row{};
+        row.variant = v.name;
+        row.batch = batch;
+        row.out_of_memory = true;
+      }
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
-      if (rows.size() > first_row) {
+      if (row.out_of_memory || (rows.size() > first_row && rows[first_row].out_of_memory)) {
+        row.max_loss_rel_diff = NAN;
+      } else if (rows.size() > first_row) {
         const Row& reference = rows[first_row];
         for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)
           row.max_loss_rel_diff =
@@ -232,6 +254,10 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher", "student",
       "loss", "backward", "update", "other", "loss diff");
   for (const Row& r : rows) {
+    if (r.out_of_memory) {
+      out << fmt::format("{:<22} {:>6}  out of device memory\n", r.variant, r.batch);
+      continue;
+    }
     out << fmt::format(
         "{:<22} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
         "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
@@ -274,7 +300,10 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
              {"update", per_phase * r.phases.update},
              {"other", per_phase * r.phases.other}}},
            {"losses", r.losses},
-           {"max_loss_rel_diff", r.max_loss_rel_diff}});
+           {"max_loss_rel_diff", std::isfinite(r.max_loss_rel_diff)
+                                     ? nlohmann::ordered_json(r.max_loss_rel_diff)
+                                     : nullptr},
+           {"out_of_memory", r.out_of_memory}});
     }
     write_file_bytes(o.json_path, j.dump(2) + "\n");
   }

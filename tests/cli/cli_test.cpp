@@ -227,6 +227,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
     EXPECT_EQ(row.at("losses").size(), 4u);  // warm-up, timed and phase steps
     EXPECT_GT(row.at("phases_ms").at("backward").get<double>(), 0);
     EXPECT_TRUE(row.at("peak_device_memory_gib").is_null());  // counted on CUDA devices only
+    EXPECT_FALSE(row.at("out_of_memory").get<bool>());
   }
   for (const size_t other : {1, 2}) {
     EXPECT_EQ(j.at("rows")[other].at("max_loss_rel_diff").get<double>(), 0.0);
