@@ -111,10 +111,11 @@ struct ImageFolderDataset::Impl {
 ImageFolderDataset::ImageFolderDataset(ImageFolderOptions options)
     : impl_(std::make_unique<Impl>()) {
   if (!SACCADE_HAS_IMAGE_CODECS) {
-    throw std::invalid_argument(fmt::format(
-        "ImageFolderDataset (root '{}'): this build decodes no image files (built with "
-        "-DSACCADE_IMAGE_CODECS=OFF); rebuild with it ON, or use an IDX or generated data set",
-        options.root));
+    // JPEGs decode through TurboJPEG in every build; other formats need imgcodecs.
+    spdlog::info(
+        "ImageFolderDataset ('{}'): this build decodes JPEGs only (SACCADE_IMAGE_CODECS=OFF): "
+        "other image files are skipped and counted as undecodable",
+        options.root);
   }
   if (options.channels != 1 && options.channels != 3) {
     throw std::invalid_argument(
