@@ -250,16 +250,16 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       "forward + backward student), {} timed steps after {} warm-up\n",
       o.config_path, o.device, device_name, flop_per_image / 1e9, o.steps, o.warmup);
   out << fmt::format(
-      "{:<22} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
+      "{:<34} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
       "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher", "student",
       "loss", "backward", "update", "other", "loss diff");
   for (const Row& r : rows) {
     if (r.out_of_memory) {
-      out << fmt::format("{:<22} {:>6}  out of device memory\n", r.variant, r.batch);
+      out << fmt::format("{:<34} {:>6}  out of device memory\n", r.variant, r.batch);
       continue;
     }
     out << fmt::format(
-        "{:<22} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
+        "{:<34} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
         "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
         r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
         std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
