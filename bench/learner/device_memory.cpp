@@ -1,5 +1,7 @@
 #include "bench/learner/device_memory.h"
 
+#include <torch/torch.h>
+
 #include <cmath>
 
 #if SACCADE_TORCH_HAS_CUDA
@@ -10,7 +12,15 @@ namespace saccade::bench {
 
 void reset_peak_device_memory(const torch::Device& device) {
 #if SACCADE_TORCH_HAS_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  if (!device.is_cuda()) return;
+  // The allocator starts with the first tensor on a device: before it, its stats refuse the
+  // device. A figure missing is no reason to stop a benchmark.
+  const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
+  try {
+    torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, index));
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+  } catch (const c10::Error&) {
+  }
 #else
   (void)device;
 #endif
@@ -19,9 +29,13 @@ void reset_peak_device_memory(const torch::Device& device) {
 double peak_device_memory_gib(const torch::Device& device) {
 #if SACCADE_TORCH_HAS_CUDA
   if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    constexpr size_t kAggregate = 0;  // StatType::AGGREGATE: every pool
-    return static_cast<double>(stats.allocated_bytes[kAggregate].peak) / (1 << 30);
+    try {
+      const auto stats =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device.has_index() ? device.index() : 0);
+      constexpr size_t kAggregate = 0;  // StatType::AGGREGATE: every pool
+      return static_cast<double>(stats.allocated_bytes[kAggregate].peak) / (1 << 30);
+    } catch (const c10::Error&) {
+    }
   }
 #else
   (void)device;
