@@ -61,5 +61,22 @@ TEST(Block, FoldedLayerScaleIsTheSameFunctionWithTheSameGradients) {
   EXPECT_TRUE(folded_layerscale()) << "the default is restored";
 }
 
+// The fold is what runs: folded, the scaled linear's output comes from the matrix product
+// itself; applied after, from a product by gamma (the activation-sized kernel the fold
+// removes).
+TEST(Block, FoldedLayerScaleRunsNoActivationSizedProduct) {
+  torch::manual_seed(4);
+  LayerScale scale(8, 0.5);
+  torch::nn::Linear linear(6, 8);
+  const torch::Tensor x = torch::randn({5, 6});
+  set_folded_layerscale(false);
+  const std::string applied = scale->of_linear(linear, x).grad_fn()->name();
+  set_folded_layerscale(true);
+  const std::string folded = scale->of_linear(linear, x).grad_fn()->name();
+  EXPECT_EQ(applied, "MulBackward0");
+  EXPECT_NE(folded, "MulBackward0");
+  EXPECT_NE(folded.find("mm"), std::string::npos) << folded;  // AddmmBackward0
+}
+
 }  // namespace
 }  // namespace saccade::model
