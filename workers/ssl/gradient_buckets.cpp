@@ -32,6 +32,20 @@ struct GradientBuckets::Impl {
   int64_t started_early = 0;
   std::mutex mutex;  // hooks run on autograd's threads
 
+  // The slot's region of its bucket, in the parameter's shape.
+  torch::Tensor region(const Slot& slot) {
+    return buckets[slot.bucket]
+        .flat.narrow(0, slot.offset, slot.master.numel())
+        .view_as(slot.master);
+  }
+
+  // One parameter's gradient into its bucket.
+  void put(Slot& slot, const torch::Tensor& grad) {
+    region(slot).copy_(grad);
+    slot.filled = true;
+    --buckets[slot.bucket].missing;
+  }
+
   // Starts every bucket, in order, whose gradients are all in (or all of them: `force`).
   void start_ready(bool force) {
     while (next_start < buckets.size() && (force || buckets[next_start].missing == 0)) {
@@ -39,7 +53,7 @@ struct GradientBuckets::Impl {
       for (const size_t s : b.slots) {
         if (slots[s].filled) continue;
         slots[s].filled = true;
-        b.flat.narrow(0, slots[s].offset, slots[s].master.numel()).zero_();
+        region(slots[s]).zero_();
       }
       b.missing = 0;
       if (overlap) {
@@ -59,10 +73,7 @@ struct GradientBuckets::Impl {
     // would come after its bucket may have left (DDP refuses this case too).
     if (slot.filled)
       throw std::logic_error("GradientBuckets: a second gradient for one parameter in one pass");
-    Bucket& b = buckets[slot.bucket];
-    b.flat.narrow(0, slot.offset, slot.master.numel()).view_as(slot.master).copy_(grad);
-    slot.filled = true;
-    --b.missing;
+    put(slot, grad);
     start_ready(/*force=*/false);
   }
 };
@@ -131,15 +142,8 @@ void GradientBuckets::finish() {
   std::lock_guard lock(m.mutex);
   m.armed = false;
   if (!m.overlap) {  // the gradients autograd accumulated, bucket by bucket
-    for (Impl::Slot& slot : m.slots) {
-      const torch::Tensor& grad = slot.compute.grad();
-      Impl::Bucket& b = m.buckets[slot.bucket];
-      if (grad.defined()) {
-        b.flat.narrow(0, slot.offset, slot.master.numel()).view_as(slot.master).copy_(grad);
-        slot.filled = true;
-        --b.missing;
-      }
-    }
+    for (Impl::Slot& slot : m.slots)
+      if (slot.compute.grad().defined()) m.put(slot, slot.compute.grad());
   }
   m.start_ready(/*force=*/true);
   for (Impl::Bucket& b : m.buckets)
@@ -148,9 +152,7 @@ void GradientBuckets::finish() {
   const double world = m.collectives.world_size;
   for (Impl::Bucket& b : m.buckets) b.flat.div_(world);
   for (Impl::Slot& slot : m.slots) {
-    const torch::Tensor average = m.buckets[slot.bucket]
-                                      .flat.narrow(0, slot.offset, slot.master.numel())
-                                      .view_as(slot.master);
+    const torch::Tensor average = m.region(slot);
     if (slot.master.grad().defined()) {
       slot.master.mutable_grad().copy_(average);
     } else {
