@@ -491,6 +491,12 @@ void describe(V& v, SslConfig& c) {
             "With several learners: each bucket of gradients (about 25 MB) starts its "
             "all-reduce while backward still runs, as PyTorch's DDP does; false = every bucket "
             "after backward. The same weights either way.");
+  v.boolean("batched_glimpses", c.batched_glimpses, false,
+            "The student's sequential view in two passes with gradient instead of one per "
+            "glimpse: a pass without gradient computes the states the glimpses carry (they are "
+            "detached: no backprop through time), then glimpses 2..S run as one batch. The same "
+            "losses and gradients for S-2 more glimpse forwards; fewer, larger kernels, for "
+            "devices bound by launches (docs/model.md).");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

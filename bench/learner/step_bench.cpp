@@ -40,8 +40,9 @@ struct Variant {
   bool fused_attention = true;
   bool multi_tensor = true;
   bool folded_layerscale = true;
-  bool phase_syncs = false;   // the timed steps also synchronise after every phase
-  bool learner_cuts = false;  // batches carry images and boxes: the trainer cuts (views.cut_on)
+  bool phase_syncs = false;       // the timed steps also synchronise after every phase
+  bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
+  bool batched_glimpses = false;  // ssl.batched_glimpses
 };
 
 // "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless a bf16 mode is named).
@@ -51,6 +52,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   if (text == "config") {
     v.precision = config.ssl.precision;
     v.learner_cuts = config.views.cut_on == "learner";
+    v.batched_glimpses = config.ssl.batched_glimpses;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -70,10 +72,12 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.phase_syncs = true;
     } else if (lever == "cut") {
       v.learner_cuts = true;
+    } else if (lever == "batched") {
+      v.batched_glimpses = true;
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, sync, cut joined by '+', or config)",
+          "foreach, fold, sync, cut, batched joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -112,6 +116,7 @@ struct Row {
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch; NaN: none
   bool out_of_memory = false;    // the device could not hold this variant at this batch
+  std::string failure;           // why the row has no figures (out of memory, a device error)
 };
 
 void sync(const torch::Device& device) {
@@ -153,6 +158,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   ssl::TrainerOptions t = job_options::trainer_options(variant_config, steps_per_epoch, o.device);
   t.multi_tensor_update = v.multi_tensor;
   t.time_phases = v.phase_syncs;
+  t.batched_glimpses = v.batched_glimpses;
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
   reset_peak_device_memory(device);
@@ -221,17 +227,20 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
                 !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
                 flop_per_image);
       } catch (const c10::Error& e) {
-        // A batch too large for the device is a figure too: the row says so, the rest runs.
-        if (!device.is_cuda() || std::string(e.what()).find("out of memory") == std::string::npos)
-          throw;
+        // On a GPU a variant that fails (a batch too large for the device is a figure too)
+        // becomes a row saying why, and the rest runs: one lever must not cost the others'
+        // figures of a device lease. On the CPU an error is a bug: it stops the bench.
+        if (!device.is_cuda()) throw;
+        const std::string what = e.what_without_backtrace();
         row = Row{};
         row.variant = v.name;
         row.batch = batch;
-        row.out_of_memory = true;
+        row.out_of_memory = what.find("out of memory") != std::string::npos;
+        row.failure = row.out_of_memory ? "out of device memory" : what.substr(0, what.find('\n'));
       }
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
-      if (row.out_of_memory || (rows.size() > first_row && rows[first_row].out_of_memory)) {
+      if (!row.failure.empty() || (rows.size() > first_row && !rows[first_row].failure.empty())) {
         row.max_loss_rel_diff = NAN;
       } else if (rows.size() > first_row) {
         const Row& reference = rows[first_row];
@@ -250,16 +259,16 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       "forward + backward student), {} timed steps after {} warm-up\n",
       o.config_path, o.device, device_name, flop_per_image / 1e9, o.steps, o.warmup);
   out << fmt::format(
-      "{:<34} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
+      "{:<40} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
       "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher", "student",
       "loss", "backward", "update", "other", "loss diff");
   for (const Row& r : rows) {
-    if (r.out_of_memory) {
-      out << fmt::format("{:<34} {:>6}  out of device memory\n", r.variant, r.batch);
+    if (!r.failure.empty()) {
+      out << fmt::format("{:<40} {:>6}  failed: {}\n", r.variant, r.batch, r.failure);
       continue;
     }
     out << fmt::format(
-        "{:<34} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
+        "{:<40} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
         "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
         r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
         std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
@@ -303,7 +312,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
            {"max_loss_rel_diff", std::isfinite(r.max_loss_rel_diff)
                                      ? nlohmann::ordered_json(r.max_loss_rel_diff)
                                      : nullptr},
-           {"out_of_memory", r.out_of_memory}});
+           {"out_of_memory", r.out_of_memory},
+           {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
     }
     write_file_bytes(o.json_path, j.dump(2) + "\n");
   }

@@ -23,8 +23,9 @@ struct StepBenchOptions {
   // LibTorch >= 2), "foreach" (multi-tensor AdamW and EMA), "fold" (LayerScale folded into the
   // linear layer before it, model::set_folded_layerscale), "sync" (a device synchronisation after
   // every phase, as when phases are timed), "cut" (the batches carry the images and boxes and the
-  // trainer cuts the views on its device, views.cut_on = "learner"; the same views). Empty: one
-  // variant, the config's training path (its precision and views.cut_on, every lever on).
+  // trainer cuts the views on its device, views.cut_on = "learner"; the same views), "batched"
+  // (the student's glimpses 2..S in one pass, ssl.batched_glimpses). Empty: one variant, the
+  // config's training path (its precision, views.cut_on and batched_glimpses, every lever on).
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
   int steps = 5;           // timed steps (no phase synchronisation)

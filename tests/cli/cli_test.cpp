@@ -192,7 +192,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
                           "--batch",
                           "4",
                           "--variants",
-                          "fp32,fp32+foreach,fp32+cut,fp32+fold",
+                          "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+batched",
                           "--warmup",
                           "1",
                           "--steps",
@@ -214,7 +214,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   std::ifstream in(json_path);
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_GT(j.at("flop_per_image").get<double>(), 1e8);
-  ASSERT_EQ(j.at("rows").size(), 4u);
+  ASSERT_EQ(j.at("rows").size(), 5u);
   for (const auto& row : j.at("rows")) {
     EXPECT_EQ(row.at("batch").get<int>(), 4);
     EXPECT_GT(row.at("images_per_second").get<double>(), 0);
@@ -228,6 +228,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
     EXPECT_GT(row.at("phases_ms").at("backward").get<double>(), 0);
     EXPECT_TRUE(row.at("peak_device_memory_gib").is_null());  // counted on CUDA devices only
     EXPECT_FALSE(row.at("out_of_memory").get<bool>());
+    EXPECT_TRUE(row.at("failure").is_null());
   }
   for (const size_t other : {1, 2}) {
     EXPECT_EQ(j.at("rows")[other].at("max_loss_rel_diff").get<double>(), 0.0);
@@ -235,6 +236,8 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   }
   // LayerScale folded into the linear layers: the same function, rounded differently.
   EXPECT_LT(j.at("rows")[3].at("max_loss_rel_diff").get<double>(), 1e-4);
+  // Batched glimpses: the same step (detached states), the batched matmuls rounded differently.
+  EXPECT_LT(j.at("rows")[4].at("max_loss_rel_diff").get<double>(), 1e-5);
 
   const auto bad = saccade(
       {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});

@@ -236,6 +236,37 @@ struct SslTrainer::Impl {
     }
     return logits;
   }
+
+  // The student's sequential view in two passes with gradient instead of one per step
+  // (ssl.batched_glimpses). Steps carry DETACHED states, so a step's gradient depends on
+  // its own inputs only: once a pass without gradient has computed the carried states,
+  // steps 1..S-1 run as one batch of (S-1) x B. Step 0, without an incoming state, runs
+  // alone: in every state_input mode its inputs differ in kind (no memory tokens, no
+  // projection, no gate). The same losses and gradients for S-2 more step forwards (not
+  // model FLOPs: they recompute, docs/model.md) and S-2 fewer passes with autograd.
+  torch::Tensor run_student_sequence_batched(DinoNet& net, const ssl::ViewTensors& seq,
+                                             int64_t batch) {
+    const int64_t steps = seq.patches.size(0) / batch;
+    const ssl::ViewTensors first = seq.rows(0, batch);
+    const model::StepOutput first_out = net->backbone->step(first.patches, first.positions);
+    std::vector<torch::Tensor> logits = {net->head->forward(first_out.state.select(1, 0))};
+    if (steps > 1) {
+      std::vector<torch::Tensor> carried = {first_out.state.detach()};  // into steps 1..S-1
+      {
+        torch::NoGradGuard no_grad;
+        for (int64_t k = 1; k + 1 < steps; ++k) {
+          const ssl::ViewTensors glimpse = seq.rows(k * batch, batch);
+          carried.push_back(
+              net->backbone->step(glimpse.patches, glimpse.positions, carried.back()).state);
+        }
+      }
+      const ssl::ViewTensors rest = seq.rows(batch, (steps - 1) * batch);
+      const model::StepOutput rest_out =
+          net->backbone->step(rest.patches, rest.positions, torch::cat(carried, 0));
+      logits.push_back(net->head->forward(rest_out.state.select(1, 0)));
+    }
+    return torch::cat(logits, 0).view({steps, batch, -1});
+  }
 };
 
 std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
@@ -349,7 +380,10 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     } else {
       student.local = torch::empty({0, B, m.options.head.n_prototypes}, sg.patches.options());
     }
-    student.sequential = torch::stack(m.run_sequence(student_net, sseq, B, /*all_steps=*/true));
+    student.sequential =
+        m.options.batched_glimpses
+            ? m.run_student_sequence_batched(student_net, sseq, B)
+            : torch::stack(m.run_sequence(student_net, sseq, B, /*all_steps=*/true));
   }
   stats.phases.student = lap();
   torch::Tensor targets;

@@ -46,6 +46,9 @@ struct TrainerOptions {
   double peak_tflops = 0;  // the device's peak at this precision (resolved); 0 = unknown, no MFU
   bool multi_tensor_update = true;  // foreach AdamW and EMA (ssl::AdamWSettings::multi_tensor)
   bool overlap_all_reduce = true;   // gradient buckets all-reduced during backward (learners > 1)
+  // The student's glimpses after the first in one batched pass with gradient, their carried
+  // states from a pass without (ssl.batched_glimpses): the same step, fewer larger kernels.
+  bool batched_glimpses = false;
   // Per channel: the device normalises patches as (value / 255 - mean) / std.
   // One value per backbone channel.
   std::vector<float> pixel_mean, pixel_std;
