@@ -134,7 +134,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
         "multi-tensor AdamW/EMA, fold: LayerScale folded into the linear before it, sync: a "
         "device synchronisation after every phase, cut: the trainer cuts the views from the "
         "images (views.cut_on = learner), batched: the student's glimpses 2..S in one pass "
-        "(ssl.batched_glimpses); config: the config's training path, the default)")
+        "(ssl.batched_glimpses), graphs: the teacher's forward as one CUDA graph "
+        "(ssl.cuda_graphs); config: the config's training path, the default)")
       ->delimiter(',');
   st->add_option("--warmup", step.warmup, "Untimed steps per variant")
       ->capture_default_str()

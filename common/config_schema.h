@@ -497,6 +497,12 @@ void describe(V& v, SslConfig& c) {
             "detached: no backprop through time), then glimpses 2..S run as one batch. The same "
             "losses and gradients for S-2 more glimpse forwards; fewer, larger kernels, for "
             "devices bound by launches (docs/model.md).");
+  v.boolean("cuda_graphs", c.cuda_graphs, false,
+            "Replay the teacher's forward (its global view and every glimpse of its sequential "
+            "view) as one CUDA graph instead of launching its kernels one by one: the host's "
+            "dispatch sets that pass's time at the batches a GPU learner takes. The same "
+            "targets. Learners on CUDA devices, with precision fp32 or bf16-params (autocast's "
+            "cast cache cannot live in a graph).");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "
@@ -528,6 +534,10 @@ inline void check(const SslConfig& c, CrossKeyProblems& p) {
                                     peak, c.min_lr));
   }
   check_order(p, "ssl.momentum_start", c.momentum_start, "ssl.momentum_end", c.momentum_end);
+  if (c.cuda_graphs && c.precision == "bf16")
+    p.add("ssl.cuda_graphs",
+          "needs ssl.precision = \"fp32\" or \"bf16-params\" (autocast's cache of cast "
+          "weights cannot live in a CUDA graph), got ssl.precision = \"bf16\"");
 }
 
 template <class V>

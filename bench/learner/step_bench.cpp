@@ -43,6 +43,7 @@ struct Variant {
   bool phase_syncs = false;       // the timed steps also synchronise after every phase
   bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
   bool batched_glimpses = false;  // ssl.batched_glimpses
+  bool cuda_graphs = false;       // ssl.cuda_graphs
 };
 
 // "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless a bf16 mode is named).
@@ -53,6 +54,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.precision = config.ssl.precision;
     v.learner_cuts = config.views.cut_on == "learner";
     v.batched_glimpses = config.ssl.batched_glimpses;
+    v.cuda_graphs = config.ssl.cuda_graphs;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -74,10 +76,12 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.learner_cuts = true;
     } else if (lever == "batched") {
       v.batched_glimpses = true;
+    } else if (lever == "graphs") {
+      v.cuda_graphs = true;
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, sync, cut, batched joined by '+', or config)",
+          "foreach, fold, sync, cut, batched, graphs joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -159,6 +163,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   t.multi_tensor_update = v.multi_tensor;
   t.time_phases = v.phase_syncs;
   t.batched_glimpses = v.batched_glimpses;
+  t.cuda_graphs = v.cuda_graphs;
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
   reset_peak_device_memory(device);

@@ -24,8 +24,9 @@ struct StepBenchOptions {
   // linear layer before it, model::set_folded_layerscale), "sync" (a device synchronisation after
   // every phase, as when phases are timed), "cut" (the batches carry the images and boxes and the
   // trainer cuts the views on its device, views.cut_on = "learner"; the same views), "batched"
-  // (the student's glimpses 2..S in one pass, ssl.batched_glimpses). Empty: one variant, the
-  // config's training path (its precision, views.cut_on and batched_glimpses, every lever on).
+  // (the student's glimpses 2..S in one pass, ssl.batched_glimpses), "graphs" (the teacher's
+  // forward as one CUDA graph, ssl.cuda_graphs). Empty: one variant, the config's training
+  // path (its precision, views.cut_on, batched_glimpses and cuda_graphs, every lever on).
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
   int steps = 5;           // timed steps (no phase synchronisation)

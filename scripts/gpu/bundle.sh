@@ -16,12 +16,13 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSACCADE_CUDA=ON \
   -DSACCADE_IMAGE_CODECS=OFF -DCMAKE_PREFIX_PATH="$prefix" >build-gpu.configure.log 2>&1 ||
   { cat build-gpu.configure.log >&2; exit 1; }
 grep -E "LibTorch|backend" build-gpu.configure.log
-cmake --build build-gpu -j "${JOBS:-$(nproc)}" --target saccade kernels_cuda_tests
+cmake --build build-gpu -j "${JOBS:-$(nproc)}" --target saccade kernels_cuda_tests pretrain_cuda_tests
 
 out=build-gpu/bundle-stage  # bin/ and lib/, packed into gpu-bundle/payload.tar.xz below
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp build-gpu/saccade build-gpu/libsaccade_torch.so build-gpu/tests/kernels/kernels_cuda_tests "$out/bin/"
+cp build-gpu/saccade build-gpu/libsaccade_torch.so build-gpu/tests/kernels/kernels_cuda_tests \
+  build-gpu/tests/workers/pretrain_cuda_tests "$out/bin/"
 # Libraries the GPU machine provides itself: its C runtime, and its PyTorch with the
 # CUDA wheels it depends on (and the driver). Image codecs are left out of this build
 # (-DSACCADE_IMAGE_CODECS=OFF): Debian's imgcodecs pulls in ~100 libraries (GDAL...).

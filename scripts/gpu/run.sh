@@ -2,6 +2,7 @@
 # On the GPU machine, inside a bundle made by scripts/gpu/bundle.sh: the GPU checks,
 # each writing JSON into $OUT (default ./gpu-out):
 #   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend);
+#      pretrain_cuda_tests (the teacher's CUDA graph replays fresh inputs and trains the same);
 #   2. saccade bench extract: the CUDA rows (table build at 4096^2, 100k patches) and
 #      the CPU rows on this machine's cores; extract_cpu: the CPU table against the pyramid
 #      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (the target "not slower
@@ -11,7 +12,8 @@
 #      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
 #      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
 #      (SACCADE_GPU_STEP_VARIANTS), then the fast path (bf16 weights with LayerScale folded)
-#      without and with batched glimpses (profiled at the last batch) at SACCADE_GPU_STEP_LARGE_BATCH
+#      without and with batched glimpses and the teacher's CUDA graph (profiled at the last
+#      batch) at SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 256,512: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
@@ -43,7 +45,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests extract extract_cpu model step data feed feed_data allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests pretrain_cuda_tests extract extract_cpu model step data feed feed_data allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -103,6 +105,8 @@ step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the 
 wants() { [[ " $checks " == *" $1 "* ]]; }
 wants kernels_cuda_tests && step kernels_cuda_tests 90 "$bundle/bin/kernels_cuda_tests" \
   --gtest_output="json:$out/kernels_cuda_tests.json"
+wants pretrain_cuda_tests && step pretrain_cuda_tests 90 "$bundle/bin/pretrain_cuda_tests" \
+  --gtest_output="json:$out/pretrain_cuda_tests.json"
 wants extract && step extract 120 "$bundle/bin/saccade" bench extract --no-photos \
   --sizes 256,4096 --threads 1,0 --no-baseline --accuracy-patches 0 \
   --cuda-sizes 1024,4096,8192 --json "$out/extract.json"
@@ -125,7 +129,8 @@ if wants step; then
   params=bf16-params+sdpa+foreach
   # (bf16+sdpa and bf16+foreach alone: measured, docs/model.md)
   levers=bf16,$fast,$fast+fold,$fast+fold+batched,$params,$params+fold,$params+fold+batched
-  levers=$levers,$params+fold+batched+cut,fp32+sdpa+foreach+fold
+  levers=$levers,$params+fold+graphs,$params+fold+batched+graphs,$params+fold+batched+cut
+  levers=$levers,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
@@ -133,7 +138,7 @@ if wants step; then
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
   step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
-    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched" \
+    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched+graphs" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind and the

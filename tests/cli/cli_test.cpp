@@ -243,6 +243,11 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
       {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
+  const auto graphs_on_cpu = saccade(
+      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "fp32+graphs"});
+  EXPECT_NE(graphs_on_cpu.exit_code, 0);
+  EXPECT_NE(graphs_on_cpu.err.find("ssl.cuda_graphs: needs a CUDA device"), std::string::npos)
+      << graphs_on_cpu.err;
 }
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and

@@ -105,6 +105,15 @@ TEST(Config, OutOfRangeValueIsRefused) {
             "job.toml:2:22: ssl.teacher_temp_start: expected a number in [0.012, 10], got 0.01");
 }
 
+TEST(Config, CudaGraphsUnderAutocastAreRefused) {
+  EXPECT_EQ(refusal("[ssl]\nprecision = \"bf16\"\ncuda_graphs = true\n"),
+            "job.toml:3:15: ssl.cuda_graphs: needs ssl.precision = \"fp32\" or \"bf16-params\" "
+            "(autocast's cache of cast weights cannot live in a CUDA graph), got ssl.precision = "
+            "\"bf16\"");
+  EXPECT_TRUE(parse_config("[ssl]\nprecision = \"bf16-params\"\ncuda_graphs = true\n", "job.toml")
+                  .ssl.cuda_graphs);
+}
+
 TEST(Config, IntegersAreAcceptedAsNumbers) {
   EXPECT_DOUBLE_EQ(parse_config("[ssl]\nclip_grad = 3\n", "job.toml").ssl.clip_grad, 3.0);
 }

@@ -401,6 +401,23 @@ TEST(SslTrainer, BatchedGlimpsesTrainTheSameInEveryStateInputMode) {
   }
 }
 
+// ssl.cuda_graphs replays the teacher's pass on a CUDA device: a CPU learner is refused by
+// the key's name before any step (tests/workers/captured_pass_cuda_test.cpp
+// checks the replay on a GPU).
+TEST(SslTrainer, CudaGraphsAreRefusedOnACpuLearner) {
+  ssl::TrainerOptions o = trainer_options(5);
+  o.cuda_graphs = true;
+  try {
+    SslTrainer trainer(o);
+    ADD_FAILURE() << "a CPU learner took ssl.cuda_graphs";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ssl.cuda_graphs: needs a CUDA device, the learner's is "
+                                         "cpu"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // With several learners the trainer hands its gradient buckets to the asynchronous
 // all-reduce during backward when ssl.overlap_all_reduce is on, and to the blocking one
 // after backward when it is off (a fake world of two whose other learner mirrors this one).

@@ -16,6 +16,7 @@
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
+#include "workers/pretrain/captured_pass.h"
 #include "workers/ssl/gradient_buckets.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
@@ -80,6 +81,7 @@ struct SslTrainer::Impl {
   std::mutex state_mutex;
   std::atomic<int64_t> step{0};
   std::unique_ptr<kernels::Extractor> extractor;  // tables of the batch's images, cut here
+  std::unique_ptr<CapturedPass> teacher_pass;     // ssl.cuda_graphs: the teacher's forward
 
   Impl(const ssl::TrainerOptions& o, ssl::Collectives c)
       : options(o), collectives(std::move(c)), device(o.device) {
@@ -122,6 +124,19 @@ struct SslTrainer::Impl {
       student_bf16_params = ssl::named_parameters(*student_bf16);
       teacher_bf16_params = ssl::named_parameters(*teacher_bf16);
       refresh_bf16_copies();
+    }
+    if (options.cuda_graphs) {
+      if (!device.is_cuda())
+        throw std::invalid_argument(fmt::format(
+            "ssl.cuda_graphs: needs a CUDA device, the learner's is {}", options.device));
+      if (options.precision == ssl::Precision::kBf16Autocast)
+        throw std::invalid_argument(
+            "ssl.cuda_graphs: needs ssl.precision = \"fp32\" or \"bf16-params\" (autocast's "
+            "cache of cast weights cannot live in a CUDA graph)");
+      if (!options.supervised)
+        teacher_pass = std::make_unique<CapturedPass>([this](const std::vector<torch::Tensor>& in) {
+          return teacher_logits({in[0], in[1]}, {in[2], in[3]});
+        });
     }
     if (collectives.world_size > 1)
       buckets = std::make_unique<ssl::GradientBuckets>(
@@ -219,6 +234,18 @@ struct SslTrainer::Impl {
       first += rows;
     }
     return out;
+  }
+
+  // The teacher's head logits [B, K] of its global view and of its sequential view's final
+  // step (the targets' inputs), without gradient.
+  std::vector<torch::Tensor> teacher_logits(const ssl::ViewTensors& global,
+                                            const ssl::ViewTensors& seq) {
+    torch::NoGradGuard no_grad;
+    DinoNet& net = teacher_net();
+    const int64_t batch = global.patches.size(0);
+    return {net->head->forward(
+                net->backbone->step(global.patches, global.positions).state.select(1, 0)),
+            run_sequence(net, seq, batch, /*all_steps=*/false).back()};
   }
 
   // The head's logits of the first state token, step by step through a sequential view.
@@ -362,12 +389,14 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   {
     model::AutocastGuard autocast(m.device.type(),
                                   m.options.precision == ssl::Precision::kBf16Autocast);
-    DinoNet &teacher = m.teacher_net(), &student_net = m.student_net();
+    DinoNet& student_net = m.student_net();
     if (!m.options.supervised) {
-      torch::NoGradGuard no_grad;
-      teacher_global = teacher->head->forward(
-          teacher->backbone->step(tg.patches, tg.positions).state.select(1, 0));
-      teacher_final = m.run_sequence(teacher, tseq, B, /*all_steps=*/false).back();
+      const std::vector<torch::Tensor> teacher =
+          m.teacher_pass
+              ? (*m.teacher_pass)({tg.patches, tg.positions, tseq.patches, tseq.positions})
+              : m.teacher_logits(tg, tseq);
+      teacher_global = teacher[0];
+      teacher_final = teacher[1];
     }
     stats.phases.teacher = lap();
     const model::StepOutput sg_out = student_net->backbone->step(sg.patches, sg.positions);

@@ -1,0 +1,134 @@
+// CUDA graphs of the trainer (ssl.cuda_graphs) on a real GPU: replays see fresh inputs and
+// weights updated in place, a change of shapes recaptures, and a trainer whose teacher runs
+// as a graph takes the same steps as one launching it kernel by kernel. Every test skips
+// itself without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <opencv2/core.hpp>
+#include <vector>
+
+#include "dataloader/views.h"
+#include "workers/pretrain/captured_pass.h"
+#include "workers/pretrain/ssl_trainer.h"
+
+namespace saccade::pretrain {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
+
+TEST(CapturedPass, ReplaysFreshInputsAndWeightsUpdatedInPlace) {
+  SKIP_WITHOUT_CUDA();
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
+  torch::Tensor w = torch::randn({16, 8}, cuda), b = torch::randn({8}, cuda);
+  auto eager = [&](const torch::Tensor& x) { return torch::relu(x.mm(w) + b).sum(1); };
+  CapturedPass pass([&](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{eager(in[0]), in[1] * 2};
+  });
+  for (int call = 0; call < 3; ++call) {
+    const torch::Tensor x = torch::randn({32, 16}, cuda), y = torch::randn({5}, cuda);
+    const std::vector<at::Tensor> out = pass({x, y});
+    EXPECT_TRUE(torch::allclose(out[0], eager(x), 1e-5, 1e-5)) << "call " << call;
+    EXPECT_TRUE(torch::equal(out[1], y * 2)) << "call " << call;
+  }
+  EXPECT_EQ(pass.captures(), 1);
+  {
+    torch::NoGradGuard no_grad;
+    w.mul_(-1);  // in place, as AdamW and the EMA update weights
+  }
+  const torch::Tensor x = torch::randn({32, 16}, cuda);
+  EXPECT_TRUE(torch::allclose(pass({x, torch::ones({5}, cuda)})[0], eager(x), 1e-5, 1e-5));
+  const torch::Tensor wider = torch::randn({64, 16}, cuda);
+  EXPECT_TRUE(torch::allclose(pass({wider, torch::ones({5}, cuda)})[0], eager(wider), 1e-5, 1e-5));
+  EXPECT_EQ(pass.captures(), 2) << "a change of shape must recapture";
+}
+
+// Two batches of noise images cut with small views (4 glimpses), alternated so that a
+// replay reading the previous batch's teacher views would show in the losses.
+std::vector<data::SslBatch> batches() {
+  data::ViewOptions v;
+  v.patch_size = 4;
+  v.channels = 3;
+  v.multizoom = 3;
+  v.zoom_max = 2.0f;
+  v.fovea_grid = 2;
+  v.fovea_zoom_min = 1.5f;
+  v.fovea_zoom_max = 2.5f;
+  v.glimpses = 4;
+  v.global_grid = 4;
+  v.global_scale_min = 0.32f;
+  v.global_scale_max = 1.0f;
+  v.local_grid = 2;
+  v.local_scale_min = 0.05f;
+  v.local_scale_max = 0.32f;
+  v.local_views = 2;
+  v.pixel_mean = {0.5f, 0.5f, 0.5f};
+  v.pixel_std = {0.25f, 0.25f, 0.25f};
+  std::vector<data::SslBatch> out(2);
+  cv::RNG rng(11);
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k].allocate(v, 8);
+    for (int64_t i = 0; i < 8; ++i) {
+      cv::Mat image(48, 64, CV_8UC3);
+      rng.fill(image, cv::RNG::UNIFORM, 0, 256);
+      data::make_ssl_views(v, image, static_cast<uint64_t>(k * 8 + i), i, out[k]);
+    }
+  }
+  return out;
+}
+
+ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool graphs) {
+  ssl::TrainerOptions o;
+  o.backbone.patch_size = 4;
+  o.backbone.channels = 3;
+  o.backbone.depth = 2;
+  o.backbone.width = 64;
+  o.backbone.heads = 2;
+  o.backbone.n_state = 2;
+  o.backbone.pos_mlp_hidden = 16;
+  o.backbone.layerscale_init = 0.1;
+  o.head.in_dim = 64;
+  o.head.hidden_dim = 64;
+  o.head.bottleneck_dim = 16;
+  o.head.n_prototypes = 64;
+  o.schedule.steps_per_epoch = 10;
+  o.schedule.schedule_epochs = 10;
+  o.schedule.lr = 2e-3;
+  o.schedule.min_lr = 1e-5;
+  o.schedule.warmup_epochs = 1;
+  o.student_temp = 0.1;
+  o.koleo_weight = 0;
+  o.sinkhorn_iterations = 3;
+  o.clip_grad = 3.0;
+  o.device = "cuda:0";
+  o.seed = 5;
+  o.precision = precision;
+  o.cuda_graphs = graphs;
+  o.pixel_mean = {0.5f, 0.5f, 0.5f};
+  o.pixel_std = {0.25f, 0.25f, 0.25f};
+  return o;
+}
+
+TEST(CapturedPass, TheTeachersGraphTrainsAsItsKernelsLaunchedOneByOne) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<data::SslBatch> data = batches();
+  for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
+    const bool fp32 = precision == ssl::Precision::kFp32;
+    SCOPED_TRACE(fp32 ? "fp32" : "bf16-params");
+    const double tolerance = fp32 ? 1e-4 : 1e-3;  // relative
+    SslTrainer eager(tiny_trainer(precision, false)), graph(tiny_trainer(precision, true));
+    for (int step = 0; step < 6; ++step) {
+      const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
+      const StepStats a = eager.train_step(batch), b = graph.train_step(batch);
+      ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
+      EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
+      EXPECT_NEAR(b.target_entropy, a.target_entropy, tolerance * a.target_entropy)
+          << "step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace saccade::pretrain
