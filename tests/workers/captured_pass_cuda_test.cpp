@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dataloader/views.h"
+#include "tests/workers/small_ssl.h"
 #include "workers/pretrain/captured_pass.h"
 #include "workers/pretrain/ssl_trainer.h"
 
@@ -45,33 +46,16 @@ TEST(CapturedPass, ReplaysFreshInputsAndWeightsUpdatedInPlace) {
   EXPECT_EQ(pass.captures(), 2) << "a change of shape must recapture";
 }
 
-// Two batches of noise images cut with small views (4 glimpses), alternated so that a
-// replay reading the previous batch's teacher views would show in the losses.
+// Two batches of noise images cut with small views, alternated so that a replay reading the
+// previous batch's teacher views would show in the losses.
 std::vector<data::SslBatch> batches() {
-  data::ViewOptions v;
-  v.patch_size = 4;
-  v.channels = 3;
-  v.multizoom = 3;
-  v.zoom_max = 2.0f;
-  v.fovea_grid = 2;
-  v.fovea_zoom_min = 1.5f;
-  v.fovea_zoom_max = 2.5f;
-  v.glimpses = 4;
-  v.global_grid = 4;
-  v.global_scale_min = 0.32f;
-  v.global_scale_max = 1.0f;
-  v.local_grid = 2;
-  v.local_scale_min = 0.05f;
-  v.local_scale_max = 0.32f;
-  v.local_views = 2;
-  v.pixel_mean = {0.5f, 0.5f, 0.5f};
-  v.pixel_std = {0.25f, 0.25f, 0.25f};
+  const data::ViewOptions v = testing::small_ssl_views();
   std::vector<data::SslBatch> out(2);
   cv::RNG rng(11);
   for (size_t k = 0; k < out.size(); ++k) {
     out[k].allocate(v, 8);
     for (int64_t i = 0; i < 8; ++i) {
-      cv::Mat image(48, 64, CV_8UC3);
+      cv::Mat image(48, 64, CV_8UC1);
       rng.fill(image, cv::RNG::UNIFORM, 0, 256);
       data::make_ssl_views(v, image, static_cast<uint64_t>(k * 8 + i), i, out[k]);
     }
@@ -80,34 +64,12 @@ std::vector<data::SslBatch> batches() {
 }
 
 ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool graphs) {
-  ssl::TrainerOptions o;
-  o.backbone.patch_size = 4;
-  o.backbone.channels = 3;
-  o.backbone.depth = 2;
-  o.backbone.width = 64;
-  o.backbone.heads = 2;
-  o.backbone.n_state = 2;
-  o.backbone.pos_mlp_hidden = 16;
-  o.backbone.layerscale_init = 0.1;
-  o.head.in_dim = 64;
-  o.head.hidden_dim = 64;
-  o.head.bottleneck_dim = 16;
-  o.head.n_prototypes = 64;
-  o.schedule.steps_per_epoch = 10;
-  o.schedule.schedule_epochs = 10;
-  o.schedule.lr = 2e-3;
-  o.schedule.min_lr = 1e-5;
-  o.schedule.warmup_epochs = 1;
-  o.student_temp = 0.1;
+  ssl::TrainerOptions o = testing::small_ssl_trainer(10);
+  o.backbone.layerscale_init = 0.1;  // blocks whose outputs differ from image to image
   o.koleo_weight = 0;
-  o.sinkhorn_iterations = 3;
-  o.clip_grad = 3.0;
   o.device = "cuda:0";
-  o.seed = 5;
   o.precision = precision;
   o.cuda_graphs = graphs;
-  o.pixel_mean = {0.5f, 0.5f, 0.5f};
-  o.pixel_std = {0.25f, 0.25f, 0.25f};
   return o;
 }
 

@@ -28,6 +28,7 @@
 #include "tests/support/reference_augment.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/workers/small_ssl.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
 
@@ -89,56 +90,11 @@ std::shared_ptr<GeneratedDataset> stripes(int64_t n) {
 }
 
 data::ViewOptions views() {
-  data::ViewOptions o;
-  o.patch_size = 4;
-  o.channels = 1;
-  o.multizoom = 3;
-  o.zoom_max = 2.0f;
-  o.fovea_grid = 2;
-  o.fovea_zoom_min = 1.5f;
-  o.fovea_zoom_max = 2.5f;
-  o.glimpses = 3;
-  o.global_grid = 4;
-  o.global_scale_min = 0.32f;
-  o.global_scale_max = 1.0f;
-  o.local_grid = 2;
-  o.local_views = 2;
-  o.local_scale_min = 0.05f;
-  o.local_scale_max = 0.32f;
-  o.pixel_mean = {0.2f};
-  o.pixel_std = {0.3f};
-  return o;
+  return testing::small_ssl_views();
 }
 
 ssl::TrainerOptions trainer_options(int64_t steps_per_epoch) {
-  ssl::TrainerOptions o;
-  o.backbone.patch_size = 4;
-  o.backbone.channels = 1;
-  o.backbone.depth = 2;
-  o.backbone.width = 32;
-  o.backbone.heads = 2;
-  o.backbone.n_state = 2;
-  o.backbone.pos_mlp_hidden = 16;
-  o.head.in_dim = 32;
-  o.head.hidden_dim = 64;
-  o.head.bottleneck_dim = 16;
-  o.head.n_prototypes = 64;
-  o.schedule.steps_per_epoch = steps_per_epoch;
-  o.schedule.schedule_epochs = 10;
-  o.schedule.lr = 2e-3;
-  o.schedule.min_lr = 1e-5;
-  o.schedule.warmup_epochs = 1;
-  o.schedule.teacher_temp_warmup_epochs = 2;
-  o.schedule.freeze_last_layer_epochs = 1;
-  o.student_temp = 0.1;
-  o.koleo_weight = 0.1;
-  o.sinkhorn_iterations = 3;
-  o.clip_grad = 3.0;
-  o.device = "cpu";
-  o.seed = 3;
-  o.pixel_mean = {0.2f};  // as the views of view_options() normalised them
-  o.pixel_std = {0.3f};
-  return o;
+  return testing::small_ssl_trainer(steps_per_epoch);
 }
 
 std::unique_ptr<data::SslLoader> loader(std::shared_ptr<const data::Dataset> ds,
