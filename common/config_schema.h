@@ -499,10 +499,11 @@ void describe(V& v, SslConfig& c) {
             "devices bound by launches (docs/model.md).");
   v.boolean("cuda_graphs", c.cuda_graphs, false,
             "Replay the teacher's forward (its global view and every glimpse of its sequential "
-            "view) as one CUDA graph instead of launching its kernels one by one: the host's "
-            "dispatch sets that pass's time at the batches a GPU learner takes. The same "
-            "targets. Learners on CUDA devices, with precision fp32 or bf16-params (autocast's "
-            "cast cache cannot live in a graph).");
+            "view), and with batched_glimpses the student's pass that computes the states its "
+            "glimpses carry, as CUDA graphs instead of launching their kernels one by one: the "
+            "host's dispatch sets those passes' time at the batches a GPU learner takes. The "
+            "same step. Learners on CUDA devices, with precision fp32 or bf16-params "
+            "(autocast's cast cache cannot live in a graph).");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <opencv2/core.hpp>
+#include <string>
 #include <vector>
 
 #include "dataloader/views.h"
@@ -63,31 +64,38 @@ std::vector<data::SslBatch> batches() {
   return out;
 }
 
-ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool graphs) {
+ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool batched, bool graphs) {
   ssl::TrainerOptions o = testing::small_ssl_trainer(10);
   o.backbone.layerscale_init = 0.1;  // blocks whose outputs differ from image to image
   o.koleo_weight = 0;
   o.device = "cuda:0";
   o.precision = precision;
+  o.batched_glimpses = batched;
   o.cuda_graphs = graphs;
   return o;
 }
 
-TEST(CapturedPass, TheTeachersGraphTrainsAsItsKernelsLaunchedOneByOne) {
+// The teacher's forward and, with batched glimpses, the student's carried-state pass as
+// graphs: the same steps as their kernels launched one by one.
+TEST(CapturedPass, TheTrainersGraphsTrainAsTheirKernelsLaunchedOneByOne) {
   SKIP_WITHOUT_CUDA();
   const std::vector<data::SslBatch> data = batches();
   for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
-    const bool fp32 = precision == ssl::Precision::kFp32;
-    SCOPED_TRACE(fp32 ? "fp32" : "bf16-params");
-    const double tolerance = fp32 ? 1e-4 : 1e-3;  // relative
-    SslTrainer eager(tiny_trainer(precision, false)), graph(tiny_trainer(precision, true));
-    for (int step = 0; step < 6; ++step) {
-      const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
-      const StepStats a = eager.train_step(batch), b = graph.train_step(batch);
-      ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
-      EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
-      EXPECT_NEAR(b.target_entropy, a.target_entropy, tolerance * a.target_entropy)
-          << "step " << step;
+    for (const bool batched : {false, true}) {
+      const bool fp32 = precision == ssl::Precision::kFp32;
+      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16-params") + (batched ? ", batched" : ""));
+      const double tolerance = fp32 ? 1e-4 : 1e-3;  // relative
+      SslTrainer eager(tiny_trainer(precision, batched, false)),
+          graph(tiny_trainer(precision, batched, true));
+      for (int step = 0; step < 6; ++step) {
+        const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
+        const StepStats a = eager.train_step(batch), b = graph.train_step(batch);
+        ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
+        EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
+        EXPECT_NEAR(b.target_entropy, a.target_entropy, tolerance * a.target_entropy)
+            << "step " << step;
+        EXPECT_NEAR(b.grad_norm, a.grad_norm, 10 * tolerance * a.grad_norm) << "step " << step;
+      }
     }
   }
 }

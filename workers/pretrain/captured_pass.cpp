@@ -58,7 +58,9 @@ struct CapturedPass::Impl {
       for (int i = 0; i < kWarmupRuns; ++i) pass(inputs);
       side.synchronize();
       graph = std::make_unique<at::cuda::CUDAGraph>();
-      graph->capture_begin();
+      // Thread-local: another thread's CUDA calls (a checkpoint copied to the host while a
+      // step runs) neither break the capture nor enter the graph.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       outputs = pass(inputs);
       graph->capture_end();
     }

@@ -3,6 +3,9 @@
 // one from the host, and the host's dispatch, not the device, sets its time
 // (docs/model.md, "The training step on a GPU"); a graph launches them all at once.
 //
+// The trainer captures two such passes (ssl.cuda_graphs): the teacher's forward, and with
+// batched glimpses the student's pass that computes the states its glimpses carry.
+//
 // The pass must read only its inputs and tensors whose storage stays put (parameters
 // updated in place: AdamW, the EMA and the bf16 copies all are), synchronise nothing with
 // the host and not run under autocast (its cast cache cannot live in a graph).

@@ -80,8 +80,9 @@ struct SslTrainer::Impl {
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
   std::atomic<int64_t> step{0};
-  std::unique_ptr<kernels::Extractor> extractor;  // tables of the batch's images, cut here
-  std::unique_ptr<CapturedPass> teacher_pass;     // ssl.cuda_graphs: the teacher's forward
+  std::unique_ptr<kernels::Extractor> extractor;     // tables of the batch's images, cut here
+  std::unique_ptr<CapturedPass> teacher_pass;        // ssl.cuda_graphs: the teacher's forward
+  std::unique_ptr<CapturedPass> student_carry_pass;  // ssl.cuda_graphs + batched_glimpses
 
   Impl(const ssl::TrainerOptions& o, ssl::Collectives c)
       : options(o), collectives(std::move(c)), device(o.device) {
@@ -137,6 +138,9 @@ struct SslTrainer::Impl {
         teacher_pass = std::make_unique<CapturedPass>([this](const std::vector<torch::Tensor>& in) {
           return teacher_logits({in[0], in[1]}, {in[2], in[3]});
         });
+      if (options.batched_glimpses)
+        student_carry_pass = std::make_unique<CapturedPass>(
+            [this](const std::vector<torch::Tensor>& in) { return std::vector{carry_states(in)}; });
     }
     if (collectives.world_size > 1)
       buckets = std::make_unique<ssl::GradientBuckets>(
@@ -264,6 +268,24 @@ struct SslTrainer::Impl {
     return logits;
   }
 
+  // The states steps 1..S-2 of the student's sequential view hand on, without gradient:
+  // in = {the state step 0 handed on [B, ...], those steps' patches and positions
+  // [(S-2) B, ...]}; returns their states, [(S-2) B, n_state, width].
+  torch::Tensor carry_states(const std::vector<torch::Tensor>& in) {
+    torch::NoGradGuard no_grad;
+    DinoNet& net = student_net();
+    const int64_t batch = in[0].size(0);
+    std::vector<torch::Tensor> states;
+    torch::Tensor state = in[0];
+    for (int64_t first = 0; first < in[1].size(0); first += batch) {
+      state =
+          net->backbone->step(in[1].narrow(0, first, batch), in[2].narrow(0, first, batch), state)
+              .state;
+      states.push_back(state);
+    }
+    return torch::cat(states, 0);
+  }
+
   // The student's sequential view in two passes with gradient instead of one per step
   // (ssl.batched_glimpses). Steps carry DETACHED states, so a step's gradient depends on
   // its own inputs only: once a pass without gradient has computed the carried states,
@@ -271,21 +293,18 @@ struct SslTrainer::Impl {
   // alone: in every state_input mode its inputs differ in kind (no memory tokens, no
   // projection, no gate). The same losses and gradients for S-2 more step forwards (not
   // model FLOPs: they recompute, docs/model.md) and S-2 fewer passes with autograd.
-  torch::Tensor run_student_sequence_batched(DinoNet& net, const ssl::ViewTensors& seq,
-                                             int64_t batch) {
+  torch::Tensor run_student_sequence_batched(const ssl::ViewTensors& seq, int64_t batch) {
+    DinoNet& net = student_net();
     const int64_t steps = seq.patches.size(0) / batch;
     const ssl::ViewTensors first = seq.rows(0, batch);
     const model::StepOutput first_out = net->backbone->step(first.patches, first.positions);
     std::vector<torch::Tensor> logits = {net->head->forward(first_out.state.select(1, 0))};
     if (steps > 1) {
       std::vector<torch::Tensor> carried = {first_out.state.detach()};  // into steps 1..S-1
-      {
-        torch::NoGradGuard no_grad;
-        for (int64_t k = 1; k + 1 < steps; ++k) {
-          const ssl::ViewTensors glimpse = seq.rows(k * batch, batch);
-          carried.push_back(
-              net->backbone->step(glimpse.patches, glimpse.positions, carried.back()).state);
-        }
+      if (steps > 2) {
+        const ssl::ViewTensors middle = seq.rows(batch, (steps - 2) * batch);  // steps 1..S-2
+        const std::vector<torch::Tensor> in = {carried[0], middle.patches, middle.positions};
+        carried.push_back(student_carry_pass ? (*student_carry_pass)(in)[0] : carry_states(in));
       }
       const ssl::ViewTensors rest = seq.rows(batch, (steps - 1) * batch);
       const model::StepOutput rest_out =
@@ -411,7 +430,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
     }
     student.sequential =
         m.options.batched_glimpses
-            ? m.run_student_sequence_batched(student_net, sseq, B)
+            ? m.run_student_sequence_batched(sseq, B)
             : torch::stack(m.run_sequence(student_net, sseq, B, /*all_steps=*/true));
   }
   stats.phases.student = lap();

@@ -49,8 +49,8 @@ struct TrainerOptions {
   // The student's glimpses after the first in one batched pass with gradient, their carried
   // states from a pass without (ssl.batched_glimpses): the same step, fewer larger kernels.
   bool batched_glimpses = false;
-  // The teacher's forward replayed as one CUDA graph (ssl.cuda_graphs): CUDA devices, fp32
-  // or bf16-params only.
+  // The teacher's forward (and with batched_glimpses the student's carried-state pass)
+  // replayed as CUDA graphs (ssl.cuda_graphs): CUDA devices, fp32 or bf16-params only.
   bool cuda_graphs = false;
   // Per channel: the device normalises patches as (value / 255 - mean) / std.
   // One value per backbone channel.
