@@ -6,7 +6,6 @@
 #include <utility>
 
 #if SACCADE_TORCH_HAS_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
