@@ -60,7 +60,19 @@ struct CapturedPass::Impl {
       // Thread-local: another thread's CUDA calls (a checkpoint copied to the host while a
       // step runs) neither break the capture nor enter the graph.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      outputs = pass(inputs);
+      try {
+        outputs = pass(inputs);
+      } catch (...) {
+        // An operation that cannot be captured: end the capture so that the stream, and the
+        // work after this error (the next variant of a benchmark), run normally.
+        try {
+          graph->capture_end();
+        } catch (...) {
+        }
+        graph.reset();
+        outputs.clear();
+        throw;
+      }
       graph->capture_end();
     }
     side.synchronize();
