@@ -330,7 +330,8 @@ TEST(SslTrainer, Bf16ParamsTrainsCloseToFp32OnFp32MasterWeights) {
 // ssl.batched_glimpses: the student's glimpses after the first run as one batch on states
 // carried by a pass without gradient. Detached states make that the same step: the same
 // losses (every glimpse's output) and gradients (the gradient norm, and the losses of the
-// steps after the updates), in every way a state can re-enter a step.
+// steps after the updates), in every way a state can re-enter a step; and it resumes
+// bit-exactly.
 TEST(SslTrainer, BatchedGlimpsesTrainTheSameInEveryStateInputMode) {
   using StateInput = model::BackboneOptions::StateInput;
   auto ds = shapes(40);
@@ -355,6 +356,9 @@ TEST(SslTrainer, BatchedGlimpsesTrainTheSameInEveryStateInputMode) {
       EXPECT_NEAR(sb.grad_norm, sa.grad_norm, 2e-5 * sa.grad_norm) << "step " << i;
     }
   }
+  ssl::TrainerOptions batched = trainer_options(5);
+  batched.batched_glimpses = true;
+  expect_resume_bit_exact(batched);
 }
 
 // ssl.cuda_graphs replays the teacher's pass on a CUDA device: a CPU learner is refused by
