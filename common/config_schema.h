@@ -502,8 +502,8 @@ void describe(V& v, SslConfig& c) {
             "view), and with batched_glimpses the student's pass that computes the states its "
             "glimpses carry, as CUDA graphs instead of launching their kernels one by one: the "
             "host's dispatch sets those passes' time at the batches a GPU learner takes. The "
-            "same step. Learners on CUDA devices, with precision fp32 or bf16-params "
-            "(autocast's cast cache cannot live in a graph).");
+            "same step. Precision fp32 or bf16-params (autocast's cast cache cannot live in a "
+            "graph); a learner on a CPU warns and runs without graphs.");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

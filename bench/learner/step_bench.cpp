@@ -207,8 +207,12 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   if (batches.empty()) batches = {job_options::per_rank_batch(config, std::max(world, 1))};
   std::vector<Variant> variants;
   for (const std::string& text :
-       o.variants.empty() ? std::vector<std::string>{"config"} : o.variants)
+       o.variants.empty() ? std::vector<std::string>{"config"} : o.variants) {
     variants.push_back(parse_variant(text, config));
+    if (text != "config" && variants.back().cuda_graphs && !device.is_cuda())
+      throw std::invalid_argument("--variants " + text +
+                                  ": CUDA graphs (ssl.cuda_graphs) need --device cuda");
+  }
   const int64_t steps_per_epoch =
       config.ssl.steps_per_epoch > 0 ? config.ssl.steps_per_epoch : 1000;
   const std::string device_name =
