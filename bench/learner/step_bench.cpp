@@ -119,8 +119,9 @@ struct Row {
   pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch; NaN: none
-  bool out_of_memory = false;    // the device could not hold this variant at this batch
-  std::string failure;           // why the row has no figures (out of memory, a device error)
+  std::string failure;           // why the row has no figures (kOutOfMemory, a device error)
+  static constexpr const char* kOutOfMemory = "out of device memory";
+  bool out_of_memory() const { return failure == kOutOfMemory; }  // a figure, not a failure
 };
 
 void sync(const torch::Device& device) {
@@ -244,8 +245,9 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
         row = Row{};
         row.variant = v.name;
         row.batch = batch;
-        row.out_of_memory = what.find("out of memory") != std::string::npos;
-        row.failure = row.out_of_memory ? "out of device memory" : what.substr(0, what.find('\n'));
+        row.failure = what.find("out of memory") != std::string::npos
+                          ? Row::kOutOfMemory
+                          : what.substr(0, what.find('\n'));
       }
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
@@ -321,7 +323,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
            {"max_loss_rel_diff", std::isfinite(r.max_loss_rel_diff)
                                      ? nlohmann::ordered_json(r.max_loss_rel_diff)
                                      : nullptr},
-           {"out_of_memory", r.out_of_memory},
+           {"out_of_memory", r.out_of_memory()},
            {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
     }
     write_file_bytes(o.json_path, j.dump(2) + "\n");
