@@ -2,7 +2,8 @@
 // Fused attention: LibTorch >= 2.0 has torch::scaled_dot_product_attention
 // (flash / memory-efficient kernels where available); Debian's 1.13 does not,
 // so it gets the plain softmax(Q K^T / sqrt(d)) V, which is what 2.x's math
-// backend computes. Autocast: 2.4 made its switches per device type.
+// backend computes. Autocast: 2.4 made its switches per device type. Scaling a list
+// of tensors by a tensor in one multi-tensor kernel: 2.1.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -100,5 +101,15 @@ class AutocastGuard {
   bool was_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kFloat;
 };
+
+// Multiplies every tensor of `tensors` in place by the 0-dim tensor `scale`, which stays on
+// the device (no read of it by the host): one multi-tensor kernel where LibTorch has it.
+inline void foreach_mul_(std::vector<torch::Tensor>& tensors, const torch::Tensor& scale) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  at::_foreach_mul_(tensors, scale);
+#else
+  for (torch::Tensor& t : tensors) t.mul_(scale);
+#endif
+}
 
 }  // namespace saccade::model

@@ -362,10 +362,10 @@ TEST(Loss, GradientReachesStudentOnlyAndShapesAreChecked) {
 
 TEST(TargetStats, EntropyAndPrototypesInUse) {
   const TargetStats uniform = target_stats(torch::full({4, 8}, 1.0 / 8));
-  EXPECT_NEAR(uniform.mean_entropy, std::log(8.0), 1e-5);
+  EXPECT_NEAR(uniform.mean_entropy.item<double>(), std::log(8.0), 1e-5);
   const TargetStats onehot = target_stats(torch::eye(8).slice(0, 0, 5));
-  EXPECT_NEAR(onehot.mean_entropy, 0.0, 1e-6);
-  EXPECT_EQ(onehot.prototypes_used, 5);
+  EXPECT_NEAR(onehot.mean_entropy.item<double>(), 0.0, 1e-6);
+  EXPECT_EQ(onehot.prototypes_used.item<int64_t>(), 5);
 }
 
 }  // namespace

@@ -129,11 +129,45 @@ TEST(Optimizer, ClipGradNormBoundsTheTotalNorm) {
   int64_t count = 0;
   for (const auto& [name, p] : named) count += p.numel();
   const double expected = 2.0 * std::sqrt(static_cast<double>(count));
-  EXPECT_NEAR(clip_grad_norm(named, 0.0), expected, 1e-3);  // off: measure only
-  EXPECT_NEAR(clip_grad_norm(named, 3.0), expected, 1e-3);
-  EXPECT_NEAR(clip_grad_norm(named, 0.0), 3.0, 1e-3);
-  EXPECT_NEAR(clip_grad_norm(named, 10.0), 3.0, 1e-3);  // below the bound: unchanged
-  EXPECT_NEAR(clip_grad_norm(named, 0.0), 3.0, 1e-3);
+  EXPECT_NEAR(clip_grad_norm(named, 0.0).item<double>(), expected, 1e-3);  // off: measure only
+  EXPECT_NEAR(clip_grad_norm(named, 3.0).item<double>(), expected, 1e-3);
+  EXPECT_NEAR(clip_grad_norm(named, 0.0).item<double>(), 3.0, 1e-3);
+  EXPECT_NEAR(clip_grad_norm(named, 10.0).item<double>(), 3.0, 1e-3);  // below the bound: unchanged
+  EXPECT_NEAR(clip_grad_norm(named, 0.0).item<double>(), 3.0, 1e-3);
+}
+
+// The step clips without reading the norm back (the host does not wait for the device);
+// the grads must still come out as libtorch's clip_grad_norm_ leaves them.
+TEST(Optimizer, ClipGradNormScalesTheGradsAsLibtorchDoes) {
+  torch::manual_seed(11);
+  auto grads_like = [] {
+    NamedParameters named;
+    for (const int64_t n : {7, 64, 3, 129}) {
+      torch::Tensor p = torch::zeros({n}, torch::requires_grad());
+      p.mutable_grad() = torch::randn({n});
+      named.emplace_back("p" + std::to_string(n), p);
+    }
+    return named;
+  };
+  for (const bool multi_tensor : {false, true}) {
+    torch::manual_seed(11);
+    const NamedParameters ours = grads_like();
+    torch::manual_seed(11);
+    const NamedParameters theirs = grads_like();
+    std::vector<torch::Tensor> their_params;
+    for (const auto& [name, p] : theirs) their_params.push_back(p);
+    const double their_norm = torch::nn::utils::clip_grad_norm_(their_params, 0.5);
+    const torch::Tensor our_norm = clip_grad_norm(ours, 0.5, multi_tensor);
+    EXPECT_EQ(our_norm.dim(), 0);
+    EXPECT_NEAR(our_norm.item<double>(), their_norm, 1e-6 * their_norm) << multi_tensor;
+    EXPECT_GT(their_norm, 1.0);  // so the clip scaled every grad
+    for (size_t i = 0; i < ours.size(); ++i) {
+      if (multi_tensor)
+        EXPECT_TRUE(torch::allclose(ours[i].second.grad(), theirs[i].second.grad(), 1e-6, 0));
+      else
+        EXPECT_TRUE(torch::equal(ours[i].second.grad(), theirs[i].second.grad())) << i;
+    }
+  }
 }
 
 TEST(Optimizer, SaveLoadContinuesBitExactly) {

@@ -58,8 +58,19 @@ torch::Tensor label_targets(const data::SslBatch& batch, int64_t classes,
           "data need labels and ssl.head_prototypes must equal the number of classes)",
           label, classes));
   }
-  const torch::Tensor labels = torch::tensor(batch.labels, torch::kInt64).to(device);
+  const torch::Tensor labels = ssl::host_to_device(batch.labels, device);
   return torch::one_hot(labels, classes).to(torch::kFloat32).unsqueeze(0).expand({2, -1, -1});
+}
+
+// The values of 0-dim tensors of one device, read with one copy to the host (one wait for
+// the device instead of one per value).
+std::vector<double> read_to_host(const std::vector<torch::Tensor>& scalars) {
+  std::vector<torch::Tensor> values;
+  for (const torch::Tensor& t : scalars)
+    values.push_back(t.detach().to(torch::kDouble).reshape({1}));
+  const torch::Tensor host = torch::cat(values).to(torch::kCPU);
+  const double* first = host.data_ptr<double>();
+  return {first, first + host.numel()};
 }
 
 }  // namespace
@@ -453,7 +464,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   stats.phases.backward = lap();
   if (m.buckets) m.buckets->finish();  // the average over learners, into the masters' gradients
   if (sched.last_layer_frozen) ssl::cancel_last_layer_grads(m.student_params);
-  stats.grad_norm = ssl::clip_grad_norm(m.student_params, m.options.clip_grad);
+  const torch::Tensor grad_norm =
+      ssl::clip_grad_norm(m.student_params, m.options.clip_grad, m.options.multi_tensor_update);
   {
     std::lock_guard lock(m.state_mutex);
     m.optimizer->apply_schedule(sched);
@@ -469,20 +481,26 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   }
   stats.phases.update = lap();
   const ssl::TargetStats target_stats = ssl::target_stats(targets);
-  stats.loss = parts.loss.item<double>();
-  stats.dino = parts.dino.item<double>();
-  stats.koleo = parts.koleo.item<double>();
-  stats.global = parts.global.item<double>();
-  stats.local = parts.local.item<double>();
-  stats.sequential = parts.sequential.item<double>();
+  // The step's one wait for the device: its figures, read together.
+  const std::vector<double> figures =
+      read_to_host({parts.loss, parts.dino, parts.koleo, parts.global, parts.local,
+                    parts.sequential, grad_norm, target_stats.mean_entropy,
+                    target_stats.prototypes_used});
+  stats.loss = figures[0];
+  stats.dino = figures[1];
+  stats.koleo = figures[2];
+  stats.global = figures[3];
+  stats.local = figures[4];
+  stats.sequential = figures[5];
+  stats.grad_norm = figures[6];
   stats.lr = sched.lr;
   stats.weight_decay = sched.weight_decay;
   stats.teacher_momentum = sched.teacher_momentum;
   stats.teacher_temp = sched.teacher_temp;
-  stats.target_entropy = target_stats.mean_entropy;
+  stats.target_entropy = figures[7];
   stats.target_entropy_ratio =
-      target_stats.mean_entropy / std::log(static_cast<double>(m.options.head.n_prototypes));
-  stats.prototypes_used = target_stats.prototypes_used;
+      stats.target_entropy / std::log(static_cast<double>(m.options.head.n_prototypes));
+  stats.prototypes_used = static_cast<int64_t>(figures[8]);
   stats.phases.other += lap();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ssl::SslViewShapes shapes;

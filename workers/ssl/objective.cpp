@@ -195,9 +195,11 @@ TargetStats target_stats(const at::Tensor& targets) {
   torch::NoGradGuard no_grad;
   const at::Tensor rows = targets.detach().to(torch::kFloat).reshape({-1, targets.size(-1)});
   TargetStats stats;
-  stats.mean_entropy = (-(rows * torch::log(rows.clamp_min(1e-30))).sum(-1)).mean().item<double>();
-  const at::Tensor counts = torch::bincount(rows.argmax(1), {}, rows.size(1));
-  stats.prototypes_used = counts.gt(0).sum().item<int64_t>();
+  stats.mean_entropy = (-(rows * torch::log(rows.clamp_min(1e-30))).sum(-1)).mean();
+  // A mark per prototype that is some row's argmax (bincount would read its input's
+  // maximum back to the host).
+  const at::Tensor marks = torch::zeros({rows.size(1)}, rows.options().dtype(torch::kLong));
+  stats.prototypes_used = marks.scatter_(0, rows.argmax(1), 1).sum();
   return stats;
 }
 

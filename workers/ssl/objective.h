@@ -109,10 +109,11 @@ LossParts sequential_to_global_loss(const at::Tensor& targets, const StudentOutp
                                     const ObjectiveOptions& options);
 
 // Collapse monitors over targets [..., K] (rows are distributions): mean
-// entropy of a row (nats) and how many prototypes are some row's argmax.
+// entropy of a row (nats) and how many prototypes are some row's argmax, as 0-dim
+// tensors on the targets' device (reading them is the caller's synchronisation).
 struct TargetStats {
-  double mean_entropy = 0;
-  int64_t prototypes_used = 0;
+  at::Tensor mean_entropy;     // fp32
+  at::Tensor prototypes_used;  // int64
 };
 TargetStats target_stats(const at::Tensor& targets);
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "model/torch_compat.h"
+
 #include <array>
 #include <cmath>
 #include <map>
@@ -221,18 +223,31 @@ void StudentOptimizer::load(const std::string& bytes) {
   }
 }
 
-double clip_grad_norm(const NamedParameters& parameters, double max_norm) {
-  std::vector<at::Tensor> with_grad;
+at::Tensor clip_grad_norm(const NamedParameters& parameters, double max_norm, bool multi_tensor) {
+  std::vector<at::Tensor> grads;
   for (const auto& [name, p] : parameters) {
-    if (p.grad().defined()) with_grad.push_back(p);
+    if (p.grad().defined()) grads.push_back(p.grad().detach());
   }
-  if (with_grad.empty()) return 0.0;
-  if (max_norm <= 0) {
-    std::vector<at::Tensor> norms;
-    for (const at::Tensor& p : with_grad) norms.push_back(p.grad().detach().norm(2));
-    return torch::stack(norms).norm(2).item<double>();
+  if (grads.empty())
+    return parameters.empty()
+               ? torch::zeros({})
+               : torch::zeros({}, parameters.front().second.options().dtype(torch::kFloat));
+  std::vector<at::Tensor> norms;
+  if (multi_tensor) {
+    norms = at::_foreach_norm(grads, 2);
+  } else {
+    for (const at::Tensor& g : grads) norms.push_back(g.norm(2));
   }
-  return torch::nn::utils::clip_grad_norm_(with_grad, max_norm, 2.0);
+  // The expressions of libtorch's clip_grad_norm_, without its final read of the norm.
+  const at::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  if (max_norm > 0) {
+    const at::Tensor scale = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
+    if (multi_tensor)
+      model::foreach_mul_(grads, scale);
+    else
+      for (at::Tensor& g : grads) g.mul_(scale);
+  }
+  return total.to(torch::kFloat);
 }
 
 int64_t cancel_last_layer_grads(const NamedParameters& parameters) {

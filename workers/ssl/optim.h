@@ -80,9 +80,13 @@ class StudentOptimizer {
 };
 
 // Scales the grads of `parameters` so their total L2 norm is at most
-// max_norm (torch clip_grad_norm_); returns the norm before clipping.
-// max_norm <= 0 disables clipping (the norm is still returned).
-double clip_grad_norm(const NamedParameters& parameters, double max_norm);
+// max_norm (torch clip_grad_norm_); returns the norm before clipping, a 0-dim fp32 tensor
+// on the grads' device (zero without grads). It does not wait for the device: reading the
+// norm is the caller's synchronisation. max_norm <= 0 disables clipping (the norm is still
+// returned). multi_tensor: one multi-tensor norm and scale over all grads (as
+// MultiTensorUpdate), else one norm and one scale per grad, as libtorch's clip_grad_norm_.
+at::Tensor clip_grad_norm(const NamedParameters& parameters, double max_norm,
+                          bool multi_tensor = false);
 
 // While the last layer is frozen: drop the grads of every is_last_layer()
 // parameter, so AdamW leaves it (and its moments) untouched, as DINO's

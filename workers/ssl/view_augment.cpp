@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "dataloader/augment.h"
+#include "workers/ssl/host_to_device.h"
 
 namespace saccade::ssl {
 namespace {
@@ -26,12 +27,12 @@ template <class Map>
 void apply(torch::Tensor& x, const Group& group, Map&& map) {
   if (group.views.empty()) return;
   const auto n = static_cast<int64_t>(group.views.size());
-  const torch::Tensor values = torch::tensor(group.values).to(x.device()).view({n, 1, 1, 1, 1});
+  const torch::Tensor values = host_to_device(group.values, x.device()).view({n, 1, 1, 1, 1});
   if (n == x.size(0)) {  // every view, in order: no gather
     x = map(x, values);
     return;
   }
-  const torch::Tensor index = torch::tensor(group.views).to(x.device());
+  const torch::Tensor index = host_to_device(group.views, x.device());
   x.index_copy_(0, index, map(x.index_select(0, index), values));
 }
 
@@ -92,11 +93,10 @@ torch::Tensor blur(const torch::Tensor& x, const std::vector<float>& sigmas) {
           std::exp(-0.5f * static_cast<float>(i * i) / (sigma * sigma));
     for (int64_t i = -own; i <= own; ++i) weights[static_cast<size_t>(v * taps + r + i)] /= total;
   }
-  const torch::Tensor kernel = torch::tensor(weights).to(x.device()).view({n, 1, 1, taps});
+  const torch::Tensor kernel = host_to_device(weights, x.device()).view({n, 1, 1, taps});
   const torch::Tensor replicate =
-      torch::arange(-r, p + r, torch::TensorOptions().dtype(torch::kLong))
-          .clamp(0, p - 1)
-          .to(x.device());
+      torch::arange(-r, p + r, torch::TensorOptions().dtype(torch::kLong).device(x.device()))
+          .clamp(0, p - 1);
   // Along the last axis: each view one channel of a tall image [1, n, T'·C·P, P + 2r].
   auto along_rows = [&](const torch::Tensor& y) {
     const torch::Tensor padded = y.index_select(-1, replicate).reshape({1, n, -1, p + 2 * r});
@@ -179,8 +179,8 @@ at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t
     scale[i] = 1.0f / (255.0f * stdev[i]);
     shift[i] = mean[i] / stdev[i];
   }
-  x = x * torch::tensor(scale).to(x.device()).view({c, 1, 1}) -
-      torch::tensor(shift).to(x.device()).view({c, 1, 1});
+  x = x * host_to_device(scale, x.device()).view({c, 1, 1}) -
+      host_to_device(shift, x.device()).view({c, 1, 1});
   if (pieces == 1) return x;
   return x.view({views, pieces, t, c, p, p}).transpose(0, 1).reshape({n, t, c, p, p});
 }

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "dataloader/views.h"
+#include "workers/ssl/host_to_device.h"
 
 namespace saccade::ssl {
 
