@@ -135,7 +135,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
         "device synchronisation after every phase, cut: the trainer cuts the views from the "
         "images (views.cut_on = learner), batched: the student's glimpses 2..S in one pass "
         "(ssl.batched_glimpses), graphs: the teacher's forward as one CUDA graph "
-        "(ssl.cuda_graphs); config: the config's training path, the default)")
+        "(ssl.cuda_graphs), prefetch: each step copies the next batch to the device while it "
+        "runs (ssl.prefetch_to_device); config: the config's training path, the default)")
       ->delimiter(',');
   st->add_option("--warmup", step.warmup, "Untimed steps per variant")
       ->capture_default_str()

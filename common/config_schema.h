@@ -504,6 +504,11 @@ void describe(V& v, SslConfig& c) {
             "host's dispatch sets those passes' time at the batches a GPU learner takes. The "
             "same step. Precision fp32 or bf16-params (autocast's cast cache cannot live in a "
             "graph); a learner on a CPU warns and runs without graphs.");
+  v.boolean("prefetch_to_device", c.prefetch_to_device, false,
+            "A GPU learner copies the next step's batch to the device while a step runs (on a "
+            "thread of its own through page-locked memory, then on a side stream), instead of "
+            "as the step's first phase with the device idle: the training loop reads one batch "
+            "ahead. The same step. On a CPU learner nothing is copied ahead.");
   v.number("peak_tflops", c.peak_tflops, 0.0, 0.0, 1e6,
            "Peak dense TFLOP/s of one learner's device at ssl.precision, the denominator of the "
            "model FLOP utilisation (MFU) in the progress line, metrics, status and Prometheus; 0 "

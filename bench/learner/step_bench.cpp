@@ -44,6 +44,7 @@ struct Variant {
   bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
   bool batched_glimpses = false;  // ssl.batched_glimpses
   bool cuda_graphs = false;       // ssl.cuda_graphs
+  bool prefetch = false;          // ssl.prefetch_to_device: each step stages the next batch
 };
 
 // "bf16+sdpa+foreach" -> levers; tokens not named are off (fp32 unless a bf16 mode is named).
@@ -55,6 +56,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.learner_cuts = config.views.cut_on == "learner";
     v.batched_glimpses = config.ssl.batched_glimpses;
     v.cuda_graphs = config.ssl.cuda_graphs;
+    v.prefetch = config.ssl.prefetch_to_device;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -78,10 +80,12 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.batched_glimpses = true;
     } else if (lever == "graphs") {
       v.cuda_graphs = true;
+    } else if (lever == "prefetch") {
+      v.prefetch = true;
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, sync, cut, batched, graphs joined by '+', or config)",
+          "foreach, fold, sync, cut, batched, graphs, prefetch joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -165,13 +169,16 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   t.time_phases = v.phase_syncs;
   t.batched_glimpses = v.batched_glimpses;
   t.cuda_graphs = v.cuda_graphs;
+  t.prefetch_to_device = v.prefetch;
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
   reset_peak_device_memory(device);
   pretrain::SslTrainer trainer(t);
   size_t next = 0;
   auto step = [&] {
-    const pretrain::StepStats s = trainer.train_step(data[next++ % data.size()]);
+    const data::SslBatch& batch = data[next++ % data.size()];
+    const pretrain::StepStats s =
+        trainer.train_step(batch, v.prefetch ? &data[next % data.size()] : nullptr);
     row.losses.push_back(s.loss);
     flop_per_image = s.flop_per_image;
     return s;

@@ -130,7 +130,7 @@ if wants step; then
   # (bf16+sdpa and bf16+foreach alone: measured, docs/model.md)
   levers=bf16,$fast,$fast+fold,$fast+fold+batched,$params,$params+fold,$params+fold+batched
   levers=$levers,$params+fold+graphs,$params+fold+batched+graphs,$params+fold+batched+cut
-  levers=$levers,fp32+sdpa+foreach+fold
+  levers=$levers,$params+fold+batched+graphs+prefetch,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
@@ -138,7 +138,7 @@ if wants step; then
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
   step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
-    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched+graphs" \
+    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched+graphs+prefetch" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind and the

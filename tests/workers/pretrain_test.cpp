@@ -12,11 +12,13 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/file_bytes.h"
 #include "dataloader/idx_dataset.h"
@@ -31,6 +33,7 @@
 #include "tests/workers/small_ssl.h"
 #include "workers/pretrain/knn_monitor.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/pretrain/training_loop.h"
 
 namespace saccade::pretrain {
 namespace {
@@ -362,7 +365,7 @@ TEST(SslTrainer, BatchedGlimpsesTrainTheSameInEveryStateInputMode) {
 }
 
 // ssl.cuda_graphs on a CPU learner (one config for a CPU smoke test and a GPU run): the
-// passes run as without it, the same step bit for bit (tests/workers/captured_pass_cuda_test.cpp
+// passes run as without it, the same step bit for bit (tests/workers/trainer_cuda_test.cpp
 // checks the graphs on a GPU).
 TEST(SslTrainer, CudaGraphsOnACpuLearnerRunTheSameStepWithoutGraphs) {
   auto ds = shapes(40);
@@ -377,6 +380,71 @@ TEST(SslTrainer, CudaGraphsOnACpuLearnerRunTheSameStepWithoutGraphs) {
     const data::LoadedBatch batch = l->next();
     EXPECT_EQ(a.train_step(*batch.batch).loss, b.train_step(*batch.batch).loss) << "step " << i;
   }
+}
+
+// What one run of the training loop saw: the losses of its steps, how often it asked for a
+// batch, and where it left the data.
+struct LoopRun {
+  std::vector<double> losses;
+  int batches_read = 0;
+  TrainingLoopResult result;
+};
+
+// The training loop over a fresh loader of `ds` for `total_steps`; keep_going turns false
+// once `stop_after` steps were taken, and next_batch answers nullopt from read `end_at` on.
+LoopRun run_loop(const std::shared_ptr<GeneratedDataset>& ds, bool prefetch, int64_t total_steps,
+                 int64_t stop_after = 1 << 20, int end_at = 1 << 20) {
+  ssl::TrainerOptions o = trainer_options(5);
+  o.prefetch_to_device = prefetch;
+  SslTrainer trainer(o);
+  auto l = loader(ds, {0, 0});
+  LoopRun run;
+  TrainingLoopHooks hooks;
+  hooks.keep_going = [&] { return static_cast<int64_t>(run.losses.size()) < stop_after; };
+  hooks.next_batch = [&]() -> std::optional<data::LoadedBatch> {
+    if (++run.batches_read >= end_at) return std::nullopt;
+    return l->next();
+  };
+  hooks.report = [&](int64_t, const StepStats* s, const StepMetrics&, const std::string&) {
+    if (s) run.losses.push_back(s->loss);
+  };
+  TrainingLoopOptions lo;
+  lo.total_steps = total_steps;
+  lo.checkpoint_every = 1000;
+  lo.batch_images = 8;
+  run.result = run_training_loop(trainer, lo, nullptr, hooks);
+  return run;
+}
+
+// ssl.prefetch_to_device makes the loop read one batch ahead (on a GPU the trainer copies it
+// to the device during the step before). The loop must step the same batches in the same
+// order, read nothing past its budget, and keep the data position of the last batch it
+// stepped, not of the one it read ahead, however it stops: a resume then reads that batch
+// again, so nothing is lost or repeated.
+TEST(TrainingLoop, ReadingOneBatchAheadStepsTheSameBatchesAndKeepsTheDataPosition) {
+  auto ds = shapes(40);
+  const LoopRun plain = run_loop(ds, false, 4), ahead = run_loop(ds, true, 4);
+  ASSERT_EQ(plain.losses.size(), 4u);
+  EXPECT_EQ(ahead.losses, plain.losses);
+  EXPECT_EQ(ahead.batches_read, 4);  // nothing read past the budget
+  EXPECT_EQ(ahead.result.position, plain.result.position);
+  EXPECT_TRUE(ahead.result.reached_budget);
+
+  // Stopped by keep_going after 2 steps: the third batch was read, not stepped.
+  const LoopRun two = run_loop(ds, false, 4, 2), two_ahead = run_loop(ds, true, 4, 2);
+  EXPECT_EQ(two_ahead.losses, two.losses);
+  EXPECT_EQ(two.batches_read, 2);
+  EXPECT_EQ(two_ahead.batches_read, 3);
+  EXPECT_EQ(two_ahead.result.position, two.result.position);
+  EXPECT_NE(two_ahead.result.position, ahead.result.position);
+  EXPECT_FALSE(two_ahead.result.reached_budget);
+
+  // next_batch ends the loop at the third read: both step the two batches they hold.
+  const LoopRun ended = run_loop(ds, false, 4, 1 << 20, 3),
+                ended_ahead = run_loop(ds, true, 4, 1 << 20, 3);
+  EXPECT_EQ(ended.losses.size(), 2u);
+  EXPECT_EQ(ended_ahead.losses, ended.losses);
+  EXPECT_EQ(ended_ahead.result.position, two.result.position);
 }
 
 // With several learners the trainer hands its gradient buckets to the asynchronous

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "kernels/extract.h"
@@ -17,6 +18,7 @@
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
+#include "workers/pretrain/batch_stager.h"
 #include "workers/pretrain/captured_pass.h"
 #include "workers/ssl/gradient_buckets.h"
 #include "workers/ssl/objective.h"
@@ -24,6 +26,10 @@
 #include "workers/ssl/step_flops.h"
 #include "workers/ssl/view_augment.h"
 #include "workers/ssl/view_tensors.h"
+
+#if SACCADE_TORCH_HAS_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace saccade::pretrain {
 namespace {
@@ -62,6 +68,16 @@ torch::Tensor label_targets(const data::SslBatch& batch, int64_t classes,
   return torch::one_hot(labels, classes).to(torch::kFloat32).unsqueeze(0).expand({2, -1, -1});
 }
 
+// Waits for the work queued on the device's current stream (not for a batch staged on
+// another stream while the step runs).
+void sync_current_stream(const torch::Device& device) {
+#if SACCADE_TORCH_HAS_CUDA
+  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)device;
+#endif
+}
+
 // The values of 0-dim tensors of one device, read with one copy to the host (one wait for
 // the device instead of one per value).
 std::vector<double> read_to_host(const std::vector<torch::Tensor>& scalars) {
@@ -95,6 +111,7 @@ struct SslTrainer::Impl {
   std::unique_ptr<kernels::Extractor> extractor;     // tables of the batch's images, cut here
   std::unique_ptr<CapturedPass> teacher_pass;        // ssl.cuda_graphs: the teacher's forward
   std::unique_ptr<CapturedPass> student_carry_pass;  // ssl.cuda_graphs + batched_glimpses
+  std::unique_ptr<BatchStager> stager;               // ssl.prefetch_to_device on a GPU
 
   Impl(const ssl::TrainerOptions& o, ssl::Collectives c)
       : options(o), collectives(std::move(c)), device(o.device) {
@@ -155,6 +172,8 @@ struct SslTrainer::Impl {
         student_carry_pass = std::make_unique<CapturedPass>(
             [this](const std::vector<torch::Tensor>& in) { return std::vector{carry_states(in)}; });
     }
+    if (options.prefetch_to_device && device.is_cuda())
+      stager = std::make_unique<BatchStager>(device);
     if (collectives.world_size > 1)
       buckets = std::make_unique<ssl::GradientBuckets>(
           student_bf16 ? student_bf16_params : student_params, student_params, collectives,
@@ -189,16 +208,17 @@ struct SslTrainer::Impl {
 
   // The five view sets of a batch on the device: uint8 pixels uploaded as they came (or
   // cut here from the shipped images), then augmented and normalised there.
+  // Staged by the step before (ssl.prefetch_to_device), or copied now.
   std::array<ssl::ViewTensors, 5> upload(const data::SslBatch& batch) {
-    const std::array<const data::PixelViews*, 5> sets = {
-        &batch.teacher_global, &batch.student_global, &batch.student_local, &batch.teacher_seq,
-        &batch.student_seq};
+    const std::array<const data::PixelViews*, 5> sets = view_sets(batch);
+    std::optional<std::array<ssl::ViewTensors, 5>> staged;
+    if (stager) staged = stager->take(batch);
     std::array<torch::Tensor, 5> cut;
     if (batch.cut_on_learner()) cut = cut_on_device(batch, sets);
     std::array<ssl::ViewTensors, 5> out;
     for (size_t i = 0; i < sets.size(); ++i) {
       const data::PixelViews& set = *sets[i];
-      const ssl::ViewTensors raw = ssl::to_tensors(set, device);
+      const ssl::ViewTensors raw = staged ? (*staged)[i] : ssl::to_tensors(set, device);
       out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
                                    set.pieces, options.pixel_mean, options.pixel_std),
                 raw.positions};
@@ -373,17 +393,26 @@ int64_t SslTrainer::step() const {
   return impl_->step;
 }
 
+bool SslTrainer::prefetches() const {
+  return impl_->options.prefetch_to_device;
+}
+
+void SslTrainer::forget_next() {
+  if (impl_->stager) impl_->stager->forget();
+}
+
 void SslTrainer::set_time_phases(bool enabled) {
   impl_->options.time_phases = enabled;
 }
 
-StepStats SslTrainer::train_step(const data::SslBatch& batch) {
+StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBatch* next) {
   Impl& m = *impl_;
   const auto start = std::chrono::steady_clock::now();
   const int64_t B = batch.batch_size;
   const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
 
   const std::array<ssl::ViewTensors, 5> views = m.upload(batch);
+  if (m.stager && next) m.stager->stage(*next);  // its copy overlaps this step
   const ssl::ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
                          &sseq = views[4];
 
@@ -409,7 +438,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch) {
   auto last = start;
   auto lap = [&] {
     if (!m.options.time_phases) return 0.0;
-    if (m.device.is_cuda()) torch::cuda::synchronize(m.device.index());
+    sync_current_stream(m.device);
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - last).count();
     last = now;

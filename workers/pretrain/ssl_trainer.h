@@ -69,8 +69,19 @@ class SslTrainer {
   SslTrainer(const SslTrainer&) = delete;
   SslTrainer& operator=(const SslTrainer&) = delete;
 
-  // One optimiser step on `batch` (this learner's share of the global batch).
-  StepStats train_step(const data::SslBatch& batch);
+  // One optimiser step on `batch` (this learner's share of the global batch). `next`, when
+  // known: the batch of the next train_step. A GPU learner with prefetches() copies it to
+  // the device while this step runs; it must then stay alive and unchanged until that
+  // step, or until forget_next().
+  StepStats train_step(const data::SslBatch& batch, const data::SslBatch* next = nullptr);
+
+  // TrainerOptions::prefetch_to_device: callers that can, pass train_step its next batch.
+  // (On a CPU learner nothing is copied ahead; the step is the same either way.)
+  bool prefetches() const;
+
+  // Drops the copy of a `next` batch that will not be stepped after all (a caller stopping
+  // before it), so that a later batch at the same address is not mistaken for it.
+  void forget_next();
 
   // Optimiser steps taken so far (the next train_step's schedule index).
   int64_t step() const;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
 
 #include "common/seconds_since.h"
 #include "workers/pretrain/knn_monitor.h"
@@ -23,14 +25,29 @@ TrainingLoopResult run_training_loop(SslTrainer& trainer, const TrainingLoopOpti
     hooks.report(0, nullptr, check.metrics(), check.summary());
   }
   const auto wall_start = Clock::now();
-  while (trainer.step() < options.total_steps) {
+  // With trainer.prefetches(), the loop reads one batch ahead so that the trainer copies it
+  // to the device during the step before; a batch read ahead and not stepped is forgotten
+  // however the loop ends (its data position is not taken: a resume reads it again).
+  std::optional<data::LoadedBatch> upcoming;
+  struct ForgetNext {  // declared after `upcoming`: runs before that batch is freed
+    SslTrainer& trainer;
+    ~ForgetNext() { trainer.forget_next(); }
+  } forget_next{trainer};
+  bool stopped = false;  // next_batch ended the loop while reading ahead
+  while (trainer.step() < options.total_steps && !stopped) {
     if (!hooks.keep_going()) break;
     const auto wait_start = Clock::now();
-    std::optional<data::LoadedBatch> loaded = hooks.next_batch();
+    std::optional<data::LoadedBatch> loaded = upcoming ? std::move(upcoming) : hooks.next_batch();
+    upcoming.reset();
+    if (loaded && trainer.prefetches() && trainer.step() + 1 < options.total_steps) {
+      upcoming = hooks.next_batch();
+      stopped = !upcoming;
+    }
     const double data_wait = seconds_since(wait_start);  // the trainer idle, waiting for data
     result.stall_seconds += data_wait;
     if (!loaded) break;
-    const StepStats s = trainer.train_step(*loaded->batch);
+    const StepStats s =
+        trainer.train_step(*loaded->batch, upcoming ? upcoming->batch.get() : nullptr);
     result.position = loaded->position;
     result.prep_seconds += loaded->prep_seconds;
     result.step_seconds += s.seconds;

@@ -52,6 +52,9 @@ struct TrainerOptions {
   // The teacher's forward (and with batched_glimpses the student's carried-state pass)
   // replayed as CUDA graphs (ssl.cuda_graphs): CUDA devices, fp32 or bf16-params only.
   bool cuda_graphs = false;
+  // The next step's batch copied to the device while a step runs (ssl.prefetch_to_device):
+  // CUDA devices; on a CPU the training loop still reads one batch ahead.
+  bool prefetch_to_device = false;
   // Per channel: the device normalises patches as (value / 255 - mean) / std.
   // One value per backbone channel.
   std::vector<float> pixel_mean, pixel_std;

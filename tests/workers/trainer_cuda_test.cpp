@@ -1,14 +1,20 @@
-// CUDA graphs of the trainer (ssl.cuda_graphs) on a real GPU: replays see fresh inputs and
-// weights updated in place, a change of shapes recaptures, and a trainer whose teacher runs
-// as a graph takes the same steps as one launching it kernel by kernel. Every test skips
-// itself without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
+// The trainer's GPU paths on a real GPU. CUDA graphs (ssl.cuda_graphs): replays see fresh
+// inputs and weights updated in place, a change of shapes recaptures, and a trainer whose
+// teacher runs as a graph takes the same steps as one launching it kernel by kernel. The
+// batch staged during the step before (ssl.prefetch_to_device) trains as the batch
+// uploaded by its own step, and a step waits for the device once. Every test skips itself
+// without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <iostream>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
 
 #include "dataloader/views.h"
 #include "tests/workers/small_ssl.h"
@@ -64,7 +70,8 @@ std::vector<data::SslBatch> batches() {
   return out;
 }
 
-ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool batched, bool graphs) {
+ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool batched, bool graphs,
+                                 bool prefetch = false) {
   ssl::TrainerOptions o = testing::small_ssl_trainer(10);
   o.backbone.layerscale_init = 0.1;  // blocks whose outputs differ from image to image
   o.koleo_weight = 0;
@@ -72,6 +79,8 @@ ssl::TrainerOptions tiny_trainer(ssl::Precision precision, bool batched, bool gr
   o.precision = precision;
   o.batched_glimpses = batched;
   o.cuda_graphs = graphs;
+  o.prefetch_to_device = prefetch;
+  o.time_phases = false;  // as bench step times the step; phases synchronise
   return o;
 }
 
@@ -97,6 +106,80 @@ TEST(CapturedPass, TheTrainersGraphsTrainAsTheirKernelsLaunchedOneByOne) {
         EXPECT_NEAR(b.grad_norm, a.grad_norm, 10 * tolerance * a.grad_norm) << "step " << step;
       }
     }
+  }
+}
+
+// Each step stages the next batch on a side stream while it runs; the step that takes it
+// must see exactly the bytes its own upload would have copied (the same losses: the same
+// kernels on the same inputs).
+TEST(BatchStager, AStagedBatchTrainsAsTheBatchUploadedByItsStep) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<data::SslBatch> data = batches();
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "with graphs" : "without graphs");
+    SslTrainer uploaded(tiny_trainer(ssl::Precision::kFp32, true, graphs)),
+        staged(tiny_trainer(ssl::Precision::kFp32, true, graphs, true));
+    for (int step = 0; step < 6; ++step) {
+      const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
+      const StepStats a = uploaded.train_step(batch),
+                      b = staged.train_step(batch, &data[static_cast<size_t>((step + 1) % 2)]);
+      EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
+      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+    }
+    staged.forget_next();
+  }
+}
+
+// Counts LibTorch's warnings of synchronising CUDA calls (sync debug mode "warn") on this
+// thread while it lives.
+class SyncCounter : public c10::WarningHandler {
+ public:
+  SyncCounter() : guard_(this) {
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+  }
+  ~SyncCounter() override {
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  }
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchroniz") != std::string::npos) ++syncs;
+  }
+  int syncs = 0;
+
+ private:
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
+
+// A step queues its work and waits for the device once, to read its figures: a wait in the
+// middle (a norm or a count read back, a plain copy of a host array) idles the device while
+// the host dispatches what follows.
+TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<data::SslBatch> data = batches();
+  for (const bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "prefetching" : "not prefetching");
+    SslTrainer trainer(tiny_trainer(ssl::Precision::kBf16Params, true, false, prefetch));
+    auto step = [&](int i) {
+      trainer.train_step(data[static_cast<size_t>(i % 2)],
+                         prefetch ? &data[static_cast<size_t>((i + 1) % 2)] : nullptr);
+    };
+    for (int i = 0; i < 3; ++i) step(i);  // plans and workspaces settle
+    int syncs = 0;
+    {
+      SyncCounter counter;
+      for (int i = 3; i < 5; ++i) step(i);
+      syncs = counter.syncs;
+    }
+    EXPECT_EQ(syncs, 2) << "two steps, one read of their figures each";
+    if (syncs > 2) {  // where the first one is: sync debug mode "error" throws there
+      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+      try {
+        step(5);
+      } catch (const c10::Error& e) {
+        std::cerr << "first synchronising call of a step: " << e.what() << "\n";
+      }
+      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+    }
+    trainer.forget_next();
   }
 }
 
