@@ -12,9 +12,9 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <optional>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>

@@ -149,8 +149,9 @@ std::optional<std::array<ssl::ViewTensors, 5>> BatchStager::take(const data::Ssl
     const data::PixelViews& set = *sets[i];
     if (set.boxes.empty())
       out[i].patches =
-          staged.buffer.narrow(0, static_cast<int64_t>(staged.pixels_at[i]),
-                               static_cast<int64_t>(set.pixels.size()))
+          staged.buffer
+              .narrow(0, static_cast<int64_t>(staged.pixels_at[i]),
+                      static_cast<int64_t>(set.pixels.size()))
               .view({set.views, set.tokens, set.channels, set.patch_size, set.patch_size});
     out[i].positions = staged.buffer
                            .narrow(0, static_cast<int64_t>(staged.positions_at[i]),

@@ -206,9 +206,9 @@ struct SslTrainer::Impl {
     }
   }
 
-  // The five view sets of a batch on the device: uint8 pixels uploaded as they came (or
-  // cut here from the shipped images), then augmented and normalised there.
-  // Staged by the step before (ssl.prefetch_to_device), or copied now.
+  // The five view sets of a batch on the device: uint8 pixels uploaded as they came (staged
+  // during the step before with ssl.prefetch_to_device, else copied now) or cut here from
+  // the shipped images, then augmented and normalised there.
   std::array<ssl::ViewTensors, 5> upload(const data::SslBatch& batch) {
     const std::array<const data::PixelViews*, 5> sets = view_sets(batch);
     std::optional<std::array<ssl::ViewTensors, 5>> staged;
@@ -511,10 +511,9 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
   stats.phases.update = lap();
   const ssl::TargetStats target_stats = ssl::target_stats(targets);
   // The step's one wait for the device: its figures, read together.
-  const std::vector<double> figures =
-      read_to_host({parts.loss, parts.dino, parts.koleo, parts.global, parts.local,
-                    parts.sequential, grad_norm, target_stats.mean_entropy,
-                    target_stats.prototypes_used});
+  const std::vector<double> figures = read_to_host(
+      {parts.loss, parts.dino, parts.koleo, parts.global, parts.local, parts.sequential, grad_norm,
+       target_stats.mean_entropy, target_stats.prototypes_used});
   stats.loss = figures[0];
   stats.dino = figures[1];
   stats.koleo = figures[2];
