@@ -220,6 +220,10 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
     if (text != "config" && variants.back().cuda_graphs && !device.is_cuda())
       throw std::invalid_argument("--variants " + text +
                                   ": CUDA graphs (ssl.cuda_graphs) need --device cuda");
+    if (text != "config" && variants.back().prefetch && !device.is_cuda())
+      throw std::invalid_argument(
+          "--variants " + text +
+          ": prefetch (ssl.prefetch_to_device) stages batches to a GPU, needs --device cuda");
   }
   const int64_t steps_per_epoch =
       config.ssl.steps_per_epoch > 0 ? config.ssl.steps_per_epoch : 1000;

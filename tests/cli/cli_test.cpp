@@ -250,6 +250,13 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
                                    "--device cuda"),
             std::string::npos)
       << graphs_on_cpu.err;
+  const auto prefetch_on_cpu = saccade(
+      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "fp32+prefetch"});
+  EXPECT_NE(prefetch_on_cpu.exit_code, 0);
+  EXPECT_NE(prefetch_on_cpu.err.find("--variants fp32+prefetch: prefetch (ssl.prefetch_to_device) "
+                                     "stages batches to a GPU, needs --device cuda"),
+            std::string::npos)
+      << prefetch_on_cpu.err;
 }
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and
