@@ -3,6 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -243,20 +246,17 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
       {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
-  const auto graphs_on_cpu = saccade(
-      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "fp32+graphs"});
-  EXPECT_NE(graphs_on_cpu.exit_code, 0);
-  EXPECT_NE(graphs_on_cpu.err.find("--variants fp32+graphs: CUDA graphs (ssl.cuda_graphs) need "
-                                   "--device cuda"),
-            std::string::npos)
-      << graphs_on_cpu.err;
-  const auto prefetch_on_cpu = saccade(
-      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "fp32+prefetch"});
-  EXPECT_NE(prefetch_on_cpu.exit_code, 0);
-  EXPECT_NE(prefetch_on_cpu.err.find("--variants fp32+prefetch: prefetch (ssl.prefetch_to_device) "
-                                     "stages batches to a GPU, needs --device cuda"),
-            std::string::npos)
-      << prefetch_on_cpu.err;
+  // Levers that only a GPU has are refused on a CPU, naming the variant and the lever.
+  for (const auto& [variant, why] : std::vector<std::pair<std::string, std::string>>{
+           {"fp32+graphs", "CUDA graphs (ssl.cuda_graphs) need --device cuda"},
+           {"fp32+prefetch",
+            "prefetch (ssl.prefetch_to_device) stages batches to a GPU, needs --device cuda"}}) {
+    const auto on_cpu =
+        saccade({"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", variant});
+    EXPECT_NE(on_cpu.exit_code, 0) << variant;
+    EXPECT_NE(on_cpu.err.find("--variants " + variant + ": " + why), std::string::npos)
+        << on_cpu.err;
+  }
 }
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and
