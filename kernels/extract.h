@@ -33,6 +33,10 @@ inline constexpr float kMaxCropCoordinate = 1e9f;
 // batch of `num_images`; or when patch_size is not in [1, kMaxPatchSize].
 void validate_crops(std::span<const CropBox> boxes, int num_images, int patch_size);
 
+// Throws std::invalid_argument naming `images[i].<field>` when an image of a batch is
+// invalid (validate_image) or its channel count differs from images[0]'s.
+void validate_images(std::span<const ImageView> images);
+
 // Box filter, nearest rounding of borders: cell k of a crop spans pixels
 // [b_k, max(b_{k+1}, b_k + 1)) with b_k = floor(x0 + ((x1 - x0) / P) * k + 0.5) (and the
 // same along y); so a crop narrower than P pixels upsamples by nearest neighbour.
@@ -69,6 +73,17 @@ class Extractor {
   // it), skipping a copy back to the host. Synchronous: the patches are there on return.
   virtual void extract_to_device(std::span<const CropBox> boxes, int patch_size,
                                  float* out_device) = 0;
+  // The tables of `images` and the cut of `boxes` into `out_device` ([N, C, P, P]), for a
+  // caller whose images already lie in this backend's memory (device pointers for kCuda,
+  // rows packed: row_stride 0 or width * channels; host memory for kCpu). kCuda queues all
+  // of it on `stream`, a cudaStream_t of this extractor's device (nullptr: the legacy
+  // default stream), and returns without waiting for the device: the images and
+  // `out_device` must stay valid until the stream has run it. Calls are ordered among
+  // themselves whatever their streams. kCpu does the work before returning (`stream`
+  // unused). Replaces the batch of set_images. Throws std::invalid_argument as set_images
+  // and extract do, before anything is queued.
+  virtual void extract_queued(std::span<const ImageView> images, std::span<const CropBox> boxes,
+                              int patch_size, float* out_device, void* stream) = 0;
 };
 
 struct ExtractorOptions {

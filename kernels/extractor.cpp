@@ -20,13 +20,7 @@ class CpuExtractor final : public Extractor {
   Backend backend() const override { return Backend::kCpu; }
 
   void set_images(std::span<const ImageView> images) override {
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      validate_image(images[i], ("images[" + std::to_string(i) + "]").c_str());
-      if (images[i].channels != images[0].channels)
-        throw std::invalid_argument("images[" + std::to_string(i) +
-                                    "].channels must equal images[0].channels (" +
-                                    std::to_string(images[0].channels) + ")");
-    }
+    validate_images(images);
     if (tables_.size() < images.size()) tables_.resize(images.size());
     for (std::size_t i = 0; i < images.size(); ++i) tables_[i].rebuild(images[i], num_threads_);
     num_images_ = static_cast<int>(images.size());
@@ -44,6 +38,13 @@ class CpuExtractor final : public Extractor {
     extract(boxes, patch_size, out);
   }
 
+  void extract_queued(std::span<const ImageView> images, std::span<const CropBox> boxes,
+                      int patch_size, float* out, void* /*stream*/) override {
+    validate_crops(boxes, static_cast<int>(images.size()), patch_size);
+    set_images(images);
+    extract(boxes, patch_size, out);
+  }
+
  private:
   int num_threads_;
   std::vector<IntegralImage> tables_;  // owned; storage reused across batches
@@ -51,6 +52,16 @@ class CpuExtractor final : public Extractor {
 };
 
 }  // namespace
+
+void validate_images(std::span<const ImageView> images) {
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    validate_image(images[i], ("images[" + std::to_string(i) + "]").c_str());
+    if (images[i].channels != images[0].channels)
+      throw std::invalid_argument("images[" + std::to_string(i) +
+                                  "].channels must equal images[0].channels (" +
+                                  std::to_string(images[0].channels) + ")");
+  }
+}
 
 bool cuda_backend_compiled() {
 #ifdef SACCADE_KERNELS_CUDA

@@ -55,14 +55,44 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
+// Page-locked host buffer that only grows; owns its allocation. Copies from it are truly
+// asynchronous (from pageable memory the driver may wait for the stream).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+    check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    size_ = bytes;
+  }
+  char* data() const { return static_cast<char*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 class CudaExtractorImpl final : public Extractor {
  public:
   explicit CudaExtractorImpl(int device) : device_(device) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&queued_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaExtractorImpl() override {
     cudaSetDevice(device_);
+    if (queued_) cudaEventSynchronize(queued_done_);  // the buffers go with this object
+    cudaEventDestroy(staging_read_);
+    cudaEventDestroy(queued_done_);
     cudaStreamDestroy(stream_);
   }
 
@@ -71,17 +101,25 @@ class CudaExtractorImpl final : public Extractor {
   int channels() const override { return channels_; }
 
   void set_images(std::span<const ImageView> images) override {
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      validate_image(images[i], ("images[" + std::to_string(i) + "]").c_str());
-      if (images[i].channels != images[0].channels)
-        throw std::invalid_argument("images[" + std::to_string(i) +
-                                    "].channels must equal images[0].channels");
-    }
+    validate_images(images);
     check(cudaSetDevice(device_), "cudaSetDevice");
+    wait_for_queued();
     if (tables_.size() < images.size()) tables_.resize(images.size());
     descs_.clear();
     channels_ = images.empty() ? 0 : images[0].channels;
-    for (std::size_t i = 0; i < images.size(); ++i) descs_.push_back(build(images[i], &tables_[i]));
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      Table& t = tables_[i];
+      const ImageView& view = images[i];
+      const int w = view.width, h = view.height, c = view.channels;
+      t.image.reserve(static_cast<std::size_t>(h) * w * c);
+      const std::size_t src_stride =
+          view.row_stride ? view.row_stride : static_cast<std::size_t>(w) * c;
+      check(cudaMemcpy2DAsync(t.image.as<void>(), static_cast<std::size_t>(w) * c, view.data,
+                              src_stride, static_cast<std::size_t>(w) * c, h,
+                              cudaMemcpyHostToDevice, stream_),
+            "upload image");
+      descs_.push_back(build(t.image.as<std::uint8_t>(), h, w, c, &t, stream_));
+    }
     table_descs_.reserve(descs_.size() * sizeof(detail::DeviceTable) + 1);
     check(cudaMemcpyAsync(table_descs_.as<void>(), descs_.data(),
                           descs_.size() * sizeof(detail::DeviceTable), cudaMemcpyHostToDevice,
@@ -92,6 +130,7 @@ class CudaExtractorImpl final : public Extractor {
 
   void extract(std::span<const CropBox> boxes, int patch_size, float* out) override {
     validate_crops(boxes, num_images(), patch_size);
+    wait_for_queued();
     if (boxes.empty()) return;
     if (out == nullptr) throw std::invalid_argument("out must not be null");
     const std::size_t bytes = boxes.size() * channels_ * patch_size * patch_size * sizeof(float);
@@ -107,8 +146,63 @@ class CudaExtractorImpl final : public Extractor {
     validate_crops(boxes, num_images(), patch_size);
     if (boxes.empty()) return;
     if (out_device == nullptr) throw std::invalid_argument("out_device must not be null");
+    wait_for_queued();
     launch(boxes, patch_size, out_device);
     check(cudaStreamSynchronize(stream_), "extract");
+  }
+
+  void extract_queued(std::span<const ImageView> images, std::span<const CropBox> boxes,
+                      int patch_size, float* out_device, void* stream_handle) override {
+    validate_images(images);
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      const ImageView& v = images[i];
+      if (v.row_stride != 0 && v.row_stride != static_cast<std::ptrdiff_t>(v.width) * v.channels)
+        throw std::invalid_argument("images[" + std::to_string(i) +
+                                    "].row_stride must be 0 or width * channels (" +
+                                    std::to_string(v.width * v.channels) + ") on the device, got " +
+                                    std::to_string(v.row_stride));
+    }
+    validate_crops(boxes, static_cast<int>(images.size()), patch_size);
+    if (!boxes.empty() && out_device == nullptr)
+      throw std::invalid_argument("out_device must not be null");
+    const auto stream = static_cast<cudaStream_t>(stream_handle);
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    // The tables and buffers are reused: work queued before on another stream must be done
+    // with them first, on the device. (The synchronous calls finish before they return.)
+    if (queued_ && queued_stream_ != stream)
+      check(cudaStreamWaitEvent(stream, queued_done_, 0), "wait for the previous cut");
+    if (tables_.size() < images.size()) tables_.resize(images.size());
+    descs_.clear();
+    channels_ = images.empty() ? 0 : images[0].channels;
+    for (std::size_t i = 0; i < images.size(); ++i)
+      descs_.push_back(
+          build(images[i].data, images[i].height, images[i].width, channels_, &tables_[i], stream));
+    // The descriptors and boxes travel through page-locked memory, which the previous call's
+    // copies may still be reading: they were queued a batch ago, so this rarely waits.
+    const std::size_t desc_bytes = descs_.size() * sizeof(detail::DeviceTable);
+    const std::size_t desc_at = (boxes.size_bytes() + 63) / 64 * 64;
+    if (queued_) check(cudaEventSynchronize(staging_read_), "previous upload");
+    staging_.reserve(desc_at + desc_bytes + 1);
+    if (!boxes.empty()) std::memcpy(staging_.data(), boxes.data(), boxes.size_bytes());
+    if (desc_bytes > 0) std::memcpy(staging_.data() + desc_at, descs_.data(), desc_bytes);
+    table_descs_.reserve(desc_bytes + 1);
+    boxes_.reserve(boxes.size_bytes() + 1);
+    check(cudaMemcpyAsync(table_descs_.as<void>(), staging_.data() + desc_at, desc_bytes,
+                          cudaMemcpyHostToDevice, stream),
+          "copy table descriptors");
+    check(cudaMemcpyAsync(boxes_.as<void>(), staging_.data(), boxes.size_bytes(),
+                          cudaMemcpyHostToDevice, stream),
+          "upload boxes");
+    check(cudaEventRecord(staging_read_, stream), "record the upload");
+    if (!boxes.empty()) {
+      detail::launch_extract(table_descs_.as<detail::DeviceTable>(), boxes_.as<detail::DeviceBox>(),
+                             static_cast<int>(boxes.size()), patch_size, channels_, out_device,
+                             stream);
+      check(cudaGetLastError(), "extract launch");
+    }
+    check(cudaEventRecord(queued_done_, stream), "record the cut");
+    queued_ = true;
+    queued_stream_ = stream;
   }
 
  private:
@@ -116,22 +210,23 @@ class CudaExtractorImpl final : public Extractor {
     DeviceBuffer data, image, scratch;  // owned, reused across batches
   };
 
-  detail::DeviceTable build(const ImageView& view, Table* t) {
-    const int C = view.channels, h = view.height, w = view.width;
-    const std::size_t src_stride =
-        view.row_stride ? view.row_stride : static_cast<std::size_t>(w) * C;
+  // Queues the table of a packed device image (rows of w * C bytes) into `t` on `stream`.
+  detail::DeviceTable build(const std::uint8_t* image, int h, int w, int C, Table* t,
+                            cudaStream_t stream) {
     const long long stride = detail::table_stride(w, C);
     t->data.reserve(static_cast<std::size_t>(h + 1) * stride * sizeof(std::uint32_t));
-    t->image.reserve(static_cast<std::size_t>(h) * w * C);
     t->scratch.reserve(detail::table_scratch_entries(h, w, C) * sizeof(std::uint32_t));
-    check(cudaMemcpy2DAsync(t->image.as<void>(), static_cast<std::size_t>(w) * C, view.data,
-                            src_stride, static_cast<std::size_t>(w) * C, h, cudaMemcpyHostToDevice,
-                            stream_),
-          "upload image");
-    detail::launch_build_table(t->image.as<std::uint8_t>(), h, w, C, t->data.as<std::uint32_t>(),
-                               stride, t->scratch.as<std::uint32_t>(), stream_);
+    detail::launch_build_table(image, h, w, C, t->data.as<std::uint32_t>(), stride,
+                               t->scratch.as<std::uint32_t>(), stream);
     check(cudaGetLastError(), "table build launch");
     return {t->data.as<std::uint32_t>(), stride, h, w};
+  }
+
+  // Before the synchronous calls reuse the buffers: the queued work must be done with them.
+  void wait_for_queued() {
+    if (!queued_) return;
+    check(cudaEventSynchronize(queued_done_), "queued extraction");
+    queued_ = false;
   }
 
   void launch(std::span<const CropBox> boxes, int p, float* out_device) {
@@ -151,6 +246,11 @@ class CudaExtractorImpl final : public Extractor {
   std::vector<Table> tables_;               // device tables, reused across batches
   std::vector<detail::DeviceTable> descs_;  // descriptors of the current batch
   DeviceBuffer table_descs_, boxes_, output_;
+  PinnedBuffer staging_;                // boxes and descriptors of extract_queued
+  cudaEvent_t staging_read_ = nullptr;  // the last extract_queued's copies out of staging_
+  cudaEvent_t queued_done_ = nullptr;   // the last extract_queued's work
+  cudaStream_t queued_stream_ = nullptr;
+  bool queued_ = false;  // extract_queued ran since the last synchronous call
 };
 
 }  // namespace

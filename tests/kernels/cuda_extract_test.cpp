@@ -1,5 +1,6 @@
 // CUDA backend against the CPU backend: bit-identical patches (same uint32 table,
 // same rounding and float formula). Every test skips when no device is present.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -64,6 +65,66 @@ TEST(CudaExtract, LargeImageWrapsAndStaysExact) {
   std::vector<TestImage> imgs = {make_image(4500, 4500, 3, 4, 2)};  // all 255: table wraps
   std::vector<CropBox> boxes = {{0, 0, 4500, 4500, 0}, {4000, 4000, 4600, 4600, 0}};
   for (int p : {1, 2, 16}) expect_same_as_cpu(imgs, boxes, p);
+}
+
+// Queued on caller streams, from images in device memory: two batches on two streams back
+// to back (the second rebuilds the tables the first cut reads, on another stream), then a
+// synchronous call; every patch bit-identical to the CPU backend's.
+TEST(CudaExtract, QueuedCutsOnTheCallersStreamsMatchCpuExactly) {
+  SKIP_WITHOUT_DEVICE();
+  auto gpu = cuda::make_cuda_extractor(0);
+  auto cpu = make_extractor({Backend::kCpu, 2, 0});
+  const std::vector<std::vector<TestImage>> batches = {
+      {make_image(333, 517, 3, 1, 1), make_image(1000, 77, 3, 2, 0)},
+      {make_image(480, 640, 3, 5, 3), make_image(64, 64, 3, 6, 1), make_image(200, 300, 3, 7, 0)}};
+  cudaStream_t streams[2];
+  for (cudaStream_t& s : streams) ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  const int p = 16;
+  std::vector<void*> device_memory;
+  std::vector<float*> outs;
+  std::vector<std::vector<CropBox>> boxes;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    std::vector<ImageView> views;
+    for (const TestImage& img : batches[k]) {
+      const size_t bytes = img.pixels.size();  // packed rows: make_image without padding
+      void* d = nullptr;
+      ASSERT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+      device_memory.push_back(d);
+      ASSERT_EQ(cudaMemcpy(d, img.pixels.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      views.push_back({static_cast<const std::uint8_t*>(d), img.height, img.width, 3, 0});
+    }
+    const int n_images = static_cast<int>(batches[k].size());
+    boxes.push_back(random_boxes(3000, n_images, 300, 300, 10 + k));
+    void* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&out, boxes[k].size() * 3 * p * p * sizeof(float)), cudaSuccess);
+    device_memory.push_back(out);
+    outs.push_back(static_cast<float*>(out));
+    gpu->extract_queued(views, boxes[k], p, outs[k], streams[k]);
+  }
+  for (size_t k = 0; k < batches.size(); ++k) {
+    std::vector<float> got(boxes[k].size() * 3 * p * p), want(got.size());
+    ASSERT_EQ(cudaStreamSynchronize(streams[k]), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), outs[k], got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::vector<ImageView> host;
+    for (const TestImage& img : batches[k]) host.push_back(img.view());
+    cpu->set_images(host);
+    cpu->extract(boxes[k], p, want.data());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << "batch " << k << " element " << i;
+  }
+  // A synchronous call after queued ones cuts its own batch.
+  std::vector<ImageView> host;
+  for (const TestImage& img : batches[0]) host.push_back(img.view());
+  const std::vector<CropBox> last = random_boxes(500, 2, 333, 517, 3);
+  std::vector<float> got(last.size() * 3 * 5 * 5), want(got.size());
+  gpu->set_images(host);
+  gpu->extract(last, 5, got.data());
+  cpu->set_images(host);
+  cpu->extract(last, 5, want.data());
+  EXPECT_EQ(got, want);
+  for (void* d : device_memory) cudaFree(d);
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
 }
 
 TEST(CudaExtract, ExtractToDeviceAndBadInput) {

@@ -311,6 +311,31 @@ TEST(Extract, ExtractorInterfaceCpuBackend) {
   }
 }
 
+// The queued call takes its own batch: it replaces the batch of set_images, cuts what
+// set_images + extract cut, and refuses a box of an image it was not given before any work.
+TEST(Extract, QueuedExtractionReplacesTheBatchAndCutsTheSame) {
+  auto ex = make_extractor({Backend::kCpu, 2, 0});
+  const TestImage a = make_image(40, 64, 3, 3, 1), b = make_image(50, 30, 3, 4, 0);
+  const ImageView first[] = {a.view()}, second[] = {b.view(), a.view()};
+  ex->set_images(first);
+  const std::vector<CropBox> boxes = {{0, 0, 16, 16, 1}, {-3, 2, 20, 40, 0}, {5, 5, 9, 7, 0}};
+  std::vector<float> queued(boxes.size() * 3 * 8 * 8, -1.0f), direct(queued.size(), -2.0f);
+  ex->extract_queued(second, boxes, 8, queued.data(), nullptr);
+  EXPECT_EQ(ex->num_images(), 2);
+  auto fresh = make_extractor({Backend::kCpu, 1, 0});
+  fresh->set_images(second);
+  fresh->extract(boxes, 8, direct.data());
+  EXPECT_EQ(queued, direct);
+  const std::vector<CropBox> beyond = {{0, 0, 4, 4, 2}};
+  try {
+    ex->extract_queued(second, beyond, 8, queued.data(), nullptr);
+    ADD_FAILURE() << "a box of a third image was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("boxes[0].image"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ex->num_images(), 2) << "a refused call must leave the batch as it was";
+}
+
 std::string error_of(const std::vector<CropBox>& boxes, int p, int num_images = 1) {
   const TestImage img = make_image(10, 10, 3, 1, 1);
   std::vector<IntegralImage> t;

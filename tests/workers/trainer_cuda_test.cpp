@@ -2,7 +2,8 @@
 // inputs and weights updated in place, a change of shapes recaptures, and a trainer whose
 // teacher runs as a graph takes the same steps as one launching it kernel by kernel. The
 // batch staged during the step before (ssl.prefetch_to_device) trains as the batch
-// uploaded by its own step, and a step waits for the device once. Every test skips itself
+// uploaded by its own step, views cut on the GPU train as the data plane's patches, and a
+// step waits for the device once, whoever cuts. Every test skips itself
 // without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -54,9 +55,12 @@ TEST(CapturedPass, ReplaysFreshInputsAndWeightsUpdatedInPlace) {
 }
 
 // Two batches of noise images cut with small views, alternated so that a replay reading the
-// previous batch's teacher views would show in the losses.
-std::vector<data::SslBatch> batches() {
-  const data::ViewOptions v = testing::small_ssl_views();
+// previous batch's teacher views would show in the losses. `learner_cuts`: the same views
+// shipped as images and boxes, for the learner to cut (views.cut_on = "learner").
+std::vector<data::SslBatch> batches(bool learner_cuts = false) {
+  data::ViewOptions v = testing::small_ssl_views();
+  v.cut_on_learner = learner_cuts;
+  v.ship_max_side = 4096;
   std::vector<data::SslBatch> out(2);
   cv::RNG rng(11);
   for (size_t k = 0; k < out.size(); ++k) {
@@ -130,6 +134,28 @@ TEST(BatchStager, AStagedBatchTrainsAsTheBatchUploadedByItsStep) {
   }
 }
 
+// views.cut_on = "learner" on a GPU: the images staged to the device and cut there by the
+// CUDA extractor, queued on the step's stream, give the step the bytes the data plane cuts
+// (bit-identical patches: the same losses), with and without the next batch staged ahead.
+TEST(SslTrainer, CuttingOnTheGpuTrainsAsThePatchesTheDataPlaneCuts) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<data::SslBatch> patches = batches(), images = batches(true);
+  ASSERT_TRUE(images[0].cut_on_learner());
+  for (const bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "prefetching" : "not prefetching");
+    SslTrainer shipped(tiny_trainer(ssl::Precision::kFp32, true, false)),
+        cut(tiny_trainer(ssl::Precision::kFp32, true, false, prefetch));
+    for (int step = 0; step < 6; ++step) {
+      const size_t k = static_cast<size_t>(step % 2), next = static_cast<size_t>((step + 1) % 2);
+      const StepStats a = shipped.train_step(patches[k]),
+                      b = cut.train_step(images[k], prefetch ? &images[next] : nullptr);
+      EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
+      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+    }
+    cut.forget_next();
+  }
+}
+
 // Counts LibTorch's warnings of synchronising CUDA calls (sync debug mode "warn") on this
 // thread while it lives.
 class SyncCounter : public c10::WarningHandler {
@@ -154,33 +180,35 @@ class SyncCounter : public c10::WarningHandler {
 // the host dispatches what follows.
 TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
   SKIP_WITHOUT_CUDA();
-  const std::vector<data::SslBatch> data = batches();
-  for (const bool prefetch : {false, true}) {
-    SCOPED_TRACE(prefetch ? "prefetching" : "not prefetching");
-    SslTrainer trainer(tiny_trainer(ssl::Precision::kBf16Params, true, false, prefetch));
-    auto step = [&](int i) {
-      trainer.train_step(data[static_cast<size_t>(i % 2)],
-                         prefetch ? &data[static_cast<size_t>((i + 1) % 2)] : nullptr);
-    };
-    for (int i = 0; i < 3; ++i) step(i);  // plans and workspaces settle
-    int syncs = 0;
-    {
-      SyncCounter counter;
-      for (int i = 3; i < 5; ++i) step(i);
-      syncs = counter.syncs;
-    }
-    EXPECT_EQ(syncs, 2) << "two steps, one read of their figures each";
-    if (syncs > 2) {  // where the first one is: sync debug mode "error" throws there
-      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
-      try {
-        step(5);
-      } catch (const c10::Error& e) {
-        std::cerr << "first synchronising call of a step: " << e.what() << "\n";
+  for (const bool prefetch : {false, true})
+    for (const bool learner_cuts : {false, true}) {
+      SCOPED_TRACE(std::string(prefetch ? "prefetching" : "not prefetching") +
+                   (learner_cuts ? ", cutting the views" : ""));
+      const std::vector<data::SslBatch> data = batches(learner_cuts);
+      SslTrainer trainer(tiny_trainer(ssl::Precision::kBf16Params, true, false, prefetch));
+      auto step = [&](int i) {
+        trainer.train_step(data[static_cast<size_t>(i % 2)],
+                           prefetch ? &data[static_cast<size_t>((i + 1) % 2)] : nullptr);
+      };
+      for (int i = 0; i < 3; ++i) step(i);  // plans and workspaces settle
+      int syncs = 0;
+      {
+        SyncCounter counter;
+        for (int i = 3; i < 5; ++i) step(i);
+        syncs = counter.syncs;
       }
-      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+      EXPECT_EQ(syncs, 2) << "two steps, one read of their figures each";
+      if (syncs > 2) {  // where the first one is: sync debug mode "error" throws there
+        c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+        try {
+          step(5);
+        } catch (const c10::Error& e) {
+          std::cerr << "first synchronising call of a step: " << e.what() << "\n";
+        }
+        c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+      }
+      trainer.forget_next();
     }
-    trainer.forget_next();
-  }
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ struct Staged {
   at::Tensor buffer;
   std::shared_ptr<at::cuda::CUDAEvent> copied;
   std::array<size_t, 5> pixels_at{}, positions_at{};
+  std::vector<size_t> images_at;
 };
 
 namespace {
@@ -88,6 +89,8 @@ Staged stage_now(const data::SslBatch& batch, const torch::Device& device) {
     if (set.boxes.empty()) out.pixels_at[i] = place(set.pixels.data(), set.pixels.size());
     out.positions_at[i] = place(set.positions.data(), set.positions.size() * sizeof(float));
   }
+  for (const data::ShippedImage& image : batch.images)
+    out.images_at.push_back(place(image.pixels.data(), image.pixels.size()));
   const at::Tensor host = at::empty({static_cast<int64_t>(std::max<size_t>(total, 1))},
                                     at::TensorOptions().dtype(at::kByte).pinned_memory(true));
   copy_pieces(pieces, host.data_ptr<uint8_t>());
@@ -134,7 +137,12 @@ void BatchStager::forget() {
   }
 }
 
-std::optional<std::array<ssl::ViewTensors, 5>> BatchStager::take(const data::SslBatch& batch) {
+void* current_stream(const torch::Device& device) {
+  if (!device.is_cuda()) return nullptr;
+  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+}
+
+std::optional<StagedBatch> BatchStager::take(const data::SslBatch& batch) {
   if (!impl_->pending.valid()) return std::nullopt;
   const bool ours = impl_->staged == &batch;
   impl_->staged = nullptr;
@@ -143,21 +151,29 @@ std::optional<std::array<ssl::ViewTensors, 5>> BatchStager::take(const data::Ssl
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(impl_->device.index());
   staged.copied->block(current);         // the step's kernels start after the copy
   staged.buffer.record_stream(current);  // and its memory is not reused before they end
-  std::array<ssl::ViewTensors, 5> out;
+  StagedBatch out;
   const auto sets = view_sets(batch);
+  const int64_t channels = sets[0]->channels;
+  for (size_t i = 0; i < batch.images.size(); ++i) {
+    const data::ShippedImage& image = batch.images[i];
+    out.images.push_back(staged.buffer
+                             .narrow(0, static_cast<int64_t>(staged.images_at[i]),
+                                     int64_t{image.height} * image.width * channels)
+                             .view({image.height, image.width, channels}));
+  }
   for (size_t i = 0; i < sets.size(); ++i) {
     const data::PixelViews& set = *sets[i];
     if (set.boxes.empty())
-      out[i].patches =
+      out.views[i].patches =
           staged.buffer
               .narrow(0, static_cast<int64_t>(staged.pixels_at[i]),
                       static_cast<int64_t>(set.pixels.size()))
               .view({set.views, set.tokens, set.channels, set.patch_size, set.patch_size});
-    out[i].positions = staged.buffer
-                           .narrow(0, static_cast<int64_t>(staged.positions_at[i]),
-                                   static_cast<int64_t>(set.positions.size() * sizeof(float)))
-                           .view(torch::kFloat)
-                           .view({set.views, set.tokens, 3});
+    out.views[i].positions = staged.buffer
+                                 .narrow(0, static_cast<int64_t>(staged.positions_at[i]),
+                                         static_cast<int64_t>(set.positions.size() * sizeof(float)))
+                                 .view(torch::kFloat)
+                                 .view({set.views, set.tokens, 3});
   }
   return out;
 }
@@ -177,8 +193,15 @@ void BatchStager::stage(const data::SslBatch&) {}
 
 void BatchStager::forget() {}
 
-std::optional<std::array<ssl::ViewTensors, 5>> BatchStager::take(const data::SslBatch&) {
+std::optional<StagedBatch> BatchStager::take(const data::SslBatch&) {
   return std::nullopt;
+}
+
+void* current_stream(const torch::Device& device) {
+  if (device.is_cuda())
+    throw std::invalid_argument("current_stream: this build's LibTorch has no CUDA (device " +
+                                device.str() + ")");
+  return nullptr;
 }
 
 #endif

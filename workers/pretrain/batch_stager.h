@@ -6,13 +6,15 @@
 // at batch 256 on an H200 when patches travelled as fp32: docs/model.md).
 //
 // It stages what the step uploads of every view set: the uint8 patches (none when the
-// learner cuts the views) and the positions. Images shipped for the learner to cut go
-// through the extractor, as without staging.
+// learner cuts the views) and the positions, and the images shipped for the learner to cut.
+// A learner that cuts on a GPU stages each batch even without prefetching (staged and taken
+// at once), so that the cut is queued without a wait.
 #pragma once
 
 #include <array>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "dataloader/views.h"
 #include "workers/ssl/view_tensors.h"
@@ -22,6 +24,16 @@ namespace saccade::pretrain {
 // A batch's five view sets in the order the step uses them: teacher global, student
 // global, student local, teacher sequential, student sequential.
 std::array<const data::PixelViews*, 5> view_sets(const data::SslBatch& batch);
+
+// The current CUDA stream of `device` as an opaque cudaStream_t (what kernels::Extractor's
+// queued calls take); nullptr on a CPU.
+void* current_stream(const torch::Device& device);
+
+// A batch on the device, ready on the current stream once the work queued on it reaches it.
+struct StagedBatch {
+  std::array<ssl::ViewTensors, 5> views;  // per view set; patches undefined when the learner cuts
+  std::vector<torch::Tensor> images;      // the shipped images, uint8 [H, W, C], when it cuts
+};
 
 class BatchStager {
  public:
@@ -35,10 +47,9 @@ class BatchStager {
   // `batch` must stay alive and unchanged until take(batch) or the next stage().
   void stage(const data::SslBatch& batch);
 
-  // The staged tensors of `batch`, one ViewTensors per view set (patches undefined when the
-  // learner cuts), ready on the current stream once the work queued on it reaches them;
-  // nullopt when `batch` is not the batch staged. Rethrows an error of the staging.
-  std::optional<std::array<ssl::ViewTensors, 5>> take(const data::SslBatch& batch);
+  // The staged tensors of `batch`; nullopt when `batch` is not the batch staged. Rethrows an
+  // error of the staging.
+  std::optional<StagedBatch> take(const data::SslBatch& batch);
 
   // Drops the batch staged, if any (waiting for its host copy, which reads the batch).
   void forget();

@@ -111,7 +111,8 @@ struct SslTrainer::Impl {
   std::unique_ptr<kernels::Extractor> extractor;     // tables of the batch's images, cut here
   std::unique_ptr<CapturedPass> teacher_pass;        // ssl.cuda_graphs: the teacher's forward
   std::unique_ptr<CapturedPass> student_carry_pass;  // ssl.cuda_graphs + batched_glimpses
-  std::unique_ptr<BatchStager> stager;               // ssl.prefetch_to_device on a GPU
+  // ssl.prefetch_to_device on a GPU, or a GPU learner that cuts views (made at its first cut)
+  std::unique_ptr<BatchStager> stager;
 
   Impl(const ssl::TrainerOptions& o, ssl::Collectives c)
       : options(o), collectives(std::move(c)), device(o.device) {
@@ -211,14 +212,22 @@ struct SslTrainer::Impl {
   // the shipped images, then augmented and normalised there.
   std::array<ssl::ViewTensors, 5> upload(const data::SslBatch& batch) {
     const std::array<const data::PixelViews*, 5> sets = view_sets(batch);
-    std::optional<std::array<ssl::ViewTensors, 5>> staged;
+    std::optional<StagedBatch> staged;
     if (stager) staged = stager->take(batch);
+    if (!staged && batch.cut_on_learner() && device.is_cuda()) {
+      // The images through page-locked memory, so that their copy and the cut are queued
+      // without the host waiting for the device.
+      if (!stager) stager = std::make_unique<BatchStager>(device);
+      stager->stage(batch);
+      staged = stager->take(batch);
+    }
     std::array<torch::Tensor, 5> cut;
-    if (batch.cut_on_learner()) cut = cut_on_device(batch, sets);
+    if (batch.cut_on_learner())
+      cut = cut_on_device(batch, sets, staged ? &staged->images : nullptr);
     std::array<ssl::ViewTensors, 5> out;
     for (size_t i = 0; i < sets.size(); ++i) {
       const data::PixelViews& set = *sets[i];
-      const ssl::ViewTensors raw = staged ? (*staged)[i] : ssl::to_tensors(set, device);
+      const ssl::ViewTensors raw = staged ? staged->views[i] : ssl::to_tensors(set, device);
       out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
                                    set.pieces, options.pixel_mean, options.pixel_std),
                 raw.positions};
@@ -229,10 +238,12 @@ struct SslTrainer::Impl {
   }
 
   // Builds the integral tables of the batch's shipped images on the device and cuts
-  // every token's box in one extraction call, rounded to uint8 as the data plane rounds
-  // (so that both sides give the same views).
+  // every token's box in one extraction call queued on the current stream, rounded to uint8
+  // as the data plane rounds (so that both sides give the same views). `images_on_device`:
+  // the images already on a GPU (staged), else null and the batch's host images are cut.
   std::array<torch::Tensor, 5> cut_on_device(const data::SslBatch& batch,
-                                             const std::array<const data::PixelViews*, 5>& sets) {
+                                             const std::array<const data::PixelViews*, 5>& sets,
+                                             const std::vector<torch::Tensor>* images_on_device) {
     if (!extractor) {
       kernels::ExtractorOptions eo;
       eo.backend = device.is_cuda() ? kernels::Backend::kCuda : kernels::Backend::kCpu;
@@ -241,11 +252,15 @@ struct SslTrainer::Impl {
       extractor = kernels::make_extractor(eo);
     }
     const int64_t channels = sets[0]->channels, p = sets[0]->patch_size;
+    if (device.is_cuda() && images_on_device == nullptr)
+      throw std::logic_error("cut_on_device: a GPU cuts images staged on it");
     std::vector<kernels::ImageView> images;
-    for (const data::ShippedImage& image : batch.images)
-      images.push_back(
-          {image.pixels.data(), image.height, image.width, static_cast<int>(channels), 0});
-    extractor->set_images(images);
+    for (size_t i = 0; i < batch.images.size(); ++i) {
+      const data::ShippedImage& image = batch.images[i];
+      const uint8_t* pixels =
+          images_on_device ? (*images_on_device)[i].data_ptr<uint8_t>() : image.pixels.data();
+      images.push_back({pixels, image.height, image.width, static_cast<int>(channels), 0});
+    }
     std::vector<kernels::CropBox> boxes;
     for (const data::PixelViews* set : sets) {
       for (int64_t row = 0; row < set->views; ++row) {
@@ -257,11 +272,9 @@ struct SslTrainer::Impl {
       }
     }
     const auto n = static_cast<int64_t>(boxes.size());
-    // The extractor writes on its own stream: nothing of this device may still use memory
-    // the allocator hands out here.
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
     torch::Tensor all = torch::empty({n, channels, p, p}, torch::TensorOptions().device(device));
-    extractor->extract_to_device(boxes, static_cast<int>(p), all.data_ptr<float>());
+    extractor->extract_queued(images, boxes, static_cast<int>(p), all.data_ptr<float>(),
+                              current_stream(device));
     all = (all + 0.5f).floor_().to(torch::kByte);  // box averages lie in [0, 255]
     std::array<torch::Tensor, 5> out;
     int64_t first = 0;
