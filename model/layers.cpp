@@ -68,9 +68,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor AttentionImpl::mix(const torch::Tensor& x) {
   const int64_t b = x.size(0), n = x.size(1), w = x.size(2);
-  // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim], the timm layout.
-  auto qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).permute({2, 0, 3, 1, 4});
-  auto out = attention(qkv[0], qkv[1], qkv[2]);  // torch_compat.h
+  // [B, N, 3, heads, head_dim] (timm's layout) -> q, k, v [B, heads, N, head_dim], views.
+  // unbind at dim 2, not three selects: a select's backward writes a zero tensor of all of
+  // qkv and the three are then summed; unbind's backward stacks the three gradients in one
+  // write, straight into qkv's layout, so that its reshape back is a view (the same values).
+  const std::vector<torch::Tensor> qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).unbind(2);
+  auto out = attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
+                       qkv[2].transpose(1, 2));  // torch_compat.h
   return out.transpose(1, 2).reshape({b, n, w});
 }
 

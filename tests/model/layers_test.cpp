@@ -1,11 +1,17 @@
 // The transformer block's LayerScale folded into the linear layer before it: the same
-// function, with the same gradients, as LayerScale applied to that layer's output.
+// function, with the same gradients, as LayerScale applied to that layer's output. The
+// attention: its formula, and q, k, v split from one projection without a zero-filled
+// gradient of all of it.
 #include "model/layers.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace saccade::model {
 namespace {
@@ -76,6 +82,61 @@ TEST(Block, FoldedLayerScaleRunsNoActivationSizedProduct) {
   EXPECT_EQ(applied, "MulBackward0");
   EXPECT_NE(folded, "MulBackward0");
   EXPECT_NE(folded.find("mm"), std::string::npos) << folded;  // AddmmBackward0
+}
+
+// Names of the autograd nodes that computing `out` went through.
+std::set<std::string> backward_nodes(const torch::Tensor& out) {
+  std::set<std::string> names;
+  std::vector<torch::autograd::Node*> todo = {out.grad_fn().get()}, seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    names.insert(node->name());
+    for (const torch::autograd::Edge& edge : node->next_edges())
+      todo.push_back(edge.function.get());
+  }
+  return names;
+}
+
+// softmax(q k^T / sqrt(d)) v per head, q, k, v the thirds of one projection (timm's layout:
+// [q | k | v], heads side by side within each), with its gradients; and the split is one
+// node whose backward stacks the three gradients, not three selects whose backward each
+// writes a zero tensor the size of the projection (the trace of a GPU step shows them).
+TEST(Attention, IsItsFormulaAndSplitsQkvWithoutZeroFilledGradients) {
+  torch::manual_seed(5);
+  const int64_t heads = 4, width = 32, d = width / heads;
+  Attention attn(width, heads);
+  auto qkv_layer = attn->named_modules()["qkv"]->as<torch::nn::Linear>();
+  ASSERT_NE(qkv_layer, nullptr);
+  const torch::Tensor input = torch::randn({2, 5, width});
+  torch::Tensor x = input.clone().requires_grad_(true);
+  const torch::Tensor out = attn->mix(x);
+  const torch::Tensor weights = torch::linspace(-1, 1, out.numel()).reshape(out.sizes());
+  (out * weights).sum().backward();
+  const torch::Tensor grad = x.grad().clone(), weight_grad = qkv_layer->weight.grad().clone();
+
+  torch::Tensor y = input.clone().requires_grad_(true);
+  qkv_layer->weight.mutable_grad() = torch::Tensor();
+  const torch::Tensor qkv = torch::nn::functional::linear(y, qkv_layer->weight, qkv_layer->bias);
+  std::vector<torch::Tensor> per_head;
+  for (int64_t h = 0; h < heads; ++h) {
+    const torch::Tensor q = qkv.narrow(2, h * d, d), k = qkv.narrow(2, width + h * d, d),
+                        v = qkv.narrow(2, 2 * width + h * d, d);
+    const torch::Tensor p =
+        torch::softmax(torch::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(d)), -1);
+    per_head.push_back(torch::matmul(p, v));
+  }
+  const torch::Tensor want = torch::cat(per_head, 2);
+  (want * weights).sum().backward();
+  EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(grad, y.grad(), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(weight_grad, qkv_layer->weight.grad(), 1e-5, 1e-6));
+
+  const std::set<std::string> nodes = backward_nodes(out);
+  EXPECT_EQ(nodes.count("SelectBackward0"), 0u);
+  EXPECT_EQ(nodes.count("UnbindBackward0"), 1u);
 }
 
 }  // namespace
