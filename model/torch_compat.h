@@ -3,7 +3,7 @@
 // (flash / memory-efficient kernels where available); Debian's 1.13 does not,
 // so it gets the plain softmax(Q K^T / sqrt(d)) V, which is what 2.x's math
 // backend computes. Autocast: 2.4 made its switches per device type. Scaling a list
-// of tensors by a tensor in one multi-tensor kernel: 2.1.
+// of tensors by a tensor in one multi-tensor kernel: 2.1; copying a list: 2.2.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -109,6 +109,18 @@ inline void foreach_mul_(std::vector<torch::Tensor>& tensors, const torch::Tenso
   at::_foreach_mul_(tensors, scale);
 #else
   for (torch::Tensor& t : tensors) t.mul_(scale);
+#endif
+}
+
+// Copies every tensor of `src` into the tensor of `dst` at the same index (dtypes may
+// differ, shapes may not): multi-tensor kernels where LibTorch has them.
+inline void foreach_copy_(const std::vector<torch::Tensor>& dst,
+                          const std::vector<torch::Tensor>& src) {
+  if (dst.empty()) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
 #endif
 }
 

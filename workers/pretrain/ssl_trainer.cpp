@@ -103,7 +103,8 @@ struct SslTrainer::Impl {
   // passes; the fp32 modules above stay the master weights. Null otherwise.
   DinoNet student_bf16{nullptr}, teacher_bf16{nullptr};
   ssl::NamedParameters student_bf16_params, teacher_bf16_params;  // in master order
-  std::unique_ptr<ssl::GradientBuckets> buckets;                  // more than one learner only
+  std::vector<torch::Tensor> master_grads;        // kBf16Params: the masters' fp32 gradient buffers
+  std::unique_ptr<ssl::GradientBuckets> buckets;  // more than one learner only
   // Held while a step updates weights, optimiser state and `step`, and by
   // save()/load(): a save from another thread (bounded drain) sees a whole step.
   std::mutex state_mutex;
@@ -185,26 +186,37 @@ struct SslTrainer::Impl {
   DinoNet& student_net() { return student_bf16 ? student_bf16 : student; }
   DinoNet& teacher_net() { return teacher_bf16 ? teacher_bf16 : teacher; }
 
-  // Master weights -> their bf16 copies: after every update and load.
+  // Master weights -> their bf16 copies: after every update and load (multi-tensor copies:
+  // one kernel per parameter would be ~300 launches a step).
   void refresh_bf16_copies() {
     if (!student_bf16) return;
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < student_params.size(); ++i)
-      student_bf16_params[i].second.copy_(student_params[i].second);
-    for (size_t i = 0; i < teacher_params.size(); ++i)
-      teacher_bf16_params[i].second.copy_(teacher_params[i].second);
+    std::vector<torch::Tensor> copies, masters;
+    for (const auto* pairs : {&student_bf16_params, &teacher_bf16_params})
+      for (const auto& [name, copy] : *pairs) copies.push_back(copy);
+    for (const auto* pairs : {&student_params, &teacher_params})
+      for (const auto& [name, master] : *pairs) masters.push_back(master);
+    model::foreach_copy_(copies, masters);
   }
 
   // The bf16 copies' gradients -> the masters' fp32 gradients (a parameter without one
   // keeps none), so that the all-reduce, clipping and AdamW run in fp32 as with fp32 passes.
+  // The fp32 gradients live in buffers kept from step to step, filled by multi-tensor copies.
   void gradients_to_masters() {
     if (!student_bf16) return;
+    torch::NoGradGuard no_grad;
+    master_grads.resize(student_params.size());
+    std::vector<torch::Tensor> to, from;
     for (size_t i = 0; i < student_params.size(); ++i) {
       torch::Tensor& copy = student_bf16_params[i].second;
       if (!copy.grad().defined()) continue;
-      student_params[i].second.mutable_grad() = copy.grad().to(torch::kFloat);
-      copy.mutable_grad() = torch::Tensor();
+      if (!master_grads[i].defined()) master_grads[i] = torch::empty_like(student_params[i].second);
+      to.push_back(master_grads[i]);
+      from.push_back(copy.grad());
+      student_params[i].second.mutable_grad() = master_grads[i];
     }
+    model::foreach_copy_(to, from);
+    for (auto& [name, copy] : student_bf16_params) copy.mutable_grad() = torch::Tensor();
   }
 
   // The five view sets of a batch on the device: uint8 pixels uploaded as they came (staged
