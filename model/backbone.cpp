@@ -87,10 +87,10 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   const bool memory = memory_embed_.defined();  // memory or gated
   auto s = !state.defined() || memory ? initial_state(b)
            : state_proj_.is_empty()   ? state.detach()
-                                      : state_proj_(state.detach());
+                                      : linear(state_proj_, state.detach());
   std::vector<torch::Tensor> tokens = {s + state_embed_.unsqueeze(0)};
   if (memory && state.defined()) tokens.push_back(state.detach() + memory_embed_.unsqueeze(0));
-  tokens.push_back(patch_embed_(patches.reshape({b, t, options_.patch_dim()})) +
+  tokens.push_back(linear(patch_embed_, patches.reshape({b, t, options_.patch_dim()})) +
                    pos_mlp_(positions));
   // The residual stream in the parameters' type: bf16 weights keep it bf16 even when the
   // carried state arrives in fp32 (autocast's final LayerNorm); a no-op in fp32.
@@ -102,7 +102,7 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   out.state = x.narrow(1, 0, options_.n_state);
   if (!state_gate_.is_empty() && state.defined()) {
     const auto carried = state.detach();
-    const auto g = torch::sigmoid(state_gate_(torch::cat({out.state, carried}, -1)));
+    const auto g = torch::sigmoid(linear(state_gate_, torch::cat({out.state, carried}, -1)));
     out.state = carried + g * (out.state - carried);
   }
   out.patch_tokens = x.narrow(1, x.size(1) - t, t);

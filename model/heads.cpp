@@ -80,12 +80,12 @@ torch::Tensor TaskHeadImpl::forward(const torch::Tensor& state) {
     throw std::invalid_argument("state: expected [B, " + std::to_string(o.n_state) + ", " +
                                 std::to_string(o.in_dim) + "]");
   }
-  if (o.kind == TaskHeadOptions::Kind::kLinear) return linear_(state.select(1, 0));
+  if (o.kind == TaskHeadOptions::Kind::kLinear) return linear(linear_, state.select(1, 0));
   const int64_t b = state.size(0);
   auto x = torch::cat(
       {query_.expand({b, 1, o.in_dim}), (state - input_mean_) / input_scale_ + state_pos_}, 1);
   x = norm_(block_(x));
-  return linear_(x.select(1, 0));
+  return linear(linear_, x.select(1, 0));
 }
 
 void TaskHeadImpl::set_input_statistics(const torch::Tensor& mean, const torch::Tensor& scale) {

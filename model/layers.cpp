@@ -17,6 +17,10 @@ bool folded_layerscale() {
   return g_folded_layerscale;
 }
 
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return at::linear(x, layer->weight, layer->bias);
+}
+
 void trunc_normal_(torch::Tensor tensor, double std) {
   torch::NoGradGuard no_grad;
   // Resample the tail: exact truncated normal, cheap since ~5% falls outside.
@@ -50,11 +54,11 @@ MlpImpl::MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim)
       fc2_(register_module("fc2", torch::nn::Linear(hidden_dim, out_dim))) {}
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return fc2_(hidden(x));
+  return linear(fc2_, hidden(x));
 }
 
 torch::Tensor MlpImpl::hidden(const torch::Tensor& x) {
-  return torch::gelu(fc1_(x));
+  return torch::gelu(linear(fc1_, x));
 }
 
 AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
@@ -63,7 +67,7 @@ AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
       proj_(register_module("proj", torch::nn::Linear(width, width))) {}
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
-  return proj_(mix(x));
+  return linear(proj_, mix(x));
 }
 
 torch::Tensor AttentionImpl::mix(const torch::Tensor& x) {
@@ -72,7 +76,8 @@ torch::Tensor AttentionImpl::mix(const torch::Tensor& x) {
   // unbind at dim 2, not three selects: a select's backward writes a zero tensor of all of
   // qkv and the three are then summed; unbind's backward stacks the three gradients in one
   // write, straight into qkv's layout, so that its reshape back is a view (the same values).
-  const std::vector<torch::Tensor> qkv = qkv_(x).reshape({b, n, 3, heads_, w / heads_}).unbind(2);
+  const std::vector<torch::Tensor> qkv =
+      linear(qkv_, x).reshape({b, n, 3, heads_, w / heads_}).unbind(2);
   auto out = attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
                        qkv[2].transpose(1, 2));  // torch_compat.h
   return out.transpose(1, 2).reshape({b, n, w});
@@ -84,9 +89,8 @@ LayerScaleImpl::LayerScaleImpl(int64_t width, double init_value)
 torch::Tensor LayerScaleImpl::of_linear(const torch::nn::Linear& linear, const torch::Tensor& x) {
   const torch::Tensor& weight = linear->weight;
   const torch::Tensor& bias = linear->bias;
-  if (!folded_layerscale()) return forward(torch::nn::functional::linear(x, weight, bias));
-  return torch::nn::functional::linear(x, weight * gamma_.unsqueeze(1),
-                                       bias.defined() ? bias * gamma_ : bias);
+  if (!folded_layerscale()) return forward(at::linear(x, weight, bias));
+  return at::linear(x, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias);
 }
 
 BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,

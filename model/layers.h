@@ -15,6 +15,13 @@ void init_vit_weights(torch::nn::Module& module, double std = 0.02);
 // Samples N(0, std) truncated to [-2 std, 2 std] in place (timm's trunc_normal_).
 void trunc_normal_(torch::Tensor tensor, double std);
 
+// x W^T + b with `layer`'s weights through ATen's linear, which multiplies an input of any
+// rank with contiguous rows as one matrix and adds the bias inside the product (cuBLASLt's
+// epilogue on a GPU). torch::nn::Linear's forward multiplies a 3-d input and then adds the
+// bias in a kernel of its own: an activation-sized read and write per layer, and with bf16
+// activations and fp32 biases under autocast a slow mixed-type one.
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x);
+
 // LayerScale folded into the linear layer before it (default) or applied to its output,
 // for the whole process: off exists for A/B measurements (`saccade bench step`).
 void set_folded_layerscale(bool enabled);

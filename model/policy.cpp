@@ -142,7 +142,7 @@ GazePolicyImpl::Output GazePolicyImpl::forward(const torch::Tensor& state,
   }
   const int64_t b = state.size(0);
   check_extent(extent, b);
-  const torch::Tensor tokens = in_proj_(state.detach());
+  const torch::Tensor tokens = linear(in_proj_, state.detach());
   // Every query also starts from the mean state token: through attention alone
   // the gaze would depend on the state only via projections initialised near
   // zero, and GRPO's few updates then learn one path for every image
@@ -154,9 +154,9 @@ GazePolicyImpl::Output GazePolicyImpl::forward(const torch::Tensor& state,
   auto q = x.narrow(1, o.n_state, o.n_mix + 1);
   Output out;
   // sigmoid keeps every mean strictly inside the image.
-  out.means =
-      torch::sigmoid(mean_head_(q.narrow(1, 0, o.n_mix))) * extent.to(x.options()).unsqueeze(1);
-  out.logits = logit_head_(q.select(1, o.n_mix));
+  out.means = torch::sigmoid(linear(mean_head_, q.narrow(1, 0, o.n_mix))) *
+              extent.to(x.options()).unsqueeze(1);
+  out.logits = linear(logit_head_, q.select(1, o.n_mix));
   return out;
 }
 

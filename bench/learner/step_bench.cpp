@@ -132,14 +132,16 @@ void sync(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-// Runs `work` under the Kineto profiler (CPU ops, and device kernels on a GPU) and
-// writes the Chrome trace to `path`.
+// Runs `work` under the Kineto profiler (CPU ops with their input shapes, and device kernels
+// on a GPU) and writes the Chrome trace to `path`.
 void profile(const std::string& path, const torch::Device& device,
              const std::function<void()>& work) {
 #if TORCH_VERSION_MAJOR >= 2
   namespace profiler = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  // With the ops' input shapes: what tells an activation-sized kernel from a weight-sized one.
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
+                                                     /*report_input_shapes=*/true);
   std::set<ActivityType> activities{ActivityType::CPU};
   if (device.is_cuda()) activities.insert(ActivityType::CUDA);
   profiler::prepareProfiler(config, activities);

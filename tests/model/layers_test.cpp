@@ -1,7 +1,7 @@
 // The transformer block's LayerScale folded into the linear layer before it: the same
 // function, with the same gradients, as LayerScale applied to that layer's output. The
 // attention: its formula, and q, k, v split from one projection without a zero-filled
-// gradient of all of it.
+// gradient of all of it. Linear layers on tokens: one product, the bias inside it.
 #include "model/layers.h"
 
 #include <gtest/gtest.h>
@@ -137,6 +137,21 @@ TEST(Attention, IsItsFormulaAndSplitsQkvWithoutZeroFilledGradients) {
   const std::set<std::string> nodes = backward_nodes(out);
   EXPECT_EQ(nodes.count("SelectBackward0"), 0u);
   EXPECT_EQ(nodes.count("UnbindBackward0"), 1u);
+}
+
+// A linear layer on tokens [B, N, in] is one matrix product with the bias added inside it:
+// the graph holds an addmm and no separate add (torch::nn::Linear's forward adds the bias to
+// a 3-d input in a kernel of its own), and the values are the layer's.
+TEST(Linear, TokensGoThroughOneProductWithTheBiasInside) {
+  torch::manual_seed(6);
+  torch::nn::Linear layer(16, 24);
+  const torch::Tensor x = torch::randn({3, 7, 16}, torch::requires_grad());
+  const torch::Tensor y = linear(layer, x);
+  EXPECT_TRUE(torch::allclose(y, layer(x), 1e-5, 1e-6));
+  const std::set<std::string> nodes = backward_nodes(y);
+  EXPECT_EQ(nodes.count("AddmmBackward0"), 1u);
+  EXPECT_EQ(nodes.count("AddBackward0"), 0u);
+  EXPECT_EQ(backward_nodes(layer(x)).count("AddBackward0"), 1u) << "the frontend's forward";
 }
 
 }  // namespace
