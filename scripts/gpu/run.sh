@@ -141,8 +141,9 @@ if wants step; then
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched+graphs+prefetch" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
-  # Where the profiled step's time went on the device: busy share, kernels by kind and the
-  # top kernels (the trace itself is too large to bring back).
+  # Where the profiled step's time went on the device: busy share, kernels by kind, the top
+  # kernels, and the top ops that launched them with their input shapes (what tells a bias
+  # add from a residual add; the trace itself is too large to bring back).
   step step_profile 60 "$py" - "${TMPDIR:-/tmp}/step-trace.json" "$out/step_profile.json" <<'PY'
 import collections, json, re, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
@@ -153,16 +154,24 @@ kinds = collections.Counter(); names = collections.Counter(); counts = collectio
 def kind(e):
     n = e["name"].lower()
     if e["cat"] != "kernel": return "memcpy/memset"
-    for k, pattern in (("gemm", "gemm|cutlass|sm90_xmma|cublas|matmul"), ("attention", "flash|fmha|attention|sdpa"),
+    for k, pattern in (("gemm", "gemm|cutlass|sm90_xmma|cublas|matmul|nvjet"), ("attention", "flash|fmha|attention|sdpa"),
                        ("layer_norm", "layer_norm|layernorm"), ("softmax", "softmax"), ("reduce", "reduce"),
                        ("elementwise", "elementwise|vectorized|unrolled|foreach")):
         if re.search(pattern, n): return k
     return "other"
+# A kernel's "External id" is that of the op whose call launched it.
+launcher = {e["args"]["External id"]: e for e in events
+            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+ops = collections.Counter(); op_calls = collections.Counter()
 for e in kernels:
     kinds[kind(e)] += e["dur"]; names[e["name"][:120]] += e["dur"]; counts[e["name"][:120]] += 1
+    op = launcher.get(e.get("args", {}).get("External id"))
+    key = (op["name"] + " " + json.dumps(op["args"].get("Input Dims", [])[:3])) if op else "(no op)"
+    ops[key] += e["dur"]; op_calls[key] += 1
 summary = {"span_ms": (end - start) / 1e3, "device_busy_ms": busy / 1e3, "kernels": len(kernels),
            "by_kind_ms": {k: v / 1e3 for k, v in kinds.most_common()},
-           "top_kernels": [{"name": n, "ms": v / 1e3, "calls": counts[n]} for n, v in names.most_common(25)]}
+           "top_kernels": [{"name": n, "ms": v / 1e3, "calls": counts[n]} for n, v in names.most_common(25)],
+           "top_ops": [{"op": n, "ms": v / 1e3, "kernels": op_calls[n]} for n, v in ops.most_common(40)]}
 json.dump(summary, open(sys.argv[2], "w"), indent=1)
 print(json.dumps({k: summary[k] for k in ("span_ms", "device_busy_ms", "kernels", "by_kind_ms")}, indent=1))
 PY
