@@ -437,7 +437,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
   const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
 
   const std::array<ssl::ViewTensors, 5> views = m.upload(batch);
-  if (m.stager && next) m.stager->stage(*next);  // its copy overlaps this step
+  // its copy overlaps this step (a stager made for cutting alone stages nothing ahead)
+  if (m.stager && next && m.options.prefetch_to_device) m.stager->stage(*next);
   const ssl::ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
                          &sseq = views[4];
 
