@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/photometric.h"
+
 namespace saccade::kernels::cuda::detail {
 
 // Same constants as kernels/extract.h (static_assert'ed in cuda_extractor.cpp).
@@ -38,5 +40,13 @@ void launch_build_table(const std::uint8_t* image, int height, int width, int ch
 // Patches [n, channels, p, p] into device memory `out`.
 void launch_extract(const DeviceTable* tables, const DeviceBox* boxes, int n, int p, int channels,
                     float* out, cudaStream_t stream);
+
+// The fused photometric augmentation (kernels/photometric.h) queued on `stream`: per-patch
+// luminance sums into scratch, per-view means after them, then one block per patch. Returns
+// the first CUDA error (cudaErrorInvalidValue when a patch's two tiles, 2 * C * P * P floats,
+// exceed the block shared memory this device allows).
+cudaError_t launch_augment_patches(const std::uint8_t* in, float* out, const PatchLayout& layout,
+                                   const PatchAugment* views, const Normalisation& norm,
+                                   float* scratch, cudaStream_t stream);
 
 }  // namespace saccade::kernels::cuda::detail

@@ -137,11 +137,6 @@ void BatchStager::forget() {
   }
 }
 
-void* current_stream(const torch::Device& device) {
-  if (!device.is_cuda()) return nullptr;
-  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
-}
-
 std::optional<StagedBatch> BatchStager::take(const data::SslBatch& batch) {
   if (!impl_->pending.valid()) return std::nullopt;
   const bool ours = impl_->staged == &batch;
@@ -195,13 +190,6 @@ void BatchStager::forget() {}
 
 std::optional<StagedBatch> BatchStager::take(const data::SslBatch&) {
   return std::nullopt;
-}
-
-void* current_stream(const torch::Device& device) {
-  if (device.is_cuda())
-    throw std::invalid_argument("current_stream: this build's LibTorch has no CUDA (device " +
-                                device.str() + ")");
-  return nullptr;
 }
 
 #endif

@@ -25,10 +25,6 @@ namespace saccade::pretrain {
 // global, student local, teacher sequential, student sequential.
 std::array<const data::PixelViews*, 5> view_sets(const data::SslBatch& batch);
 
-// The current CUDA stream of `device` as an opaque cudaStream_t (what kernels::Extractor's
-// queued calls take); nullptr on a CPU.
-void* current_stream(const torch::Device& device);
-
 // A batch on the device, ready on the current stream once the work queued on it reaches it.
 struct StagedBatch {
   std::array<ssl::ViewTensors, 5> views;  // per view set; patches undefined when the learner cuts

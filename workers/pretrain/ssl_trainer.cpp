@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "workers/pretrain/batch_stager.h"
 #include "workers/pretrain/captured_pass.h"
+#include "workers/ssl/device_stream.h"
 #include "workers/ssl/gradient_buckets.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
@@ -286,7 +287,7 @@ struct SslTrainer::Impl {
     const auto n = static_cast<int64_t>(boxes.size());
     torch::Tensor all = torch::empty({n, channels, p, p}, torch::TensorOptions().device(device));
     extractor->extract_queued(images, boxes, static_cast<int>(p), all.data_ptr<float>(),
-                              current_stream(device));
+                              ssl::current_stream(device));
     all = (all + 0.5f).floor_().to(torch::kByte);  // box averages lie in [0, 255]
     std::array<torch::Tensor, 5> out;
     int64_t first = 0;

@@ -1,8 +1,9 @@
 // Photometric augmentation, flips and normalisation of views on the learner's
 // device: the data plane ships uint8 patches with each view's drawn augmentation
 // (dataloader/augment.h), and this turns them into the normalised float patches
-// the model reads. Same maps as DINOv2's torchvision transforms, vectorised over
-// the views of a set; the same code runs on the CPU device of a CPU build.
+// the model reads. Same maps as DINOv2's torchvision transforms, fused into one
+// pass over the patches (kernels/photometric.h): CUDA kernels on a GPU, the same
+// maps in a loop on the CPU device of a CPU build.
 #pragma once
 
 #include <ATen/core/Tensor.h>
