@@ -1,13 +1,35 @@
 #include "model/layers.h"
 
 #include <atomic>
+#include <vector>
 
 #include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
 std::atomic<bool> g_folded_layerscale{true};
+
+// ReuseFoldedLayerScale's state, per thread: whether reuse is on, the current scope's number
+// (a new one for every scope that turns it on), and the layers that kept folded weights.
+thread_local bool g_reuse_folded = false;
+thread_local std::uint64_t g_reuse_scope = 0;
+thread_local int g_reuse_depth = 0;
+thread_local std::vector<LayerScaleImpl*> g_kept_folded;
 }  // namespace
+
+ReuseFoldedLayerScale::ReuseFoldedLayerScale(bool on) : previous_(g_reuse_folded) {
+  ++g_reuse_depth;
+  if (on && !g_reuse_folded) ++g_reuse_scope;
+  g_reuse_folded = on;
+}
+
+ReuseFoldedLayerScale::~ReuseFoldedLayerScale() {
+  g_reuse_folded = previous_;
+  if (--g_reuse_depth > 0) return;
+  ++g_reuse_scope;
+  for (LayerScaleImpl* layer : g_kept_folded) layer->forget_folded();
+  g_kept_folded.clear();
+}
 
 void set_folded_layerscale(bool enabled) {
   g_folded_layerscale = enabled;
@@ -90,7 +112,18 @@ torch::Tensor LayerScaleImpl::of_linear(const torch::nn::Linear& linear, const t
   const torch::Tensor& weight = linear->weight;
   const torch::Tensor& bias = linear->bias;
   if (!folded_layerscale()) return forward(at::linear(x, weight, bias));
-  return at::linear(x, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias);
+  if (!g_reuse_folded)
+    return at::linear(x, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias);
+  Folded& kept = folded_[torch::GradMode::is_enabled() ? 1 : 0];
+  if (kept.scope != g_reuse_scope || !kept.weight.defined()) {
+    kept = {g_reuse_scope, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias};
+    g_kept_folded.push_back(this);
+  }
+  return at::linear(x, kept.weight, kept.bias);
+}
+
+void LayerScaleImpl::forget_folded() {
+  folded_ = {};
 }
 
 BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,

@@ -84,19 +84,26 @@ TEST(Block, FoldedLayerScaleRunsNoActivationSizedProduct) {
   EXPECT_NE(folded.find("mm"), std::string::npos) << folded;  // AddmmBackward0
 }
 
-// Names of the autograd nodes that computing `out` went through.
-std::set<std::string> backward_nodes(const torch::Tensor& out) {
-  std::set<std::string> names;
+// How many times each autograd node kind appears in the graph of `out`.
+std::map<std::string, int> node_counts(const torch::Tensor& out) {
+  std::map<std::string, int> counts;
   std::vector<torch::autograd::Node*> todo = {out.grad_fn().get()}, seen;
   while (!todo.empty()) {
     torch::autograd::Node* node = todo.back();
     todo.pop_back();
     if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
     seen.push_back(node);
-    names.insert(node->name());
+    ++counts[node->name()];
     for (const torch::autograd::Edge& edge : node->next_edges())
       todo.push_back(edge.function.get());
   }
+  return counts;
+}
+
+// Names of the autograd nodes that computing `out` went through.
+std::set<std::string> backward_nodes(const torch::Tensor& out) {
+  std::set<std::string> names;
+  for (const auto& [name, count] : node_counts(out)) names.insert(name);
   return names;
 }
 
@@ -137,6 +144,57 @@ TEST(Attention, IsItsFormulaAndSplitsQkvWithoutZeroFilledGradients) {
   const std::set<std::string> nodes = backward_nodes(out);
   EXPECT_EQ(nodes.count("SelectBackward0"), 0u);
   EXPECT_EQ(nodes.count("UnbindBackward0"), 1u);
+}
+
+// Three passes through a block in one ReuseFoldedLayerScale scope: the folded weights are
+// computed once (one product per folded weight and bias in the graph, not three), the
+// outputs and every gradient are those of three passes folding afresh, a pass without
+// gradient before them does not lend them its grad-less weights,
+// and a new scope after a weight update folds the updated weights.
+TEST(Block, FoldedLayerScaleComputedOncePerScopeTrainsTheSame) {
+  torch::manual_seed(7);
+  Block block(32, 4, 64, 0.5, 1e-6);
+  const torch::Tensor x = torch::randn({2, 5, 32});
+  auto passes = [&](bool reuse) {
+    block->zero_grad();
+    const ReuseFoldedLayerScale scope(reuse);
+    {
+      torch::NoGradGuard no_grad;
+      block->forward(x * 2);
+    }
+    return block->forward(x).sum() + block->forward(x * 3).pow(2).sum() +
+           block->forward(x - 1).mean();
+  };
+  const torch::Tensor fresh = passes(false);
+  const int fresh_products = node_counts(fresh)["MulBackward0"];
+  fresh.backward();
+  std::map<std::string, torch::Tensor> want;
+  for (const auto& item : block->named_parameters()) want[item.key()] = item.value().grad().clone();
+  const torch::Tensor reused = passes(true);
+  EXPECT_EQ(node_counts(reused)["MulBackward0"], fresh_products / 3);
+  reused.backward();
+  EXPECT_NEAR(reused.item<double>(), fresh.item<double>(), 1e-6 * std::fabs(fresh.item<double>()));
+  for (const auto& item : block->named_parameters()) {
+    const torch::Tensor& g = item.value().grad();
+    ASSERT_TRUE(g.defined()) << item.key();
+    EXPECT_TRUE(torch::allclose(g, want.at(item.key()), 1e-5, 1e-6)) << item.key();
+  }
+  {
+    const ReuseFoldedLayerScale scope;
+    block->forward(x);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : block->parameters()) p.mul_(1.1);
+  }
+  torch::Tensor want_after;
+  {
+    const ReuseFoldedLayerScale off(false);
+    want_after = block->forward(x).detach();
+  }
+  const ReuseFoldedLayerScale scope;
+  EXPECT_TRUE(torch::equal(block->forward(x).detach(), want_after))
+      << "a new scope folded the weights of before the update";
 }
 
 // A linear layer on tokens [B, N, in] is one matrix product with the bias added inside it:

@@ -167,13 +167,18 @@ struct SslTrainer::Impl {
         throw std::invalid_argument(
             "ssl.cuda_graphs: needs ssl.precision = \"fp32\" or \"bf16-params\" (autocast's "
             "cache of cast weights cannot live in a CUDA graph)");
+      // A graph folds LayerScale from the weights it reads in place, at every replay.
       if (!options.supervised)
         teacher_pass = std::make_unique<CapturedPass>([this](const std::vector<torch::Tensor>& in) {
+          const model::ReuseFoldedLayerScale fold_in_the_graph(false);
           return teacher_logits({in[0], in[1]}, {in[2], in[3]});
         });
       if (options.batched_glimpses)
-        student_carry_pass = std::make_unique<CapturedPass>(
-            [this](const std::vector<torch::Tensor>& in) { return std::vector{carry_states(in)}; });
+        student_carry_pass =
+            std::make_unique<CapturedPass>([this](const std::vector<torch::Tensor>& in) {
+              const model::ReuseFoldedLayerScale fold_in_the_graph(false);
+              return std::vector{carry_states(in)};
+            });
     }
     if (options.prefetch_to_device && device.is_cuda())
       stager = std::make_unique<BatchStager>(device);
@@ -477,6 +482,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
   {
     model::AutocastGuard autocast(m.device.type(),
                                   m.options.precision == ssl::Precision::kBf16Autocast);
+    // The weights stay as they are until the update: LayerScale folded once per pass kind.
+    const model::ReuseFoldedLayerScale fold_once;
     DinoNet& student_net = m.student_net();
     if (!m.options.supervised) {
       const std::vector<torch::Tensor> teacher =
