@@ -22,7 +22,7 @@ namespace ph = photometric;
 // The mean luminance of view `v` after the jitter parts before contrast (the value contrast
 // blends with), summed in double.
 float contrast_mean(const std::uint8_t* in, const PatchLayout& l, int v, const PatchAugment& a) {
-  const int before = ph::contrast_place(a, l.channels);
+  const int before = ph::contrast_place(a);
   if (before == 4) return 0;
   const int64_t plane = int64_t{l.patch_size} * l.patch_size;
   double sum = 0;

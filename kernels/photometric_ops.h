@@ -55,11 +55,10 @@ SACCADE_HD void rotate_hue(float* px, float shift) {
 }
 
 // Where contrast stands in a view's jitter order (4: not applied).
-SACCADE_HD int contrast_place(const PatchAugment& a, int channels) {
+SACCADE_HD int contrast_place(const PatchAugment& a) {
   if (a.jitter == 0) return 4;
   for (int place = 0; place < 4; ++place)
     if (static_cast<int>(a.order[place]) == kJitterContrast) return place;
-  (void)channels;
   return 4;
 }
 

@@ -28,7 +28,7 @@ __global__ void luminance_sums(const std::uint8_t* in, PatchLayout l, const Patc
   __shared__ float sums[kThreads];
   const PatchOf at = patch_of(l, blockIdx.x);
   const PatchAugment a = views[at.view];
-  const int before = ph::contrast_place(a, l.channels);
+  const int before = ph::contrast_place(a);
   const int plane = l.patch_size * l.patch_size;
   float s = 0;
   if (before < 4) {
@@ -69,7 +69,7 @@ __global__ void augment(const std::uint8_t* in, float* out, PatchLayout l,
   const int p = l.patch_size, channels = l.channels, plane = p * p, values = channels * plane;
   float* tile = tiles;
   float* tmp = tiles + values;
-  const float mean = ph::contrast_place(a, channels) < 4 ? means[at.view] : 0;
+  const float mean = ph::contrast_place(a) < 4 ? means[at.view] : 0;
   const bool gray = channels == 3 && a.grayscale != 0;
   for (int i = threadIdx.x; i < plane; i += blockDim.x) {
     float px[3] = {0, 0, 0};
