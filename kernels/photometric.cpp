@@ -41,8 +41,8 @@ float contrast_mean(const std::uint8_t* in, const PatchLayout& l, int v, const P
   return static_cast<float>(sum / static_cast<double>(int64_t{l.pieces} * l.tokens * plane));
 }
 
-void augment_view(const std::uint8_t* in, float* out, const PatchLayout& l, int v,
-                  const PatchAugment& a, const Normalisation& norm) {
+void augment_view(const std::uint8_t* in, void* out, PatchOutput out_type, const PatchLayout& l,
+                  int v, const PatchAugment& a, const Normalisation& norm) {
   const int p = l.patch_size, channels = l.channels;
   const int64_t plane = int64_t{p} * p;
   const float mean = contrast_mean(in, l, v, a);
@@ -81,7 +81,7 @@ void augment_view(const std::uint8_t* in, float* out, const PatchLayout& l, int 
           for (int k = 0; k < p; ++k) {
             const float value =
                 tile[static_cast<size_t>(c * plane + r * p + (flip ? p - 1 - k : k))];
-            out[first + c * plane + r * p + k] = ph::finish(value, a, norm, c);
+            ph::store(out, out_type, first + c * plane + r * p + k, ph::finish(value, a, norm, c));
           }
     }
   }
@@ -110,24 +110,25 @@ void validate_patch_layout(const PatchLayout& l) {
          std::to_string(l.patch_size));
 }
 
-void augment_patches(const std::uint8_t* in, float* out, const PatchLayout& layout,
-                     const PatchAugment* views, const Normalisation& norm, int num_threads) {
+void augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+                     const PatchLayout& layout, const PatchAugment* views,
+                     const Normalisation& norm, int num_threads) {
   validate_patch_layout(layout);
   parallel_for(num_threads, layout.views,
-               [&](int v) { augment_view(in, out, layout, v, views[v], norm); });
+               [&](int v) { augment_view(in, out, out_type, layout, v, views[v], norm); });
 }
 
 std::size_t augment_scratch_floats(const PatchLayout& layout) {
   return static_cast<std::size_t>(layout.rows() * layout.tokens + layout.views);
 }
 
-void augment_patches_cuda(const std::uint8_t* in, float* out, const PatchLayout& layout,
-                          const PatchAugment* views, const Normalisation& norm, float* scratch,
-                          void* stream) {
+void augment_patches_cuda(const std::uint8_t* in, void* out, PatchOutput out_type,
+                          const PatchLayout& layout, const PatchAugment* views,
+                          const Normalisation& norm, float* scratch, void* stream) {
   validate_patch_layout(layout);
 #ifdef SACCADE_KERNELS_CUDA
   const cudaError_t err = cuda::detail::launch_augment_patches(
-      in, out, layout, views, norm, scratch, static_cast<cudaStream_t>(stream));
+      in, out, out_type, layout, views, norm, scratch, static_cast<cudaStream_t>(stream));
   if (err == cudaSuccess) return;
   cudaGetLastError();  // clear it
   const std::size_t floats = 2 * std::size_t{static_cast<unsigned>(layout.channels)} *
@@ -141,7 +142,7 @@ void augment_patches_cuda(const std::uint8_t* in, float* out, const PatchLayout&
         ")");
   throw std::runtime_error(std::string("augment_patches_cuda: ") + cudaGetErrorString(err));
 #else
-  (void)in, (void)out, (void)views, (void)norm, (void)scratch, (void)stream;
+  (void)in, (void)out, (void)out_type, (void)views, (void)norm, (void)scratch, (void)stream;
   throw std::runtime_error(
       "augment_patches_cuda: this build has no CUDA backend (configure with -DSACCADE_CUDA=ON)");
 #endif

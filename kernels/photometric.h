@@ -39,6 +39,10 @@ struct PatchLayout {
   }
 };
 
+// The output's element type: float32, or bfloat16 rounded to nearest even (as LibTorch's
+// conversion rounds), for a model that runs in bf16 (one pass less than converting after).
+enum class PatchOutput { kFloat32, kBFloat16 };
+
 // Per channel: value = pixel * scale - shift, i.e. (pixel / 255 - mean) / std.
 struct Normalisation {
   float scale[3] = {1, 1, 1}, shift[3] = {0, 0, 0};
@@ -49,18 +53,19 @@ Normalisation normalisation(const float* mean, const float* stdev, int channels)
 // or 3, or patch_size is not in [1, 128].
 void validate_patch_layout(const PatchLayout& layout);
 
-// CPU: `in` and `out` in host memory, `views` has layout.views entries. num_threads: 0 = all
-// hardware threads.
-void augment_patches(const std::uint8_t* in, float* out, const PatchLayout& layout,
-                     const PatchAugment* views, const Normalisation& norm, int num_threads = 0);
+// CPU: `in` and `out` (of out_type) in host memory, `views` has layout.views entries. num_threads:
+// 0 = all hardware threads.
+void augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+                     const PatchLayout& layout, const PatchAugment* views,
+                     const Normalisation& norm, int num_threads = 0);
 
 // CUDA: `in`, `out`, `views` and `scratch` (augment_scratch_floats(layout) floats) in the
 // memory of the current device; queued on `stream` (a cudaStream_t; nullptr: the default
 // stream), no wait. Throws std::runtime_error when the CUDA backend is not compiled in, and
 // std::invalid_argument when a patch does not fit a block's shared memory on this device.
-void augment_patches_cuda(const std::uint8_t* in, float* out, const PatchLayout& layout,
-                          const PatchAugment* views, const Normalisation& norm, float* scratch,
-                          void* stream);
+void augment_patches_cuda(const std::uint8_t* in, void* out, PatchOutput out_type,
+                          const PatchLayout& layout, const PatchAugment* views,
+                          const Normalisation& norm, float* scratch, void* stream);
 std::size_t augment_scratch_floats(const PatchLayout& layout);
 
 }  // namespace saccade::kernels

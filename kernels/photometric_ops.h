@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/photometric.h"
 
@@ -106,6 +108,26 @@ SACCADE_HD float blur_at(const float* line, int stride, int n, int at, const flo
     acc += w[i + radius] * line[j * stride];
   }
   return acc;
+}
+
+// bfloat16 bits of `v`, rounded to nearest even; NaN stays a quiet NaN (c10::BFloat16's rule).
+SACCADE_HD std::uint16_t bf16_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t u = __float_as_uint(v);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+#endif
+  if (v != v) return 0x7FC0;
+  return static_cast<std::uint16_t>((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
+}
+
+// Stores value `i` of an output of type `type`.
+SACCADE_HD void store(void* out, PatchOutput type, std::int64_t i, float v) {
+  if (type == PatchOutput::kBFloat16)
+    static_cast<std::uint16_t*>(out)[i] = bf16_bits(v);
+  else
+    static_cast<float*>(out)[i] = v;
 }
 
 // The last maps of a value: solarisation, then the normalisation of its channel.

@@ -60,7 +60,7 @@ __global__ void view_means(PatchLayout l, const float* partial, float* means) {
   means[v] = static_cast<float>(sum / count);
 }
 
-__global__ void augment(const std::uint8_t* in, float* out, PatchLayout l,
+__global__ void augment(const std::uint8_t* in, void* out, PatchOutput out_type, PatchLayout l,
                         const PatchAugment* views, Normalisation norm, const float* means) {
   extern __shared__ float tiles[];  // the patch, then the blur's intermediate
   __shared__ float taps[2 * kMaxPatchSize];
@@ -96,15 +96,16 @@ __global__ void augment(const std::uint8_t* in, float* out, PatchLayout l,
   const bool flip = a.flip != 0;
   for (int i = threadIdx.x; i < values; i += blockDim.x) {
     const int c = i / plane, r = (i % plane) / p, k = i % p;
-    out[at.first + i] = ph::finish(tile[c * plane + r * p + (flip ? p - 1 - k : k)], a, norm, c);
+    ph::store(out, out_type, at.first + i,
+              ph::finish(tile[c * plane + r * p + (flip ? p - 1 - k : k)], a, norm, c));
   }
 }
 
 }  // namespace
 
-cudaError_t launch_augment_patches(const std::uint8_t* in, float* out, const PatchLayout& layout,
-                                   const PatchAugment* views, const Normalisation& norm,
-                                   float* scratch, cudaStream_t stream) {
+cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+                                   const PatchLayout& layout, const PatchAugment* views,
+                                   const Normalisation& norm, float* scratch, cudaStream_t stream) {
   const std::int64_t patches = layout.rows() * layout.tokens;
   if (layout.views == 0 || patches == 0) return cudaSuccess;
   const std::size_t shared = 2 * static_cast<std::size_t>(layout.channels) * layout.patch_size *
@@ -119,8 +120,8 @@ cudaError_t launch_augment_patches(const std::uint8_t* in, float* out, const Pat
   luminance_sums<<<static_cast<unsigned>(patches), kThreads, 0, stream>>>(in, layout, views,
                                                                           partial);
   view_means<<<(layout.views + 127) / 128, 128, 0, stream>>>(layout, partial, means);
-  augment<<<static_cast<unsigned>(patches), kThreads, shared, stream>>>(in, out, layout, views,
-                                                                        norm, means);
+  augment<<<static_cast<unsigned>(patches), kThreads, shared, stream>>>(in, out, out_type, layout,
+                                                                        views, norm, means);
   return cudaGetLastError();
 }
 

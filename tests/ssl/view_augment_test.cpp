@@ -133,6 +133,22 @@ TEST(ViewAugment, GrayscaleSolariseFlipAndBlurDoWhatTheySay) {
   EXPECT_LT(smooth[0][kP / 2 - 1].item<float>(), smooth[0][kP / 2].item<float>());
 }
 
+// bf16 out: the float32 result rounded as LibTorch's conversion rounds it, bit for bit.
+TEST(ViewAugment, Bf16OutIsTheFloatResultRoundedToNearestEven) {
+  std::mt19937_64 rng(3);
+  const torch::Tensor pixels = random_pixels(12, 5, 3, 9);
+  std::vector<ViewAugment> augments;
+  for (int a = 0; a < 12; ++a)
+    augments.push_back(data::draw_view_augment({0.8f, 0.3f, 0.5f, 0.3f}, 3, kP, rng));
+  const std::vector<float> rows = encoded(augments);
+  const torch::Tensor f32 = augment_views(pixels, rows.data(), 1, kMean3, kStd3);
+  const torch::Tensor b16 = augment_views(pixels, rows.data(), 1, kMean3, kStd3, torch::kBFloat16);
+  ASSERT_EQ(b16.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(b16, f32.to(torch::kBFloat16)));
+  EXPECT_THROW(augment_views(pixels, rows.data(), 1, kMean3, kStd3, torch::kHalf),
+               std::invalid_argument);
+}
+
 TEST(ViewAugment, ShapesThatDoNotFitAreRefused) {
   const std::vector<ViewAugment> two(2);
   const std::vector<float> rows = encoded(two);

@@ -246,11 +246,11 @@ struct SslTrainer::Impl {
     for (size_t i = 0; i < sets.size(); ++i) {
       const data::PixelViews& set = *sets[i];
       const ssl::ViewTensors raw = staged ? staged->views[i] : ssl::to_tensors(set, device);
+      // The bf16 copies take bf16 inputs (augmented in fp32, rounded once on the way out).
+      const at::ScalarType type = student_bf16 ? torch::kBFloat16 : torch::kFloat;
       out[i] = {ssl::augment_views(cut[i].defined() ? cut[i] : raw.patches, set.augment.data(),
-                                   set.pieces, options.pixel_mean, options.pixel_std),
-                raw.positions};
-      if (student_bf16)  // the bf16 copies take bf16 inputs (augmented in fp32 first)
-        out[i] = {out[i].patches.to(torch::kBFloat16), out[i].positions.to(torch::kBFloat16)};
+                                   set.pieces, options.pixel_mean, options.pixel_std, type),
+                raw.positions.to(type)};
     }
     return out;
   }

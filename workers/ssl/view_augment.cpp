@@ -36,7 +36,13 @@ static_assert(kernels::kJitterBrightness == data::kBrightness &&
 }  // namespace
 
 at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t pieces,
-                         const std::vector<float>& mean, const std::vector<float>& stdev) {
+                         const std::vector<float>& mean, const std::vector<float>& stdev,
+                         at::ScalarType out_type) {
+  if (out_type != torch::kFloat && out_type != torch::kBFloat16)
+    throw std::invalid_argument(fmt::format(
+        "augment_views: out_type must be Float or BFloat16, got {}", c10::toString(out_type)));
+  const kernels::PatchOutput output = out_type == torch::kBFloat16 ? kernels::PatchOutput::kBFloat16
+                                                                   : kernels::PatchOutput::kFloat32;
   if (pixels.dim() != 5 || pixels.scalar_type() != torch::kByte || pieces < 1 ||
       pixels.size(0) % pieces != 0 || pixels.size(3) != pixels.size(4))
     throw std::invalid_argument(fmt::format(
@@ -58,9 +64,9 @@ at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t
   const kernels::Normalisation norm =
       kernels::normalisation(mean.data(), stdev.data(), static_cast<int>(c));
   const torch::Tensor in = pixels.contiguous();
-  torch::Tensor out = torch::empty(pixels.sizes(), pixels.options().dtype(torch::kFloat));
+  torch::Tensor out = torch::empty(pixels.sizes(), pixels.options().dtype(out_type));
   if (!pixels.is_cuda()) {
-    kernels::augment_patches(in.data_ptr<uint8_t>(), out.data_ptr<float>(), layout,
+    kernels::augment_patches(in.data_ptr<uint8_t>(), out.data_ptr(), output, layout,
                              reinterpret_cast<const PatchAugment*>(augment), norm);
     return out;
   }
@@ -70,7 +76,7 @@ at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t
   const torch::Tensor scratch =
       torch::empty({static_cast<int64_t>(kernels::augment_scratch_floats(layout))},
                    pixels.options().dtype(torch::kFloat));
-  kernels::augment_patches_cuda(in.data_ptr<uint8_t>(), out.data_ptr<float>(), layout,
+  kernels::augment_patches_cuda(in.data_ptr<uint8_t>(), out.data_ptr(), output, layout,
                                 reinterpret_cast<const PatchAugment*>(rows.data_ptr<float>()), norm,
                                 scratch.data_ptr<float>(), current_stream(pixels.device()));
   return out;

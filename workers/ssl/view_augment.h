@@ -16,11 +16,13 @@ namespace saccade::ssl {
 // pixels: uint8 [N, T, C, P, P] on the device (rows of `pieces`-row views, step-
 // major: view a is rows a, A + a, ... with A = N / pieces); augment: A rows of
 // data::kViewAugmentFloats floats on the host, one drawn augmentation per view;
-// mean, stdev: C values. Returns float32 [N, T, C, P, P] on the pixels' device:
+// mean, stdev: C values. Returns [N, T, C, P, P] on the pixels' device:
 // each view augmented as a whole (contrast takes the mean of all its rows), then
-// (value / 255 - mean[c]) / stdev[c]. Throws std::invalid_argument on shapes that
-// do not fit.
+// (value / 255 - mean[c]) / stdev[c], as float32, or as bfloat16 with out_type
+// kBFloat16 (rounded as LibTorch's conversion rounds). Throws std::invalid_argument on
+// shapes that do not fit and on another out_type.
 at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t pieces,
-                         const std::vector<float>& mean, const std::vector<float>& stdev);
+                         const std::vector<float>& mean, const std::vector<float>& stdev,
+                         at::ScalarType out_type = at::kFloat);
 
 }  // namespace saccade::ssl
