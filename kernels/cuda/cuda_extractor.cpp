@@ -23,26 +23,28 @@ void check(cudaError_t err, const char* what) {
     throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(err));
 }
 
-// Device buffer that only grows; owns its allocation.
-class DeviceBuffer {
+// A buffer that only grows; owns its allocation: device memory, or page-locked host memory
+// (copies from it are truly asynchronous; from pageable memory the driver may wait for the
+// stream).
+template <bool kPinnedHost>
+class GrowingBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
+  GrowingBuffer() = default;
+  GrowingBuffer(GrowingBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
     o.ptr_ = nullptr;
     o.size_ = 0;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
+  GrowingBuffer(const GrowingBuffer&) = delete;
+  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
+  GrowingBuffer& operator=(GrowingBuffer&&) = delete;
+  ~GrowingBuffer() { release(); }
   void reserve(std::size_t bytes) {
     if (bytes <= size_) return;
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+    release();
+    if constexpr (kPinnedHost)
+      check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    else
+      check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
     size_ = bytes;
   }
   template <typename T>
@@ -51,34 +53,16 @@ class DeviceBuffer {
   }
 
  private:
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-// Page-locked host buffer that only grows; owns its allocation. Copies from it are truly
-// asynchronous (from pageable memory the driver may wait for the stream).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (ptr_) cudaFreeHost(ptr_);
-  }
-  void reserve(std::size_t bytes) {
-    if (bytes <= size_) return;
-    if (ptr_) cudaFreeHost(ptr_);
+  void release() {
+    if (ptr_) kPinnedHost ? cudaFreeHost(ptr_) : cudaFree(ptr_);
     ptr_ = nullptr;
     size_ = 0;
-    check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-    size_ = bytes;
   }
-  char* data() const { return static_cast<char*>(ptr_); }
-
- private:
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
 };
+using DeviceBuffer = GrowingBuffer<false>;
+using PinnedBuffer = GrowingBuffer<true>;
 
 class CudaExtractorImpl final : public Extractor {
  public:
@@ -183,14 +167,14 @@ class CudaExtractorImpl final : public Extractor {
     const std::size_t desc_at = (boxes.size_bytes() + 63) / 64 * 64;
     if (queued_) check(cudaEventSynchronize(staging_read_), "previous upload");
     staging_.reserve(desc_at + desc_bytes + 1);
-    if (!boxes.empty()) std::memcpy(staging_.data(), boxes.data(), boxes.size_bytes());
-    if (desc_bytes > 0) std::memcpy(staging_.data() + desc_at, descs_.data(), desc_bytes);
+    if (!boxes.empty()) std::memcpy(staging_.as<char>(), boxes.data(), boxes.size_bytes());
+    if (desc_bytes > 0) std::memcpy(staging_.as<char>() + desc_at, descs_.data(), desc_bytes);
     table_descs_.reserve(desc_bytes + 1);
     boxes_.reserve(boxes.size_bytes() + 1);
-    check(cudaMemcpyAsync(table_descs_.as<void>(), staging_.data() + desc_at, desc_bytes,
+    check(cudaMemcpyAsync(table_descs_.as<void>(), staging_.as<char>() + desc_at, desc_bytes,
                           cudaMemcpyHostToDevice, stream),
           "copy table descriptors");
-    check(cudaMemcpyAsync(boxes_.as<void>(), staging_.data(), boxes.size_bytes(),
+    check(cudaMemcpyAsync(boxes_.as<void>(), staging_.as<char>(), boxes.size_bytes(),
                           cudaMemcpyHostToDevice, stream),
           "upload boxes");
     check(cudaEventRecord(staging_read_, stream), "record the upload");
