@@ -131,7 +131,8 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
         "--variants", step.variants,
         "Levers joined by '+', one variant each, e.g. fp32,bf16,bf16+sdpa+foreach "
         "(fp32|bf16|bf16-params as ssl.precision, sdpa: fused attention, foreach: "
-        "multi-tensor AdamW/EMA, fold: LayerScale folded into the linear before it, sync: a "
+        "multi-tensor AdamW/EMA, fold: LayerScale folded into the linear before it, addnorm: "
+        "each residual add and the LayerNorm after it as one fused operation, sync: a "
         "device synchronisation after every phase, cut: the trainer cuts the views from the "
         "images (views.cut_on = learner), batched: the student's glimpses 2..S in one pass "
         "(ssl.batched_glimpses), graphs: the teacher's forward as one CUDA graph "

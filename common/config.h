@@ -166,6 +166,7 @@ struct SslConfig {
   bool overlap_all_reduce{};   // learners' gradient all-reduce during backward
   bool batched_glimpses{};     // the student's glimpses 2..S in one pass with gradient
   bool cuda_graphs{};          // no-grad passes (teacher, student's carry) as CUDA graphs
+  bool fused_add_norm{};       // residual adds + LayerNorms as fused kernels
   bool prefetch_to_device{};   // the next batch copied to the device during a step
   int64_t threads{};           // torch intra-op threads (0 = all cores)
   std::string objective;       // dino | supervised (the labelled baseline)

@@ -504,6 +504,12 @@ void describe(V& v, SslConfig& c) {
             "host's dispatch sets those passes' time at the batches a GPU learner takes. The "
             "same step. Precision fp32 or bf16-params (autocast's cast cache cannot live in a "
             "graph); a learner on a CPU warns and runs without graphs.");
+  v.boolean("fused_add_norm", c.fused_add_norm, false,
+            "Each residual add of the backbone's blocks and the LayerNorm after it as one fused "
+            "operation, forward and backward (kernels/layer_norm.h: fewer activation-sized "
+            "passes over memory). The same step within float rounding; it fuses with "
+            "precision fp32 or bf16-params (under bf16 autocast the types differ and LibTorch's "
+            "operations run).");
   v.boolean("prefetch_to_device", c.prefetch_to_device, false,
             "A GPU learner copies the next step's batch to the device while a step runs (on a "
             "thread of its own through page-locked memory, then on a side stream), instead of "

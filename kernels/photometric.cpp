@@ -133,7 +133,7 @@ void augment_patches_cuda(const std::uint8_t* in, void* out, PatchOutput out_typ
   cudaGetLastError();  // clear it
   const std::size_t floats = 2 * std::size_t{static_cast<unsigned>(layout.channels)} *
                              layout.patch_size * layout.patch_size;
-  if (floats * sizeof(float) > 48 * 1024)
+  if ((floats + 2 * kMaxPatchSize) * sizeof(float) > 48 * 1024)  // with the taps
     throw std::invalid_argument(
         "augment_patches_cuda: a patch of " + std::to_string(layout.channels) + " x " +
         std::to_string(layout.patch_size) + " x " + std::to_string(layout.patch_size) + " needs " +

@@ -5,15 +5,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/device_math.h"
 #include "kernels/photometric.h"
-
-#if defined(__CUDACC__)
-#define SACCADE_HD __host__ __device__ inline
-#else
-#define SACCADE_HD inline
-#endif
 
 namespace saccade::kernels::photometric {
 
@@ -108,18 +102,6 @@ SACCADE_HD float blur_at(const float* line, int stride, int n, int at, const flo
     acc += w[i + radius] * line[j * stride];
   }
   return acc;
-}
-
-// bfloat16 bits of `v`, rounded to nearest even; NaN stays a quiet NaN (c10::BFloat16's rule).
-SACCADE_HD std::uint16_t bf16_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  const std::uint32_t u = __float_as_uint(v);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-#endif
-  if (v != v) return 0x7FC0;
-  return static_cast<std::uint16_t>((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
 }
 
 // Stores value `i` of an output of type `type`.

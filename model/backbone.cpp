@@ -1,5 +1,7 @@
 #include "model/backbone.h"
 
+#include "model/add_norm.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -96,8 +98,9 @@ StepOutput FovealBackboneImpl::step(const torch::Tensor& patches, const torch::T
   // carried state arrives in fp32 (autocast's final LayerNorm); a no-op in fp32.
   for (auto& group : tokens) group = group.to(state_embed_.scalar_type());
   auto x = torch::cat(tokens, 1);
-  for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
-  x = norm_(x);
+  Residual stream{std::move(x), {}};
+  for (const auto& block : *blocks_) stream = block->as<Block>()->forward_residual(stream);
+  x = add_layer_norm(stream.x, stream.pending, norm_).normed;
   StepOutput out;
   out.state = x.narrow(1, 0, options_.n_state);
   if (!state_gate_.is_empty() && state.defined()) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "model/add_norm.h"
 #include "model/torch_compat.h"
 
 namespace saccade::model {
@@ -138,8 +139,15 @@ BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double la
       mlp_(register_module("mlp", Mlp(width, mlp_hidden, width))) {}
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {
-  x = x + ls1_->of_linear(attn_->proj(), attn_->mix(norm1_(x)));
-  return x + ls2_->of_linear(mlp_->fc2(), mlp_->hidden(norm2_(x)));
+  const Residual out = forward_residual({std::move(x), {}});
+  return out.x + out.pending;
+}
+
+Residual BlockImpl::forward_residual(const Residual& in) {
+  const AddNormOutput first = add_layer_norm(in.x, in.pending, norm1_);
+  const AddNormOutput second =
+      add_layer_norm(first.sum, ls1_->of_linear(attn_->proj(), attn_->mix(first.normed)), norm2_);
+  return {second.sum, ls2_->of_linear(mlp_->fc2(), mlp_->hidden(second.normed))};
 }
 
 }  // namespace saccade::model

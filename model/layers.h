@@ -94,12 +94,22 @@ class LayerScaleImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LayerScale);
 
+// The residual stream between blocks: x, and the last branch's output not yet added to it,
+// so that the add runs with the next LayerNorm as one operation (add_norm.h).
+struct Residual {
+  torch::Tensor x;
+  torch::Tensor pending;  // undefined: nothing to add
+};
+
 // x + ls1(attn(norm1(x))), then + ls2(mlp(norm2(x))).
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
             double norm_eps);
   torch::Tensor forward(torch::Tensor x);
+  // The same, leaving the MLP branch's output pending for the next block's norm1 (or the
+  // stack's final LayerNorm) to add.
+  Residual forward_residual(const Residual& in);
 
  private:
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};

@@ -40,6 +40,7 @@ struct Variant {
   bool fused_attention = true;
   bool multi_tensor = true;
   bool folded_layerscale = true;
+  bool fused_add_norm = false;    // ssl.fused_add_norm
   bool phase_syncs = false;       // the timed steps also synchronise after every phase
   bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
   bool batched_glimpses = false;  // ssl.batched_glimpses
@@ -57,6 +58,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.batched_glimpses = config.ssl.batched_glimpses;
     v.cuda_graphs = config.ssl.cuda_graphs;
     v.prefetch = config.ssl.prefetch_to_device;
+    v.fused_add_norm = config.ssl.fused_add_norm;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -72,6 +74,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.multi_tensor = true;
     } else if (lever == "fold") {
       v.folded_layerscale = true;
+    } else if (lever == "addnorm") {
+      v.fused_add_norm = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
     } else if (lever == "cut") {
@@ -85,7 +89,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, sync, cut, batched, graphs, prefetch joined by '+', or config)",
+          "foreach, fold, addnorm, sync, cut, batched, graphs, prefetch joined by '+', or config)",
           lever, text));
     }
     start = end + 1;
@@ -174,6 +178,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   t.prefetch_to_device = v.prefetch;
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
+  t.fused_add_norm = v.fused_add_norm;
   reset_peak_device_memory(device);
   pretrain::SslTrainer trainer(t);
   size_t next = 0;

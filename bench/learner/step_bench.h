@@ -21,12 +21,14 @@ struct StepBenchOptions {
   // Levers, one variant each, e.g. "fp32", "bf16+sdpa+foreach": a precision (fp32 | bf16 |
   // bf16-params, as ssl.precision; fp32 when none is named), "sdpa" (fused attention kernels,
   // LibTorch >= 2), "foreach" (multi-tensor AdamW and EMA), "fold" (LayerScale folded into the
-  // linear layer before it, model::set_folded_layerscale), "sync" (a device synchronisation after
-  // every phase, as when phases are timed), "cut" (the batches carry the images and boxes and the
-  // trainer cuts the views on its device, views.cut_on = "learner"; the same views), "batched"
-  // (the student's glimpses 2..S in one pass, ssl.batched_glimpses), "graphs" (the teacher's
-  // forward as one CUDA graph, ssl.cuda_graphs). Empty: one variant, the config's training
-  // path (its precision, views.cut_on, batched_glimpses and cuda_graphs, every lever on).
+  // linear layer before it, model::set_folded_layerscale), "addnorm" (each residual add and
+  // the LayerNorm after it as one fused operation, ssl.fused_add_norm), "sync" (a device
+  // synchronisation after every phase, as when phases are timed), "cut" (the batches carry the
+  // images and boxes and the trainer cuts the views on its device, views.cut_on = "learner"; the
+  // same views), "batched" (the student's glimpses 2..S in one pass, ssl.batched_glimpses),
+  // "graphs" (the teacher's forward as one CUDA graph, ssl.cuda_graphs). Empty: one variant, the
+  // config's training path (its precision, views.cut_on, batched_glimpses and cuda_graphs, every
+  // lever on).
   std::vector<std::string> variants;
   int warmup = 2;          // untimed steps per variant and batch
   int steps = 5;           // timed steps (no phase synchronisation)

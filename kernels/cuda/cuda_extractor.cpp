@@ -2,6 +2,7 @@
 // extract_cuda.cu. Host C++20 (g++), CUDA runtime API only.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,9 @@ class GrowingBuffer {
   ~GrowingBuffer() { release(); }
   void reserve(std::size_t bytes) {
     if (bytes <= size_) return;
+    // Geometric growth: images of varying sizes regrow a slot a few times, not at every new
+    // largest image (a cudaFree waits for the whole device).
+    bytes = std::max(bytes, size_ + size_ / 2);
     release();
     if constexpr (kPinnedHost)
       check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/layer_norm.h"
 #include "kernels/photometric.h"
 
 namespace saccade::kernels::cuda::detail {
@@ -48,5 +49,14 @@ void launch_extract(const DeviceTable* tables, const DeviceBox* boxes, int n, in
 cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
                                    const PatchLayout& layout, const PatchAugment* views,
                                    const Normalisation& norm, float* scratch, cudaStream_t stream);
+
+// The fused residual add + LayerNorm (kernels/layer_norm.h), queued on `stream`; backward
+// leaves per-block partial sums in scratch (add_norm_scratch_floats) and adds them after.
+// Return the first CUDA error.
+std::size_t add_norm_scratch_floats(long long rows, int width);
+cudaError_t launch_add_norm_forward(const NormShape& shape, const AddNormForward& f, float eps,
+                                    cudaStream_t stream);
+cudaError_t launch_add_norm_backward(const NormShape& shape, const AddNormBackward& b,
+                                     float* scratch, cudaStream_t stream);
 
 }  // namespace saccade::kernels::cuda::detail

@@ -110,7 +110,9 @@ cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, PatchOutpu
   if (layout.views == 0 || patches == 0) return cudaSuccess;
   const std::size_t shared = 2 * static_cast<std::size_t>(layout.channels) * layout.patch_size *
                              layout.patch_size * sizeof(float);
-  if (shared > 48 * 1024) {  // past the default: opt in, where the device allows it
+  // Past the default 48 KB of dynamic and static (taps) shared memory: opt in, where the
+  // device allows it.
+  if (shared + sizeof(float) * 2 * kMaxPatchSize > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(
         augment, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     if (err != cudaSuccess) return err;

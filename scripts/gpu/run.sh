@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine, inside a bundle made by scripts/gpu/bundle.sh: the GPU checks,
 # each writing JSON into $OUT (default ./gpu-out):
-#   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend);
-#      pretrain_cuda_tests (the teacher's CUDA graph replays fresh inputs and trains the same);
+#   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend; the fused
+#      augmentation and residual add + LayerNorm against their CPU loops);
+#      pretrain_cuda_tests (CUDA graphs, staging, cutting and the fused LayerNorm train the same);
 #   2. saccade bench extract: the CUDA rows (table build at 4096^2, 100k patches) and
 #      the CPU rows on this machine's cores; extract_cpu: the CPU table against the pyramid
 #      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (the target "not slower
@@ -12,8 +13,8 @@
 #      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
 #      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
 #      (SACCADE_GPU_STEP_VARIANTS), then the fast path (bf16 weights with LayerScale folded)
-#      without and with batched glimpses and the teacher's CUDA graph (profiled at the last
-#      batch) at SACCADE_GPU_STEP_LARGE_BATCH
+#      without and with batched glimpses, CUDA graphs and prefetching, and with the fused
+#      residual add + LayerNorm (profiled at the last batch) at SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 256,512: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
@@ -130,7 +131,8 @@ if wants step; then
   # (bf16+sdpa and bf16+foreach alone: measured, docs/model.md)
   levers=bf16,$fast,$fast+fold,$fast+fold+batched,$params,$params+fold,$params+fold+batched
   levers=$levers,$params+fold+graphs,$params+fold+batched+graphs,$params+fold+batched+cut
-  levers=$levers,$params+fold+batched+graphs+prefetch,fp32+sdpa+foreach+fold
+  levers=$levers,$params+fold+batched+graphs+prefetch,$params+fold+batched+graphs+prefetch+addnorm
+  levers=$levers,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
@@ -138,7 +140,8 @@ if wants step; then
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
   step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
-    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" --variants "$params+fold,$params+fold+batched+graphs+prefetch" \
+    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" \
+    --variants "$params+fold,$params+fold+batched+graphs+prefetch,$params+fold+batched+graphs+prefetch+addnorm" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind, the top

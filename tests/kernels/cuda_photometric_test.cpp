@@ -52,7 +52,9 @@ TEST(CudaPhotometric, MatchesTheCpuLoop) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   std::mt19937_64 rng(7);
   for (const PatchLayout l : {PatchLayout{40, 1, 6, 3, 16}, PatchLayout{20, 3, 5, 3, 7},
-                              PatchLayout{30, 2, 4, 1, 16}, PatchLayout{6, 1, 3, 3, 64}}) {
+                              PatchLayout{30, 2, 4, 1, 16}, PatchLayout{6, 1, 3, 3, 64},
+                              // just under 48 KB of dynamic shared memory, over it with the taps
+                              PatchLayout{4, 1, 2, 3, 45}, PatchLayout{4, 1, 2, 1, 78}}) {
     SCOPED_TRACE(testing::Message() << "views " << l.views << " pieces " << l.pieces << " C "
                                     << l.channels << " P " << l.patch_size);
     std::vector<std::uint8_t> in(static_cast<size_t>(l.values()));

@@ -2,8 +2,9 @@
 // inputs and weights updated in place, a change of shapes recaptures, and a trainer whose
 // teacher runs as a graph takes the same steps as one launching it kernel by kernel. The
 // batch staged during the step before (ssl.prefetch_to_device) trains as the batch
-// uploaded by its own step, views cut on the GPU train as the data plane's patches, and a
-// step waits for the device once, whoever cuts. Every test skips itself
+// uploaded by its own step, views cut on the GPU train as the data plane's patches, a
+// step waits for the device once, whoever cuts, and the fused residual add + LayerNorm
+// trains as LibTorch's operations. Every test skips itself
 // without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -18,6 +19,7 @@
 #include <c10/util/Exception.h>
 
 #include "dataloader/views.h"
+#include "model/add_norm.h"
 #include "tests/workers/small_ssl.h"
 #include "workers/pretrain/captured_pass.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -209,6 +211,43 @@ TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
       }
       trainer.forget_next();
     }
+}
+
+// ssl.fused_add_norm on a GPU: the CUDA kernels take the add and the LayerNorm (checked on
+// the operation itself), and a trainer built of them takes the same steps as one on
+// LibTorch's operations, eagerly and inside its CUDA graphs, in fp32 and in bf16.
+TEST(SslTrainer, TheFusedAddAndLayerNormTrainAsLibTorchsOperations) {
+  SKIP_WITHOUT_CUDA();
+  {
+    torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({64}).eps(1e-6));
+    norm->to(torch::kCUDA);
+    const torch::Tensor x = torch::randn({4, 5, 64}, torch::kCUDA).requires_grad_(true);
+    const torch::Tensor branch = torch::randn({4, 5, 64}, torch::kCUDA);
+    const model::FusedAddNorm scope;
+    const model::AddNormOutput fused = model::add_layer_norm(x, branch, norm);
+    ASSERT_NE(fused.normed.grad_fn()->name().find("AddLayerNorm"), std::string::npos)
+        << fused.normed.grad_fn()->name();
+    const model::FusedAddNorm off(false);
+    EXPECT_TRUE(torch::allclose(fused.normed, norm(x + branch), 1e-5, 1e-5));
+  }
+  const std::vector<data::SslBatch> data = batches();
+  for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
+    for (const bool graphs : {false, true}) {
+      const bool fp32 = precision == ssl::Precision::kFp32;
+      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16-params") + (graphs ? ", graphs" : ""));
+      const double tolerance = fp32 ? 1e-4 : 2e-2;  // relative
+      ssl::TrainerOptions with = tiny_trainer(precision, true, graphs);
+      with.fused_add_norm = true;
+      SslTrainer plain(tiny_trainer(precision, true, graphs)), fused(with);
+      for (int step = 0; step < 6; ++step) {
+        const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
+        const StepStats a = plain.train_step(batch), b = fused.train_step(batch);
+        ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
+        EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
+        EXPECT_NEAR(b.grad_norm, a.grad_norm, 10 * tolerance * a.grad_norm) << "step " << step;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ ssl::TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.batched_glimpses = c.ssl.batched_glimpses;
   o.cuda_graphs = c.ssl.cuda_graphs;
   o.prefetch_to_device = c.ssl.prefetch_to_device;
+  o.fused_add_norm = c.ssl.fused_add_norm;
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
   o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);

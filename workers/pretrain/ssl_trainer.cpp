@@ -14,13 +14,14 @@
 #include <stdexcept>
 
 #include "kernels/extract.h"
+#include "model/add_norm.h"
 #include "model/backbone.h"
+#include "model/device_stream.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
 #include "workers/pretrain/batch_stager.h"
 #include "workers/pretrain/captured_pass.h"
-#include "workers/ssl/device_stream.h"
 #include "workers/ssl/gradient_buckets.h"
 #include "workers/ssl/objective.h"
 #include "workers/ssl/optim.h"
@@ -265,7 +266,7 @@ struct SslTrainer::Impl {
     if (!extractor) {
       kernels::ExtractorOptions eo;
       eo.backend = device.is_cuda() ? kernels::Backend::kCuda : kernels::Backend::kCpu;
-      eo.device = device.is_cuda() ? std::max<int>(0, device.index()) : 0;
+      eo.device = model::device_index(device);
       eo.num_threads = 0;
       extractor = kernels::make_extractor(eo);
     }
@@ -292,7 +293,7 @@ struct SslTrainer::Impl {
     const auto n = static_cast<int64_t>(boxes.size());
     torch::Tensor all = torch::empty({n, channels, p, p}, torch::TensorOptions().device(device));
     extractor->extract_queued(images, boxes, static_cast<int>(p), all.data_ptr<float>(),
-                              ssl::current_stream(device));
+                              model::current_stream(device));
     all = (all + 0.5f).floor_().to(torch::kByte);  // box averages lie in [0, 255]
     std::array<torch::Tensor, 5> out;
     int64_t first = 0;
@@ -484,6 +485,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
                                   m.options.precision == ssl::Precision::kBf16Autocast);
     // The weights stay as they are until the update: LayerScale folded once per pass kind.
     const model::ReuseFoldedLayerScale fold_once;
+    const model::FusedAddNorm fused_add_norm(m.options.fused_add_norm);
     DinoNet& student_net = m.student_net();
     if (!m.options.supervised) {
       const std::vector<torch::Tensor> teacher =

@@ -10,7 +10,7 @@
 
 #include "dataloader/augment.h"
 #include "kernels/photometric.h"
-#include "workers/ssl/device_stream.h"
+#include "model/device_stream.h"
 #include "workers/ssl/host_to_device.h"
 
 namespace saccade::ssl {
@@ -78,7 +78,7 @@ at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t
                    pixels.options().dtype(torch::kFloat));
   kernels::augment_patches_cuda(in.data_ptr<uint8_t>(), out.data_ptr(), output, layout,
                                 reinterpret_cast<const PatchAugment*>(rows.data_ptr<float>()), norm,
-                                scratch.data_ptr<float>(), current_stream(pixels.device()));
+                                scratch.data_ptr<float>(), model::current_stream(pixels.device()));
   return out;
 }
 

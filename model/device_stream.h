@@ -4,10 +4,14 @@
 
 #include <torch/types.h>
 
-namespace saccade::ssl {
+namespace saccade::model {
 
 // The current stream of `device` as a cudaStream_t; nullptr on a CPU. Throws
 // std::invalid_argument for a CUDA device in a build whose LibTorch has no CUDA.
 void* current_stream(const torch::Device& device);
 
-}  // namespace saccade::ssl
+// The device's index; for a CUDA device named without one ("cuda"), the current CUDA device
+// (as LibTorch places its tensors); 0 on a CPU.
+int device_index(const torch::Device& device);
+
+}  // namespace saccade::model
