@@ -1,5 +1,6 @@
 #include "model/add_norm.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/autograd.h>
 
 #include <cstdint>
@@ -50,6 +51,11 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
                                                 const torch::Tensor& branch_in,
                                                 const torch::Tensor& gamma_in,
                                                 const torch::Tensor& beta_in, double eps) {
+    // A custom function's forward runs on whatever device is current: the kernels launch on
+    // it, so it must be x's (a learner on cuda:1).
+    const c10::DeviceGuard on(x_in.device());
+    // An unused output's gradient stays undefined instead of a tensor of zeros to read.
+    ctx->set_materialize_grads(false);
     const torch::Tensor x = as_rows(x_in), branch = as_rows(branch_in);
     const torch::Tensor gamma = as_rows(gamma_in), beta = as_rows(beta_in);
     const kernels::NormShape shape = shape_of(x);
@@ -74,6 +80,7 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &sum = saved[0], &mean = saved[1], &rstd = saved[2], &gamma = saved[3];
+    const c10::DeviceGuard on(sum.device());
     if (!grads[1].defined()) {  // only the residual stream's gradient: the add's
       const torch::Tensor d_sum = grads[0].defined() ? grads[0] : torch::zeros_like(sum);
       return {d_sum, d_sum, torch::Tensor(), torch::Tensor(), torch::Tensor()};

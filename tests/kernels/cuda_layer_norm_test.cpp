@@ -79,6 +79,17 @@ TEST(CudaAddLayerNorm, MatchesTheCpuLoop) {
   std::normal_distribution<float> n(0, 1);
   for (const NormFloat type : {NormFloat::kFloat32, NormFloat::kBFloat16}) {
     for (const int width : {64, 384, 392, 768, 1024}) {
+      // One draw per type and width, its first rows for the smaller count.
+      const size_t size = type == NormFloat::kBFloat16 ? 2 : 4, most = 20000 * size_t(width);
+      auto draw = [&](size_t k, float scale, float shift) {
+        std::vector<float> v(k);
+        for (float& e : v) e = shift + scale * n(rng);
+        return values_of(v, type);
+      };
+      const auto x = draw(most, 2, 0.5f), branch = draw(most, 0.5f, 0);
+      const auto gamma = draw(static_cast<size_t>(width), 0.3f, 1),
+                 beta = draw(static_cast<size_t>(width), 0.1f, 0);
+      const auto dy = draw(most, 1, 0), d_sum = draw(most, 1, 0);
       for (const std::int64_t rows : {std::int64_t{5}, std::int64_t{20000}}) {
         for (const bool residual : {false, true}) {
           SCOPED_TRACE(testing::Message()
@@ -86,17 +97,7 @@ TEST(CudaAddLayerNorm, MatchesTheCpuLoop) {
                        << " rows " << rows << (residual ? " with" : " without")
                        << " residual gradient");
           const NormShape shape{rows, width, type};
-          const size_t count = static_cast<size_t>(rows) * width,
-                       size = type == NormFloat::kBFloat16 ? 2 : 4;
-          auto draw = [&](size_t k, float scale, float shift) {
-            std::vector<float> v(k);
-            for (float& e : v) e = shift + scale * n(rng);
-            return values_of(v, type);
-          };
-          const auto x = draw(count, 2, 0.5f), branch = draw(count, 0.5f, 0);
-          const auto gamma = draw(static_cast<size_t>(width), 0.3f, 1),
-                     beta = draw(static_cast<size_t>(width), 0.1f, 0);
-          const auto dy = draw(count, 1, 0), d_sum = draw(count, 1, 0);
+          const size_t count = static_cast<size_t>(rows) * width;
           // CPU
           std::vector<std::uint8_t> sum(count * size), y(count * size), dx(count * size),
               dg(static_cast<size_t>(width) * size), db(static_cast<size_t>(width) * size);

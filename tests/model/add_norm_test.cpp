@@ -132,6 +132,19 @@ TEST(AddNorm, ABackboneTrainsTheSameFused) {
     expect_close(fused_grads.at(name), g, 1e-3, 1e-4, name.c_str());
 }
 
+TEST(AddNorm, OnlyTheSumUsedPassesItsGradientToBothInputs) {
+  torch::nn::LayerNorm norm = random_norm(16, torch::kFloat);
+  const torch::Tensor x = torch::randn({3, 16}).requires_grad_(true);
+  const torch::Tensor b = torch::randn({3, 16}).requires_grad_(true);
+  const torch::Tensor w = torch::randn({3, 16});
+  const FusedAddNorm scope;
+  (add_layer_norm(x, b, norm).sum * w).sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), w));
+  EXPECT_TRUE(torch::equal(b.grad(), w));
+  EXPECT_FALSE(norm->weight.grad().defined() && norm->weight.grad().abs().sum().item<float>() > 0)
+      << "the LayerNorm's weight got a gradient its output never sent";
+}
+
 TEST(AddNorm, ScopesNestAndEndWhereTheyClose) {
   torch::nn::LayerNorm norm = random_norm(16, torch::kFloat);
   const torch::Tensor x = torch::randn({2, 16}).requires_grad_(true), b = torch::randn({2, 16});

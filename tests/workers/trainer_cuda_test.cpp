@@ -218,17 +218,53 @@ TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
 // LibTorch's operations, eagerly and inside its CUDA graphs, in fp32 and in bf16.
 TEST(SslTrainer, TheFusedAddAndLayerNormTrainAsLibTorchsOperations) {
   SKIP_WITHOUT_CUDA();
-  {
-    torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({64}).eps(1e-6));
-    norm->to(torch::kCUDA);
-    const torch::Tensor x = torch::randn({4, 5, 64}, torch::kCUDA).requires_grad_(true);
-    const torch::Tensor branch = torch::randn({4, 5, 64}, torch::kCUDA);
-    const model::FusedAddNorm scope;
-    const model::AddNormOutput fused = model::add_layer_norm(x, branch, norm);
-    ASSERT_NE(fused.normed.grad_fn()->name().find("AddLayerNorm"), std::string::npos)
-        << fused.normed.grad_fn()->name();
-    const model::FusedAddNorm off(false);
-    EXPECT_TRUE(torch::allclose(fused.normed, norm(x + branch), 1e-5, 1e-5));
+  // The operation at ViT-S's width: values and the gradients of all four inputs against
+  // LibTorch's add and layer_norm, with the sum used downstream and not.
+  for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+    for (const bool use_sum : {true, false}) {
+      const bool fp32 = type == torch::kFloat;
+      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16") + (use_sum ? ", sum used" : ""));
+      const double tol = fp32 ? 1e-4 : 1.0 / 32;
+      torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({384}).eps(1e-6));
+      {
+        torch::NoGradGuard no_grad;
+        norm->weight.copy_(torch::rand({384}) + 0.5);
+        norm->bias.copy_(torch::randn({384}) * 0.1);
+      }
+      norm->to(torch::kCUDA, type);
+      const torch::Tensor x0 = (torch::randn({6, 50, 384}) * 2).to(torch::kCUDA, type);
+      const torch::Tensor b0 = torch::randn({6, 50, 384}).to(torch::kCUDA, type);
+      const torch::Tensor w1 = torch::randn({6, 50, 384}, torch::kCUDA);
+      const torch::Tensor w2 = torch::randn({6, 50, 384}, torch::kCUDA);
+      std::vector<torch::Tensor> results[2];
+      for (const bool fused : {false, true}) {
+        norm->zero_grad();
+        const torch::Tensor x = x0.clone().requires_grad_(true);
+        const torch::Tensor b = b0.clone().requires_grad_(true);
+        const model::AddNormOutput out = [&] {
+          const model::FusedAddNorm scope(fused);
+          return model::add_layer_norm(x, b, norm);
+        }();
+        if (fused) {
+          ASSERT_NE(out.normed.grad_fn()->name().find("AddLayerNorm"), std::string::npos)
+              << out.normed.grad_fn()->name();
+        }
+        torch::Tensor loss = (out.normed.to(torch::kFloat) * w1).sum();
+        if (use_sum) loss = loss + (out.sum.to(torch::kFloat) * w2).sum();
+        loss.backward();
+        results[fused] = {out.normed, x.grad(), b.grad(), norm->weight.grad().clone(),
+                          norm->bias.grad().clone()};
+      }
+      const char* names[] = {"normed", "x's gradient", "branch's gradient", "weight's gradient",
+                             "bias's gradient"};
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        const torch::Tensor a = results[0][i].to(torch::kFloat),
+                            f = results[1][i].to(torch::kFloat);
+        const double scale = i >= 3 ? 10 : 1;  // parameter gradients sum 300 rows
+        EXPECT_TRUE(torch::allclose(f, a, tol, tol * scale))
+            << names[i] << ": largest difference " << (f - a).abs().max().item<float>();
+      }
+    }
   }
   const std::vector<data::SslBatch> data = batches();
   for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
