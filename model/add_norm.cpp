@@ -7,6 +7,7 @@
 
 #include "kernels/layer_norm.h"
 #include "model/device_stream.h"
+#include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
@@ -31,6 +32,8 @@ torch::Tensor as_rows(const torch::Tensor& t) {
 bool fusable(const torch::Tensor& x, const torch::Tensor& branch,
              const torch::nn::LayerNorm& norm) {
   if (!g_fused_add_norm || !branch.defined() || x.dim() < 1) return false;
+  // Under autocast LibTorch's layer_norm runs in (and returns) float32 whatever its input.
+  if (autocast_enabled(x.device().type())) return false;
   const auto type = x.scalar_type();
   if (type != torch::kFloat && type != torch::kBFloat16) return false;
   const torch::Tensor& gamma = norm->weight;

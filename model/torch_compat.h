@@ -43,6 +43,16 @@ inline void set_fused_attention(bool enabled) {
 #endif
 }
 
+// Whether autocast is on for `device` on this thread.
+inline bool autocast_enabled(c10::DeviceType device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled()
+                                        : at::autocast::is_enabled();
+#endif
+}
+
 // bf16 mixed precision for a scope on one device type (what Python's
 // torch.autocast does): ops on autocast's lower-precision list (matmul, linear,
 // conv) run in bf16, the rest in fp32; parameters and their gradients stay fp32.
@@ -51,7 +61,7 @@ class AutocastGuard {
  public:
   AutocastGuard(c10::DeviceType device, bool enabled) : device_(device), enabled_(enabled) {
     if (!enabled_) return;
-    was_enabled_ = is_enabled();
+    was_enabled_ = autocast_enabled(device_);
     previous_dtype_ = dtype();
     set(true, at::kBFloat16);
     at::autocast::increment_nesting();
@@ -66,9 +76,6 @@ class AutocastGuard {
 
  private:
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  bool is_enabled() const {
-    return at::autocast::is_autocast_enabled(device_);
-  }
   at::ScalarType dtype() const {
     return at::autocast::get_autocast_dtype(device_);
   }
@@ -79,9 +86,6 @@ class AutocastGuard {
 #else
   bool cpu() const {
     return device_ == c10::DeviceType::CPU;
-  }
-  bool is_enabled() const {
-    return cpu() ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
   }
   at::ScalarType dtype() const {
     return cpu() ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();

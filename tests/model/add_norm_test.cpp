@@ -13,6 +13,7 @@
 
 #include "model/backbone.h"
 #include "model/layers.h"
+#include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
@@ -98,6 +99,14 @@ TEST(AddNorm, MixedTypesAndNoBranchTakeLibTorchsOperations) {
   const AddNormOutput mixed = add_layer_norm(x, torch::randn({2, 16}).to(torch::kBFloat16), norm);
   const AddNormOutput alone = add_layer_norm(x, torch::Tensor(), norm);
   EXPECT_EQ(mixed.sum.scalar_type(), torch::kFloat);  // type promotion, as x + branch
+  {
+    const AutocastGuard autocast(c10::DeviceType::CPU, true);
+    const torch::Tensor xb = x.to(torch::kBFloat16).requires_grad_(true);
+    torch::nn::LayerNorm bf16 = random_norm(16, torch::kBFloat16);
+    EXPECT_EQ(add_layer_norm(xb, xb, bf16).normed.grad_fn()->name().find("AddLayerNorm"),
+              std::string::npos)
+        << "under autocast, LibTorch's layer_norm (its own output type)";
+  }
   EXPECT_TRUE(torch::equal(alone.sum, x));
   EXPECT_TRUE(torch::equal(alone.normed, norm(x)));
 }
