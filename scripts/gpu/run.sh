@@ -104,7 +104,7 @@ step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the 
   echo "${PIPESTATUS[0]}" >"$out/rc/$name"
 }
 wants() { [[ " $checks " == *" $1 "* ]]; }
-wants kernels_cuda_tests && step kernels_cuda_tests 90 "$bundle/bin/kernels_cuda_tests" \
+wants kernels_cuda_tests && step kernels_cuda_tests 150 "$bundle/bin/kernels_cuda_tests" \
   --gtest_output="json:$out/kernels_cuda_tests.json"
 wants pretrain_cuda_tests && step pretrain_cuda_tests 90 "$bundle/bin/pretrain_cuda_tests" \
   --gtest_output="json:$out/pretrain_cuda_tests.json"
