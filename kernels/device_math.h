@@ -37,4 +37,22 @@ SACCADE_HD float float_of_bf16(std::uint16_t bits) {
 #endif
 }
 
+// The element type of a kernel's float input or output: float32, or bfloat16 rounded to
+// nearest even (as LibTorch's conversion rounds), for a model that runs in bf16.
+enum class FloatType { kFloat32, kBFloat16 };
+
+// Value `i` of an array of type `type`, as a float.
+SACCADE_HD float load_value(const void* in, FloatType type, std::int64_t i) {
+  return type == FloatType::kBFloat16 ? float_of_bf16(static_cast<const std::uint16_t*>(in)[i])
+                                      : static_cast<const float*>(in)[i];
+}
+
+// Stores value `i` of an array of type `type`.
+SACCADE_HD void store_value(void* out, FloatType type, std::int64_t i, float v) {
+  if (type == FloatType::kBFloat16)
+    static_cast<std::uint16_t*>(out)[i] = bf16_bits(v);
+  else
+    static_cast<float*>(out)[i] = v;
+}
+
 }  // namespace saccade::kernels

@@ -19,21 +19,9 @@
 namespace saccade::kernels {
 namespace {
 
-float load(const void* p, NormFloat type, std::int64_t i) {
-  return type == NormFloat::kBFloat16 ? float_of_bf16(static_cast<const std::uint16_t*>(p)[i])
-                                      : static_cast<const float*>(p)[i];
-}
-
-void store(void* p, NormFloat type, std::int64_t i, float v) {
-  if (type == NormFloat::kBFloat16)
-    static_cast<std::uint16_t*>(p)[i] = bf16_bits(v);
-  else
-    static_cast<float*>(p)[i] = v;
-}
-
 // The value as `type` holds it.
-float rounded(NormFloat type, float v) {
-  return type == NormFloat::kBFloat16 ? float_of_bf16(bf16_bits(v)) : v;
+float rounded(FloatType type, float v) {
+  return type == FloatType::kBFloat16 ? float_of_bf16(bf16_bits(v)) : v;
 }
 
 void check_shape(const NormShape& s) {
@@ -89,7 +77,7 @@ void add_layer_norm_forward(const NormShape& shape, const AddNormForward& f, flo
                             int num_threads) {
   validate_norm(shape, f);
   const int w = shape.width;
-  const NormFloat type = shape.type;
+  const FloatType type = shape.type;
   const RowRuns runs = row_runs(shape.rows, num_threads);
   parallel_for(num_threads, runs.tasks, [&](int t) {
     std::vector<float> v(static_cast<std::size_t>(w));
@@ -97,8 +85,9 @@ void add_layer_norm_forward(const NormShape& shape, const AddNormForward& f, flo
       const std::int64_t first = r * w;
       float total = 0;
       for (int j = 0; j < w; ++j) {
-        v[j] = rounded(type, load(f.x, type, first + j) + load(f.branch, type, first + j));
-        store(f.sum, type, first + j, v[j]);
+        v[j] =
+            rounded(type, load_value(f.x, type, first + j) + load_value(f.branch, type, first + j));
+        store_value(f.sum, type, first + j, v[j]);
         total += v[j];
       }
       const float mean = total / static_cast<float>(w);
@@ -106,8 +95,9 @@ void add_layer_norm_forward(const NormShape& shape, const AddNormForward& f, flo
       for (int j = 0; j < w; ++j) squares += (v[j] - mean) * (v[j] - mean);
       const float rstd = 1.0f / std::sqrt(squares / static_cast<float>(w) + eps);
       for (int j = 0; j < w; ++j)
-        store(f.y, type, first + j,
-              (v[j] - mean) * rstd * load(f.gamma, type, j) + load(f.beta, type, j));
+        store_value(
+            f.y, type, first + j,
+            (v[j] - mean) * rstd * load_value(f.gamma, type, j) + load_value(f.beta, type, j));
       f.mean[r] = mean;
       f.rstd[r] = rstd;
     }
@@ -117,7 +107,7 @@ void add_layer_norm_forward(const NormShape& shape, const AddNormForward& f, flo
 void add_layer_norm_backward(const NormShape& shape, const AddNormBackward& b, int num_threads) {
   validate_norm(shape, b);
   const int w = shape.width;
-  const NormFloat type = shape.type;
+  const FloatType type = shape.type;
   const RowRuns runs = row_runs(shape.rows, num_threads);
   // Per run: d_gamma's and d_beta's partial sums, added in run order (deterministic).
   std::vector<float> partial(static_cast<std::size_t>(runs.tasks) * 2 * w, 0.0f);
@@ -129,9 +119,9 @@ void add_layer_norm_backward(const NormShape& shape, const AddNormBackward& b, i
       const std::int64_t first = r * w;
       float g_sum = 0, gx_sum = 0;
       for (int j = 0; j < w; ++j) {
-        const float dy = load(b.dy, type, first + j);
-        xhat[j] = (load(b.sum, type, first + j) - b.mean[r]) * b.rstd[r];
-        g[j] = dy * load(b.gamma, type, j);
+        const float dy = load_value(b.dy, type, first + j);
+        xhat[j] = (load_value(b.sum, type, first + j) - b.mean[r]) * b.rstd[r];
+        g[j] = dy * load_value(b.gamma, type, j);
         g_sum += g[j];
         gx_sum += g[j] * xhat[j];
         d_gamma[j] += dy * xhat[j];
@@ -140,8 +130,8 @@ void add_layer_norm_backward(const NormShape& shape, const AddNormBackward& b, i
       const float g_mean = g_sum / static_cast<float>(w), gx_mean = gx_sum / static_cast<float>(w);
       for (int j = 0; j < w; ++j) {
         float dx = b.rstd[r] * (g[j] - g_mean - xhat[j] * gx_mean);
-        if (b.d_sum != nullptr) dx += load(b.d_sum, type, first + j);
-        store(b.dx, type, first + j, dx);
+        if (b.d_sum != nullptr) dx += load_value(b.d_sum, type, first + j);
+        store_value(b.dx, type, first + j, dx);
       }
     }
   });
@@ -151,15 +141,25 @@ void add_layer_norm_backward(const NormShape& shape, const AddNormBackward& b, i
       d_gamma += partial[static_cast<std::size_t>(t) * 2 * w + j];
       d_beta += partial[static_cast<std::size_t>(t) * 2 * w + w + j];
     }
-    store(b.d_gamma, type, j, d_gamma);
-    store(b.d_beta, type, j, d_beta);
+    store_value(b.d_gamma, type, j, d_gamma);
+    store_value(b.d_beta, type, j, d_beta);
   }
 }
 
+namespace {
+// The widths the CUDA kernels take: rows of 16-byte vectors held by one warp.
+int values_per_vector(FloatType type) {
+  return type == FloatType::kBFloat16 ? 8 : 4;
+}
+bool cuda_width(const NormShape& shape) {
+  return shape.width >= 1 && shape.width <= kMaxFusedNormWidth &&
+         shape.width % values_per_vector(shape.type) == 0;
+}
+}  // namespace
+
 bool add_layer_norm_cuda_supports(const NormShape& shape) {
 #ifdef SACCADE_KERNELS_CUDA
-  const int per_vector = shape.type == NormFloat::kBFloat16 ? 8 : 4;
-  return shape.width >= 1 && shape.width <= kMaxFusedNormWidth && shape.width % per_vector == 0;
+  return cuda_width(shape);
 #else
   (void)shape;
   return false;
@@ -178,11 +178,11 @@ namespace {
 // The CUDA kernels read and write rows as 16-byte vectors.
 void check_cuda_call(const NormShape& shape, const char* what,
                      std::initializer_list<std::pair<const void*, const char*>> pointers) {
-  const int per_vector = shape.type == NormFloat::kBFloat16 ? 8 : 4;
-  if (shape.width > kMaxFusedNormWidth || shape.width % per_vector != 0)
+  if (!cuda_width(shape))
     throw std::invalid_argument(std::string(what) + ": width " + std::to_string(shape.width) +
-                                " must be a multiple of " + std::to_string(per_vector) +
-                                " and at most " + std::to_string(kMaxFusedNormWidth));
+                                " must be a multiple of " +
+                                std::to_string(values_per_vector(shape.type)) + " and at most " +
+                                std::to_string(kMaxFusedNormWidth));
   for (const auto& [p, field] : pointers)
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
       throw std::invalid_argument(std::string(what) + ": " + field + " is not 16-byte aligned");

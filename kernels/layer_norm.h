@@ -15,14 +15,14 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace saccade::kernels {
+#include "kernels/device_math.h"
 
-enum class NormFloat { kFloat32, kBFloat16 };
+namespace saccade::kernels {
 
 struct NormShape {
   std::int64_t rows = 0;
   int width = 0;
-  NormFloat type = NormFloat::kFloat32;
+  FloatType type = FloatType::kFloat32;
 };
 
 // The largest width the CUDA kernels take (a row lives in one warp's registers).

@@ -41,7 +41,7 @@ float contrast_mean(const std::uint8_t* in, const PatchLayout& l, int v, const P
   return static_cast<float>(sum / static_cast<double>(int64_t{l.pieces} * l.tokens * plane));
 }
 
-void augment_view(const std::uint8_t* in, void* out, PatchOutput out_type, const PatchLayout& l,
+void augment_view(const std::uint8_t* in, void* out, FloatType out_type, const PatchLayout& l,
                   int v, const PatchAugment& a, const Normalisation& norm) {
   const int p = l.patch_size, channels = l.channels;
   const int64_t plane = int64_t{p} * p;
@@ -81,7 +81,8 @@ void augment_view(const std::uint8_t* in, void* out, PatchOutput out_type, const
           for (int k = 0; k < p; ++k) {
             const float value =
                 tile[static_cast<size_t>(c * plane + r * p + (flip ? p - 1 - k : k))];
-            ph::store(out, out_type, first + c * plane + r * p + k, ph::finish(value, a, norm, c));
+            store_value(out, out_type, first + c * plane + r * p + k,
+                        ph::finish(value, a, norm, c));
           }
     }
   }
@@ -110,7 +111,7 @@ void validate_patch_layout(const PatchLayout& l) {
          std::to_string(l.patch_size));
 }
 
-void augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+void augment_patches(const std::uint8_t* in, void* out, FloatType out_type,
                      const PatchLayout& layout, const PatchAugment* views,
                      const Normalisation& norm, int num_threads) {
   validate_patch_layout(layout);
@@ -122,7 +123,7 @@ std::size_t augment_scratch_floats(const PatchLayout& layout) {
   return static_cast<std::size_t>(layout.rows() * layout.tokens + layout.views);
 }
 
-void augment_patches_cuda(const std::uint8_t* in, void* out, PatchOutput out_type,
+void augment_patches_cuda(const std::uint8_t* in, void* out, FloatType out_type,
                           const PatchLayout& layout, const PatchAugment* views,
                           const Normalisation& norm, float* scratch, void* stream) {
   validate_patch_layout(layout);

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/device_math.h"
+
 namespace saccade::kernels {
 
 // One view's draw, all floats so that a [views, 13] float array is an array of these.
@@ -39,10 +41,6 @@ struct PatchLayout {
   }
 };
 
-// The output's element type: float32, or bfloat16 rounded to nearest even (as LibTorch's
-// conversion rounds), for a model that runs in bf16 (one pass less than converting after).
-enum class PatchOutput { kFloat32, kBFloat16 };
-
 // Per channel: value = pixel * scale - shift, i.e. (pixel / 255 - mean) / std.
 struct Normalisation {
   float scale[3] = {1, 1, 1}, shift[3] = {0, 0, 0};
@@ -55,7 +53,7 @@ void validate_patch_layout(const PatchLayout& layout);
 
 // CPU: `in` and `out` (of out_type) in host memory, `views` has layout.views entries. num_threads:
 // 0 = all hardware threads.
-void augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+void augment_patches(const std::uint8_t* in, void* out, FloatType out_type,
                      const PatchLayout& layout, const PatchAugment* views,
                      const Normalisation& norm, int num_threads = 0);
 
@@ -63,7 +61,7 @@ void augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
 // memory of the current device; queued on `stream` (a cudaStream_t; nullptr: the default
 // stream), no wait. Throws std::runtime_error when the CUDA backend is not compiled in, and
 // std::invalid_argument when a patch does not fit a block's shared memory on this device.
-void augment_patches_cuda(const std::uint8_t* in, void* out, PatchOutput out_type,
+void augment_patches_cuda(const std::uint8_t* in, void* out, FloatType out_type,
                           const PatchLayout& layout, const PatchAugment* views,
                           const Normalisation& norm, float* scratch, void* stream);
 std::size_t augment_scratch_floats(const PatchLayout& layout);

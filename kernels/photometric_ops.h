@@ -104,14 +104,6 @@ SACCADE_HD float blur_at(const float* line, int stride, int n, int at, const flo
   return acc;
 }
 
-// Stores value `i` of an output of type `type`.
-SACCADE_HD void store(void* out, PatchOutput type, std::int64_t i, float v) {
-  if (type == PatchOutput::kBFloat16)
-    static_cast<std::uint16_t*>(out)[i] = bf16_bits(v);
-  else
-    static_cast<float*>(out)[i] = v;
-}
-
 // The last maps of a value: solarisation, then the normalisation of its channel.
 SACCADE_HD float finish(float v, const PatchAugment& a, const Normalisation& norm, int c) {
   if (a.solarize != 0 && v >= 128) v = 255 - v;

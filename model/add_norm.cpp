@@ -16,8 +16,8 @@ thread_local bool g_fused_add_norm = false;  // FusedAddNorm's state
 
 kernels::NormShape shape_of(const torch::Tensor& rows) {
   return {rows.numel() / rows.size(-1), static_cast<int>(rows.size(-1)),
-          rows.scalar_type() == torch::kBFloat16 ? kernels::NormFloat::kBFloat16
-                                                 : kernels::NormFloat::kFloat32};
+          rows.scalar_type() == torch::kBFloat16 ? kernels::FloatType::kBFloat16
+                                                 : kernels::FloatType::kFloat32};
 }
 
 // Contiguous, and on a GPU 16-byte aligned (the CUDA kernels move rows as 16-byte vectors;

@@ -46,7 +46,7 @@ void launch_extract(const DeviceTable* tables, const DeviceBox* boxes, int n, in
 // luminance sums into scratch, per-view means after them, then one block per patch. Returns
 // the first CUDA error (cudaErrorInvalidValue when a patch's two tiles, 2 * C * P * P floats,
 // exceed the block shared memory this device allows).
-cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, FloatType out_type,
                                    const PatchLayout& layout, const PatchAugment* views,
                                    const Normalisation& norm, float* scratch, cudaStream_t stream);
 

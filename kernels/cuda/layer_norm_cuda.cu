@@ -30,7 +30,6 @@ struct Vec<float> {  // 4 floats in 16 bytes
                       __float_as_uint(v[3]));
   }
   __device__ static float rounded(float v) { return v; }
-  __device__ static void store(void* p, long long i, float v) { static_cast<float*>(p)[i] = v; }
 };
 
 template <>
@@ -53,9 +52,6 @@ struct Vec<std::uint16_t> {  // 8 bfloat16 in 16 bytes, element 0 in the low hal
   }
   __device__ static float rounded(float v) {
     return float_of_bf16(bf16_bits(v));
-  }
-  __device__ static void store(void* p, long long i, float v) {
-    static_cast<std::uint16_t*>(p)[i] = bf16_bits(v);
   }
 };
 
@@ -195,7 +191,6 @@ __global__ void add_norm_backward(NormShape s, AddNormBackward b, float* partial
 
 // d_gamma, d_beta = the blocks' partial sums added: a block per 32 columns, 32 x 32 threads,
 // each thread a strided run of blocks, then the 32 runs of a column added in order.
-template <typename T>
 __global__ void add_norm_parameter_grads(NormShape s, AddNormBackward b, const float* partial,
                                          int blocks) {
   __shared__ float runs[32][33];
@@ -210,9 +205,9 @@ __global__ void add_norm_parameter_grads(NormShape s, AddNormBackward b, const f
   float total = 0;
   for (int r = 0; r < 32; ++r) total += runs[r][threadIdx.x];
   if (column < s.width)
-    Vec<T>::store(b.d_gamma, column, total);
+    store_value(b.d_gamma, s.type, column, total);
   else
-    Vec<T>::store(b.d_beta, column - s.width, total);
+    store_value(b.d_beta, s.type, column - s.width, total);
 }
 
 int backward_blocks(long long rows) {
@@ -236,8 +231,8 @@ cudaError_t backward_as(const NormShape& s, const AddNormBackward& b, float* scr
   add_norm_backward<T, kVecs><<<blocks, kWarps * 32, shared, stream>>>(s, b, scratch);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  add_norm_parameter_grads<T>
-      <<<(2 * s.width + 31) / 32, dim3(32, 32), 0, stream>>>(s, b, scratch, blocks);
+  add_norm_parameter_grads<<<(2 * s.width + 31) / 32, dim3(32, 32), 0, stream>>>(s, b, scratch,
+                                                                                 blocks);
   return cudaGetLastError();
 }
 
@@ -245,7 +240,7 @@ cudaError_t backward_as(const NormShape& s, const AddNormBackward& b, float* scr
 // at most 1,024 values; bfloat16 needs at most 4).
 template <class Launch>
 cudaError_t dispatch(const NormShape& s, const Launch& launch) {
-  const bool bf16 = s.type == NormFloat::kBFloat16;
+  const bool bf16 = s.type == FloatType::kBFloat16;
   const int per_lane = (s.width / (bf16 ? 8 : 4) + 31) / 32;
   if (per_lane <= 1)
     return bf16 ? launch.template run<std::uint16_t, 1>() : launch.template run<float, 1>();

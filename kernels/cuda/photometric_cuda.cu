@@ -60,7 +60,7 @@ __global__ void view_means(PatchLayout l, const float* partial, float* means) {
   means[v] = static_cast<float>(sum / count);
 }
 
-__global__ void augment(const std::uint8_t* in, void* out, PatchOutput out_type, PatchLayout l,
+__global__ void augment(const std::uint8_t* in, void* out, FloatType out_type, PatchLayout l,
                         const PatchAugment* views, Normalisation norm, const float* means) {
   extern __shared__ float tiles[];  // the patch, then the blur's intermediate
   __shared__ float taps[2 * kMaxPatchSize];
@@ -96,14 +96,14 @@ __global__ void augment(const std::uint8_t* in, void* out, PatchOutput out_type,
   const bool flip = a.flip != 0;
   for (int i = threadIdx.x; i < values; i += blockDim.x) {
     const int c = i / plane, r = (i % plane) / p, k = i % p;
-    ph::store(out, out_type, at.first + i,
-              ph::finish(tile[c * plane + r * p + (flip ? p - 1 - k : k)], a, norm, c));
+    store_value(out, out_type, at.first + i,
+                ph::finish(tile[c * plane + r * p + (flip ? p - 1 - k : k)], a, norm, c));
   }
 }
 
 }  // namespace
 
-cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, PatchOutput out_type,
+cudaError_t launch_augment_patches(const std::uint8_t* in, void* out, FloatType out_type,
                                    const PatchLayout& layout, const PatchAugment* views,
                                    const Normalisation& norm, float* scratch, cudaStream_t stream) {
   const std::int64_t patches = layout.rows() * layout.tokens;

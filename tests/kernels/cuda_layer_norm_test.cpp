@@ -35,11 +35,11 @@ struct DeviceBuffers {
   }
 };
 
-std::vector<std::uint8_t> values_of(const std::vector<float>& v, NormFloat type) {
-  const size_t size = type == NormFloat::kBFloat16 ? 2 : 4;
+std::vector<std::uint8_t> values_of(const std::vector<float>& v, FloatType type) {
+  const size_t size = type == FloatType::kBFloat16 ? 2 : 4;
   std::vector<std::uint8_t> out(v.size() * size);
   for (size_t i = 0; i < v.size(); ++i) {
-    if (type == NormFloat::kBFloat16) {
+    if (type == FloatType::kBFloat16) {
       const std::uint16_t b = bf16_bits(v[i]);
       std::memcpy(out.data() + 2 * i, &b, 2);
     } else {
@@ -49,8 +49,8 @@ std::vector<std::uint8_t> values_of(const std::vector<float>& v, NormFloat type)
   return out;
 }
 
-float value_at(const std::vector<std::uint8_t>& bytes, NormFloat type, size_t i) {
-  if (type == NormFloat::kBFloat16) {
+float value_at(const std::vector<std::uint8_t>& bytes, FloatType type, size_t i) {
+  if (type == FloatType::kBFloat16) {
     std::uint16_t b;
     std::memcpy(&b, bytes.data() + 2 * i, 2);
     return float_of_bf16(b);
@@ -61,8 +61,8 @@ float value_at(const std::vector<std::uint8_t>& bytes, NormFloat type, size_t i)
 }
 
 void expect_close(const std::vector<std::uint8_t>& cpu, const std::vector<std::uint8_t>& gpu,
-                  NormFloat type, size_t count, float scale, const char* what) {
-  const float step = type == NormFloat::kBFloat16 ? 1.0f / 128 : 1e-5f;
+                  FloatType type, size_t count, float scale, const char* what) {
+  const float step = type == FloatType::kBFloat16 ? 1.0f / 128 : 1e-5f;
   int bad = 0;
   for (size_t i = 0; i < count && bad < 5; ++i) {
     const float a = value_at(cpu, type, i), b = value_at(gpu, type, i);
@@ -77,10 +77,10 @@ TEST(CudaAddLayerNorm, MatchesTheCpuLoop) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   std::mt19937_64 rng(11);
   std::normal_distribution<float> n(0, 1);
-  for (const NormFloat type : {NormFloat::kFloat32, NormFloat::kBFloat16}) {
+  for (const FloatType type : {FloatType::kFloat32, FloatType::kBFloat16}) {
     for (const int width : {64, 384, 392, 768, 1024}) {
       // One draw per type and width, its first rows for the smaller count.
-      const size_t size = type == NormFloat::kBFloat16 ? 2 : 4, most = 20000 * size_t(width);
+      const size_t size = type == FloatType::kBFloat16 ? 2 : 4, most = 20000 * size_t(width);
       auto draw = [&](size_t k, float scale, float shift) {
         std::vector<float> v(k);
         for (float& e : v) e = shift + scale * n(rng);
@@ -93,7 +93,7 @@ TEST(CudaAddLayerNorm, MatchesTheCpuLoop) {
       for (const std::int64_t rows : {std::int64_t{5}, std::int64_t{20000}}) {
         for (const bool residual : {false, true}) {
           SCOPED_TRACE(testing::Message()
-                       << (type == NormFloat::kBFloat16 ? "bf16" : "fp32") << " width " << width
+                       << (type == FloatType::kBFloat16 ? "bf16" : "fp32") << " width " << width
                        << " rows " << rows << (residual ? " with" : " without")
                        << " residual gradient");
           const NormShape shape{rows, width, type};
@@ -154,7 +154,7 @@ TEST(CudaAddLayerNorm, MatchesTheCpuLoop) {
 }
 
 TEST(CudaAddLayerNorm, RefusesAWidthTheKernelsCannotTake) {
-  const NormShape shape{4, 100, NormFloat::kBFloat16};  // not a multiple of 8 values
+  const NormShape shape{4, 100, FloatType::kBFloat16};  // not a multiple of 8 values
   EXPECT_FALSE(add_layer_norm_cuda_supports(shape));
   std::vector<char> host(16);
   void* p = host.data();

@@ -63,12 +63,12 @@ TEST(CudaPhotometric, MatchesTheCpuLoop) {
     const float mean[3] = {0.45f, 0.45f, 0.45f}, stdev[3] = {0.226f, 0.226f, 0.226f};
     const Normalisation norm = normalisation(mean, stdev, l.channels);
     std::vector<float> want(in.size()), got(in.size());
-    augment_patches(in.data(), want.data(), PatchOutput::kFloat32, l, views.data(), norm, 2);
+    augment_patches(in.data(), want.data(), FloatType::kFloat32, l, views.data(), norm, 2);
     std::uint8_t* d_in = to_device(in);
     PatchAugment* d_views = to_device(views);
     float* d_out = to_device(std::vector<float>(in.size(), -1.0f));
     float* d_scratch = to_device(std::vector<float>(augment_scratch_floats(l)));
-    augment_patches_cuda(d_in, d_out, PatchOutput::kFloat32, l, d_views, norm, d_scratch, nullptr);
+    augment_patches_cuda(d_in, d_out, FloatType::kFloat32, l, d_views, norm, d_scratch, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
               cudaSuccess);

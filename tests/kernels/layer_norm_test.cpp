@@ -56,7 +56,7 @@ constexpr float kEps = 1e-6f;
 TEST(AddLayerNorm, ForwardIsTheAddThenTheNormalisation) {
   const Problem p = draw(37, 48, 1);
   std::vector<float> sum(p.x.size()), y(p.x.size()), mean(37), rstd(37);
-  add_layer_norm_forward({37, 48, NormFloat::kFloat32},
+  add_layer_norm_forward({37, 48, FloatType::kFloat32},
                          {p.x.data(), p.branch.data(), p.gamma.data(), p.beta.data(), sum.data(),
                           y.data(), mean.data(), rstd.data()},
                          kEps, 2);
@@ -76,13 +76,13 @@ void check_backward(bool with_residual_gradient) {
   const int rows = 5, width = 24;
   const Problem p = draw(rows, width, with_residual_gradient ? 2 : 3);
   std::vector<float> sum(p.x.size()), y(p.x.size()), mean(rows), rstd(rows);
-  add_layer_norm_forward({rows, width, NormFloat::kFloat32},
+  add_layer_norm_forward({rows, width, FloatType::kFloat32},
                          {p.x.data(), p.branch.data(), p.gamma.data(), p.beta.data(), sum.data(),
                           y.data(), mean.data(), rstd.data()},
                          kEps, 1);
   std::vector<float> dx(p.x.size()), d_gamma(width), d_beta(width);
   add_layer_norm_backward(
-      {rows, width, NormFloat::kFloat32},
+      {rows, width, FloatType::kFloat32},
       {p.dy.data(), sum.data(), mean.data(), rstd.data(), p.gamma.data(),
        with_residual_gradient ? p.d_sum.data() : nullptr, dx.data(), d_gamma.data(), d_beta.data()},
       2);
@@ -129,13 +129,13 @@ TEST(AddLayerNorm, ParameterGradientsDoNotDependOnThreads) {
   const int rows = 1000, width = 32;
   const Problem p = draw(rows, width, 4);
   std::vector<float> sum(p.x.size()), y(p.x.size()), mean(rows), rstd(rows);
-  add_layer_norm_forward({rows, width, NormFloat::kFloat32},
+  add_layer_norm_forward({rows, width, FloatType::kFloat32},
                          {p.x.data(), p.branch.data(), p.gamma.data(), p.beta.data(), sum.data(),
                           y.data(), mean.data(), rstd.data()},
                          kEps, 2);
   std::vector<float> dx(p.x.size()), dg1(width), db1(width), dg2(width), db2(width);
   for (auto [threads, dg, db] : {std::tuple{1, &dg1, &db1}, std::tuple{2, &dg2, &db2}})
-    add_layer_norm_backward({rows, width, NormFloat::kFloat32},
+    add_layer_norm_backward({rows, width, FloatType::kFloat32},
                             {p.dy.data(), sum.data(), mean.data(), rstd.data(), p.gamma.data(),
                              nullptr, dx.data(), dg->data(), db->data()},
                             threads);
@@ -159,7 +159,7 @@ TEST(AddLayerNorm, Bf16RoundsTheSumBeforeNormalising) {
   const auto x = bf16(p.x), branch = bf16(p.branch), gamma = bf16(p.gamma), beta = bf16(p.beta);
   std::vector<std::uint16_t> sum(x.size()), y(x.size());
   std::vector<float> mean(rows), rstd(rows);
-  add_layer_norm_forward({rows, width, NormFloat::kBFloat16},
+  add_layer_norm_forward({rows, width, FloatType::kBFloat16},
                          {x.data(), branch.data(), gamma.data(), beta.data(), sum.data(), y.data(),
                           mean.data(), rstd.data()},
                          kEps, 1);
@@ -189,12 +189,12 @@ TEST(AddLayerNorm, RefusesAMissingBufferByName) {
   AddNormForward f{v.data(), v.data(), v.data(),     v.data(),
                    v.data(), nullptr,  stats.data(), stats.data()};
   try {
-    add_layer_norm_forward({1, 8, NormFloat::kFloat32}, f, kEps);
+    add_layer_norm_forward({1, 8, FloatType::kFloat32}, f, kEps);
     FAIL() << "a null y was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("y is null"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(add_layer_norm_forward({1, 0, NormFloat::kFloat32}, f, kEps), std::invalid_argument);
+  EXPECT_THROW(add_layer_norm_forward({1, 0, FloatType::kFloat32}, f, kEps), std::invalid_argument);
 }
 
 }  // namespace

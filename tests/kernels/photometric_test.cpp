@@ -44,7 +44,7 @@ TEST(Photometric, LayoutsThatDoNotFitAreRefusedByField) {
   EXPECT_NE(error_of(l).find("pieces"), std::string::npos);
   if (!cuda_backend_compiled()) {
     EXPECT_THROW(
-        augment_patches_cuda(nullptr, nullptr, PatchOutput::kFloat32, PatchLayout{1, 1, 1, 1, 4},
+        augment_patches_cuda(nullptr, nullptr, FloatType::kFloat32, PatchLayout{1, 1, 1, 1, 4},
                              nullptr, Normalisation{}, nullptr, nullptr),
         std::runtime_error);
   }
@@ -57,14 +57,14 @@ TEST(Photometric, NoAugmentationIsTheNormalisationAndAFlipMirrorsEachPatch) {
   const Normalisation norm = normalisation(mean, stdev, 3);
   std::vector<PatchAugment> views(3);
   std::vector<float> out(static_cast<size_t>(l.values()));
-  augment_patches(in.data(), out.data(), PatchOutput::kFloat32, l, views.data(), norm, 2);
+  augment_patches(in.data(), out.data(), FloatType::kFloat32, l, views.data(), norm, 2);
   const std::int64_t plane = 25;
   for (std::int64_t i = 0; i < l.values(); ++i) {
     const int c = static_cast<int>((i / plane) % 3);
     ASSERT_EQ(out[i], in[i] * norm.scale[c] - norm.shift[c]) << i;
   }
   views[1].flip = 1;  // rows 1 and 4
-  augment_patches(in.data(), out.data(), PatchOutput::kFloat32, l, views.data(), norm, 2);
+  augment_patches(in.data(), out.data(), FloatType::kFloat32, l, views.data(), norm, 2);
   for (std::int64_t i = 0; i < l.values(); ++i) {
     const std::int64_t row = i / (4 * 3 * plane), k = i % 5;
     const std::int64_t from = row % 3 == 1 ? i - k + (4 - k) : i;
@@ -91,7 +91,7 @@ TEST(Photometric, ContrastBlendsWithTheMeanOfItsOwnView) {
   }
   const float unit[1] = {1.0f / 255}, zero[1] = {0};
   std::vector<float> out(static_cast<size_t>(l.values()));
-  augment_patches(in.data(), out.data(), PatchOutput::kFloat32, l, views.data(),
+  augment_patches(in.data(), out.data(), FloatType::kFloat32, l, views.data(),
                   normalisation(zero, unit, 1), 1);
   // View 0: rows 0, 2, 4 at 10, 30, 50 -> 30; view 1: rows 1, 3, 5 all 200.
   for (std::int64_t i = 0; i < l.values(); ++i) {

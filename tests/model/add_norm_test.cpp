@@ -94,11 +94,13 @@ TEST(AddNorm, FusedInBf16IsWithinBf16Rounding) {
 
 TEST(AddNorm, MixedTypesAndNoBranchTakeLibTorchsOperations) {
   torch::nn::LayerNorm norm = random_norm(16, torch::kFloat);
-  const torch::Tensor x = torch::randn({2, 16});
+  const torch::Tensor x = torch::randn({2, 16}).requires_grad_(true);
   const FusedAddNorm scope;
   const AddNormOutput mixed = add_layer_norm(x, torch::randn({2, 16}).to(torch::kBFloat16), norm);
   const AddNormOutput alone = add_layer_norm(x, torch::Tensor(), norm);
   EXPECT_EQ(mixed.sum.scalar_type(), torch::kFloat);  // type promotion, as x + branch
+  EXPECT_EQ(mixed.normed.grad_fn()->name().find("AddLayerNorm"), std::string::npos)
+      << "mixed types went to the fused kernels";
   {
     const AutocastGuard autocast(c10::DeviceType::CPU, true);
     const torch::Tensor xb = x.to(torch::kBFloat16).requires_grad_(true);

@@ -41,8 +41,8 @@ at::Tensor augment_views(const at::Tensor& pixels, const float* augment, int64_t
   if (out_type != torch::kFloat && out_type != torch::kBFloat16)
     throw std::invalid_argument(fmt::format(
         "augment_views: out_type must be Float or BFloat16, got {}", c10::toString(out_type)));
-  const kernels::PatchOutput output = out_type == torch::kBFloat16 ? kernels::PatchOutput::kBFloat16
-                                                                   : kernels::PatchOutput::kFloat32;
+  const kernels::FloatType output =
+      out_type == torch::kBFloat16 ? kernels::FloatType::kBFloat16 : kernels::FloatType::kFloat32;
   if (pixels.dim() != 5 || pixels.scalar_type() != torch::kByte || pieces < 1 ||
       pixels.size(0) % pieces != 0 || pixels.size(3) != pixels.size(4))
     throw std::invalid_argument(fmt::format(
