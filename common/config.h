@@ -109,6 +109,7 @@ struct ModelConfig {
   double layerscale_init{};
   int64_t pos_mlp_hidden{};
   std::string state_input;  // projected | normed: how the carried state re-enters a step
+  std::string gelu;         // erf | tanh: the blocks' MLP activation
 };
 
 // Geometry of the views cut for every image (paper: Method, appendix B).
@@ -167,6 +168,7 @@ struct SslConfig {
   bool batched_glimpses{};     // the student's glimpses 2..S in one pass with gradient
   bool cuda_graphs{};          // no-grad passes (teacher, student's carry) as CUDA graphs
   bool fused_add_norm{};       // residual adds + LayerNorms as fused kernels
+  bool fused_mlp{};            // the MLPs' GELU inside their matrix products (cuBLASLt)
   bool prefetch_to_device{};   // the next batch copied to the device during a step
   int64_t threads{};           // torch intra-op threads (0 = all cores)
   std::string objective;       // dino | supervised (the labelled baseline)

@@ -367,6 +367,11 @@ void describe(V& v, ModelConfig& c) {
            "barely change it (docs/ssl.md, \"Glimpses\").");
   v.integer("pos_mlp_hidden", c.pos_mlp_hidden, 128, 1, 65536,
             "Hidden width of the (x, y, z) positional-embedding MLP.");
+  v.choice("gelu", c.gelu, "erf", {"erf", "tanh"},
+           "The activation of the blocks' MLPs: erf = GELU as ViT and DINOv2 compute it; tanh = "
+           "its tanh approximation (within 1e-3 of it everywhere), the form a GPU computes "
+           "inside the matrix product before it (ssl.fused_mlp). Part of the model: exported "
+           "backbones record it.");
 }
 
 inline void check(const ModelConfig& c, CrossKeyProblems& p) {
@@ -510,6 +515,13 @@ void describe(V& v, SslConfig& c) {
             "passes over memory). The same step within float rounding; it fuses with "
             "precision fp32 or bf16-params (under bf16 autocast the types differ and LibTorch's "
             "operations run).");
+  v.boolean("fused_mlp", c.fused_mlp, false,
+            "On a GPU, each MLP of the backbone's blocks with its GELU inside its two matrix "
+            "products, forward and backward (cuBLASLt epilogues, kernels/linear_gelu.h: the "
+            "GELU, its gradient and the first bias's gradient make no passes of their own over "
+            "the hidden activations). Needs model.gelu = \"tanh\" (the form the epilogues "
+            "compute). The same step within float rounding; it fuses with precision fp32 or "
+            "bf16-params on a CUDA device, elsewhere LibTorch's operations run.");
   v.boolean("prefetch_to_device", c.prefetch_to_device, false,
             "A GPU learner copies the next step's batch to the device while a step runs (on a "
             "thread of its own through page-locked memory, then on a side stream), instead of "
@@ -770,6 +782,10 @@ inline void check(const JobConfig& c, CrossKeyProblems& p) {
   check(c.model, p);
   check(c.views, p);
   check(c.ssl, p);
+  if (c.ssl.fused_mlp && c.model.gelu != "tanh")
+    p.add("ssl.fused_mlp", fmt::format("needs model.gelu = \"tanh\" (the GELU cuBLASLt's "
+                                       "epilogues compute), got model.gelu = \"{}\"",
+                                       c.model.gelu));
   check(c.policy, c.model, p);
   check(c.eval, c, p);
 }

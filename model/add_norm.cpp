@@ -3,16 +3,13 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/autograd.h>
 
-#include <cstdint>
-
 #include "kernels/layer_norm.h"
 #include "model/device_stream.h"
+#include "model/fused_ops.h"
 #include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
-
-thread_local bool g_fused_add_norm = false;  // FusedAddNorm's state
 
 kernels::NormShape shape_of(const torch::Tensor& rows) {
   return {rows.numel() / rows.size(-1), static_cast<int>(rows.size(-1)),
@@ -20,18 +17,9 @@ kernels::NormShape shape_of(const torch::Tensor& rows) {
                                                  : kernels::FloatType::kFloat32};
 }
 
-// Contiguous, and on a GPU 16-byte aligned (the CUDA kernels move rows as 16-byte vectors;
-// a view into the middle of a tensor may start elsewhere: then a copy).
-torch::Tensor as_rows(const torch::Tensor& t) {
-  torch::Tensor rows = t.contiguous();
-  if (rows.is_cuda() && reinterpret_cast<std::uintptr_t>(rows.data_ptr()) % 16 != 0)
-    rows = rows.clone();
-  return rows;
-}
-
 bool fusable(const torch::Tensor& x, const torch::Tensor& branch,
              const torch::nn::LayerNorm& norm) {
-  if (!g_fused_add_norm || !branch.defined() || x.dim() < 1) return false;
+  if (!FusedScope::current().add_norm || !branch.defined() || x.dim() < 1) return false;
   // Under autocast LibTorch's layer_norm runs in (and returns) float32 whatever its input.
   if (autocast_enabled(x.device().type())) return false;
   const auto type = x.scalar_type();
@@ -59,8 +47,8 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
     const c10::DeviceGuard on(x_in.device());
     // An unused output's gradient stays undefined instead of a tensor of zeros to read.
     ctx->set_materialize_grads(false);
-    const torch::Tensor x = as_rows(x_in), branch = as_rows(branch_in);
-    const torch::Tensor gamma = as_rows(gamma_in), beta = as_rows(beta_in);
+    const torch::Tensor x = aligned_rows(x_in), branch = aligned_rows(branch_in);
+    const torch::Tensor gamma = aligned_rows(gamma_in), beta = aligned_rows(beta_in);
     const kernels::NormShape shape = shape_of(x);
     torch::Tensor sum = torch::empty_like(x), normed = torch::empty_like(x);
     const auto stats = x.options().dtype(torch::kFloat);
@@ -88,8 +76,8 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
       const torch::Tensor d_sum = grads[0].defined() ? grads[0] : torch::zeros_like(sum);
       return {d_sum, d_sum, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    const torch::Tensor dy = as_rows(grads[1]);
-    const torch::Tensor d_sum = grads[0].defined() ? as_rows(grads[0]) : torch::Tensor();
+    const torch::Tensor dy = aligned_rows(grads[1]);
+    const torch::Tensor d_sum = grads[0].defined() ? aligned_rows(grads[0]) : torch::Tensor();
     const kernels::NormShape shape = shape_of(sum);
     torch::Tensor dx = torch::empty_like(sum);
     torch::Tensor d_gamma = torch::empty_like(gamma), d_beta = torch::empty_like(gamma);
@@ -122,14 +110,6 @@ AddNormOutput add_layer_norm(const torch::Tensor& x, const torch::Tensor& branch
   const torch::autograd::variable_list out =
       AddLayerNormFunction::apply(x, branch, norm->weight, norm->bias, norm->options.eps());
   return {out[0], out[1]};
-}
-
-FusedAddNorm::FusedAddNorm(bool on) : previous_(g_fused_add_norm) {
-  g_fused_add_norm = on;
-}
-
-FusedAddNorm::~FusedAddNorm() {
-  g_fused_add_norm = previous_;
 }
 
 }  // namespace saccade::model

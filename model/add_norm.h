@@ -16,28 +16,13 @@ struct AddNormOutput {
   torch::Tensor normed;  // norm(sum)
 };
 
-// sum = x + branch, normed = norm(sum). Through the fused kernels inside a FusedAddNorm scope
-// that turns them on, when the call allows them: a branch of x's shape, x, branch and the
-// LayerNorm's weight and bias of one floating type (float32 or bfloat16, i.e. not under
+// sum = x + branch, normed = norm(sum). Through the fused kernels inside a FusedScope with
+// add_norm on (fused_ops.h), when the call allows them: a branch of x's shape, x, branch and
+// the LayerNorm's weight and bias of one floating type (float32 or bfloat16, i.e. not under
 // autocast's mixed types), a width the kernels take, on the CPU or on a CUDA device of a
 // build with the CUDA kernels. Otherwise LibTorch's add and layer_norm, the same operations
-// as without this function.
+// as without this function (tests/model/add_norm_test.cpp).
 AddNormOutput add_layer_norm(const torch::Tensor& x, const torch::Tensor& branch,
                              torch::nn::LayerNorm norm);
-
-// Within its scope, on this thread, add_layer_norm takes the fused kernels (on) or LibTorch's
-// operations (off); outside every scope, LibTorch's. Scopes nest. A training step opens one
-// around its passes (ssl.fused_add_norm); the values and gradients are the same within float
-// rounding (tests/model/add_norm_test.cpp).
-class FusedAddNorm {
- public:
-  explicit FusedAddNorm(bool on = true);
-  ~FusedAddNorm();
-  FusedAddNorm(const FusedAddNorm&) = delete;
-  FusedAddNorm& operator=(const FusedAddNorm&) = delete;
-
- private:
-  bool previous_;
-};
 
 }  // namespace saccade::model

@@ -37,7 +37,7 @@ FovealBackboneImpl::FovealBackboneImpl(const BackboneOptions& options) : options
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options_.depth; ++i) {
     blocks_->push_back(Block(w, options_.heads, options_.mlp_hidden(), options_.layerscale_init,
-                             options_.norm_eps));
+                             options_.norm_eps, options_.gelu));
   }
   norm_ = register_module(
       "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({w}).eps(options_.norm_eps)));

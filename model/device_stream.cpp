@@ -1,5 +1,6 @@
 #include "model/device_stream.h"
 
+#include <cstdint>
 #include <stdexcept>
 
 #if SACCADE_TORCH_HAS_CUDA
@@ -28,6 +29,13 @@ int device_index(const torch::Device& device) {
   throw std::invalid_argument("device_index: this build's LibTorch has no CUDA (device " +
                               device.str() + ")");
 #endif
+}
+
+torch::Tensor aligned_rows(const torch::Tensor& t) {
+  torch::Tensor rows = t.contiguous();
+  if (rows.is_cuda() && reinterpret_cast<std::uintptr_t>(rows.data_ptr()) % 16 != 0)
+    rows = rows.clone();
+  return rows;
 }
 
 }  // namespace saccade::model

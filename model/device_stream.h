@@ -1,5 +1,5 @@
-// The current CUDA stream of a device as an opaque handle, for the kernels that queue work on
-// a caller's stream (kernels/ knows nothing of LibTorch).
+// What the model's calls into kernels/ (which knows nothing of LibTorch) need of a tensor's
+// device: its current CUDA stream as an opaque handle, its index, and rows the kernels can read.
 #pragma once
 
 #include <torch/types.h>
@@ -13,5 +13,9 @@ void* current_stream(const torch::Device& device);
 // The device's index; for a CUDA device named without one ("cuda"), the current CUDA device
 // (as LibTorch places its tensors); 0 on a CPU.
 int device_index(const torch::Device& device);
+
+// `t` contiguous, and on a GPU 16-byte aligned (the CUDA kernels move rows as 16-byte vectors;
+// a view into the middle of a tensor may start elsewhere: then a copy).
+torch::Tensor aligned_rows(const torch::Tensor& t);
 
 }  // namespace saccade::model

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/add_norm.h"
+#include "model/mlp_gelu.h"
 #include "model/torch_compat.h"
 
 namespace saccade::model {
@@ -72,16 +73,17 @@ void init_vit_weights(torch::nn::Module& module, double std) {
   for (auto& child : module.modules(/*include_self=*/false)) init(*child);
 }
 
-MlpImpl::MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim)
+MlpImpl::MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim, Gelu gelu)
     : fc1_(register_module("fc1", torch::nn::Linear(in_dim, hidden_dim))),
-      fc2_(register_module("fc2", torch::nn::Linear(hidden_dim, out_dim))) {}
+      fc2_(register_module("fc2", torch::nn::Linear(hidden_dim, out_dim))),
+      gelu_(gelu) {}
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return linear(fc2_, hidden(x));
+  return forward_with_fc2(x, {fc2_->weight, fc2_->bias});
 }
 
-torch::Tensor MlpImpl::hidden(const torch::Tensor& x) {
-  return torch::gelu(linear(fc1_, x));
+torch::Tensor MlpImpl::forward_with_fc2(const torch::Tensor& x, const LinearWeights& fc2) {
+  return mlp_gelu(x, fc1_->weight, fc1_->bias, fc2.weight, fc2.bias, gelu_);
 }
 
 AttentionImpl::AttentionImpl(int64_t width, int64_t heads)
@@ -110,17 +112,24 @@ LayerScaleImpl::LayerScaleImpl(int64_t width, double init_value)
     : gamma_(register_parameter("gamma", torch::full({width}, init_value))) {}
 
 torch::Tensor LayerScaleImpl::of_linear(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  if (!folded_layerscale()) return forward(at::linear(x, linear->weight, linear->bias));
+  const LinearWeights w = folded(linear);
+  return at::linear(x, w.weight, w.bias);
+}
+
+LinearWeights LayerScaleImpl::folded(const torch::nn::Linear& linear) {
   const torch::Tensor& weight = linear->weight;
   const torch::Tensor& bias = linear->bias;
-  if (!folded_layerscale()) return forward(at::linear(x, weight, bias));
-  if (!g_reuse_folded)
-    return at::linear(x, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias);
+  auto fold = [&]() -> LinearWeights {
+    return {weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias};
+  };
+  if (!g_reuse_folded) return fold();
   Folded& kept = folded_[torch::GradMode::is_enabled() ? 1 : 0];
-  if (kept.scope != g_reuse_scope || !kept.weight.defined()) {
-    kept = {g_reuse_scope, weight * gamma_.unsqueeze(1), bias.defined() ? bias * gamma_ : bias};
+  if (kept.scope != g_reuse_scope || !kept.weights.weight.defined()) {
+    kept = {g_reuse_scope, fold()};
     g_kept_folded.push_back(this);
   }
-  return at::linear(x, kept.weight, kept.bias);
+  return kept.weights;
 }
 
 void LayerScaleImpl::forget_folded() {
@@ -128,7 +137,7 @@ void LayerScaleImpl::forget_folded() {
 }
 
 BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
-                     double norm_eps)
+                     double norm_eps, BackboneOptions::Gelu gelu)
     : norm1_(register_module(
           "norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(norm_eps)))),
       norm2_(register_module(
@@ -136,7 +145,7 @@ BlockImpl::BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double la
       attn_(register_module("attn", Attention(width, heads))),
       ls1_(register_module("ls1", LayerScale(width, layerscale_init))),
       ls2_(register_module("ls2", LayerScale(width, layerscale_init))),
-      mlp_(register_module("mlp", Mlp(width, mlp_hidden, width))) {}
+      mlp_(register_module("mlp", Mlp(width, mlp_hidden, width, gelu))) {}
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {
   const Residual out = forward_residual({std::move(x), {}});
@@ -147,7 +156,10 @@ Residual BlockImpl::forward_residual(const Residual& in) {
   const AddNormOutput first = add_layer_norm(in.x, in.pending, norm1_);
   const AddNormOutput second =
       add_layer_norm(first.sum, ls1_->of_linear(attn_->proj(), attn_->mix(first.normed)), norm2_);
-  return {second.sum, ls2_->of_linear(mlp_->fc2(), mlp_->hidden(second.normed))};
+  torch::Tensor mlp_branch = folded_layerscale()
+                                 ? mlp_->forward_with_fc2(second.normed, ls2_->folded(mlp_->fc2()))
+                                 : ls2_(mlp_(second.normed));
+  return {second.sum, std::move(mlp_branch)};
 }
 
 }  // namespace saccade::model

@@ -9,6 +9,8 @@
 #include <array>
 #include <cstdint>
 
+#include "model/options.h"
+
 namespace saccade::model {
 
 // trunc_normal(std) on weights of every Linear under `module`, zero biases,
@@ -47,15 +49,24 @@ class ReuseFoldedLayerScale {
   bool previous_;
 };
 
+// A linear layer's weight and bias, as used (a LayerScale folded into them, or the layer's own).
+struct LinearWeights {
+  torch::Tensor weight, bias;
+};
+
 class MlpImpl : public torch::nn::Module {
  public:
-  MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim);
-  torch::Tensor forward(const torch::Tensor& x);
-  torch::Tensor hidden(const torch::Tensor& x);  // gelu(fc1(x)): forward without fc2
+  using Gelu = BackboneOptions::Gelu;
+  MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim, Gelu gelu = Gelu::kErf);
+  torch::Tensor forward(const torch::Tensor& x);  // fc2(gelu(fc1(x)))
+  // The same with `fc2` in place of fc2's weights (fc2's with a LayerScale folded in), as one
+  // operation that fuses on a GPU (mlp_gelu.h).
+  torch::Tensor forward_with_fc2(const torch::Tensor& x, const LinearWeights& fc2);
   const torch::nn::Linear& fc2() const { return fc2_; }
 
  private:
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
+  Gelu gelu_;
 };
 TORCH_MODULE(Mlp);
 
@@ -82,12 +93,15 @@ class LayerScaleImpl : public torch::nn::Module {
   // backward, and one elementwise kernel fewer each way. The same function; gamma's
   // gradient sums the same products in another order.
   torch::Tensor of_linear(const torch::nn::Linear& linear, const torch::Tensor& x);
+  // The linear layer's weight and bias with gamma folded in (kept within a
+  // ReuseFoldedLayerScale scope): what of_linear multiplies x by when folding is on.
+  LinearWeights folded(const torch::nn::Linear& linear);
   void forget_folded();  // drops the folded weights kept by ReuseFoldedLayerScale
 
  private:
   struct Folded {
     std::uint64_t scope = 0;  // the ReuseFoldedLayerScale scope they were computed in
-    torch::Tensor weight, bias;
+    LinearWeights weights;
   };
   torch::Tensor gamma_;
   std::array<Folded, 2> folded_;  // by grad mode (off, on)
@@ -105,7 +119,7 @@ struct Residual {
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(int64_t width, int64_t heads, int64_t mlp_hidden, double layerscale_init,
-            double norm_eps);
+            double norm_eps, BackboneOptions::Gelu gelu = BackboneOptions::Gelu::kErf);
   torch::Tensor forward(torch::Tensor x);
   // The same, leaving the MLP branch's output pending for the next block's norm1 (or the
   // stack's final LayerNorm) to add.

@@ -48,6 +48,16 @@ BackboneOptions::StateInput parse_state_input(const std::string& name) {
       "model.state_input: expected normed, projected, memory or gated, got \"" + name + "\"");
 }
 
+const char* gelu_name(BackboneOptions::Gelu g) {
+  return g == BackboneOptions::Gelu::kTanh ? "tanh" : "erf";
+}
+
+BackboneOptions::Gelu parse_gelu(const std::string& name) {
+  for (auto g : {BackboneOptions::Gelu::kErf, BackboneOptions::Gelu::kTanh})
+    if (name == gelu_name(g)) return g;
+  throw std::invalid_argument("model.gelu: expected erf or tanh, got \"" + name + "\"");
+}
+
 void DinoHeadOptions::validate() const {
   require(in_dim > 0, "dino_head.in_dim", "> 0");
   require(hidden_dim > 0, "dino_head.hidden_dim", "> 0");

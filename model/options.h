@@ -34,6 +34,11 @@ struct BackboneOptions {
   // Initial bias of the gate (kGated): sigmoid(2) = 0.88 of the new state at initialisation.
   static constexpr double kGateBiasInit = 2.0;
   StateInput state_input = StateInput::kNormed;
+  // The GELU of the blocks' MLPs (model.gelu): kErf, 0.5 x (1 + erf(x / sqrt 2)) (ViT, DINOv2),
+  // or kTanh, its tanh approximation (GPT-2's; within 1e-3 of it), the form cuBLASLt computes
+  // inside a matrix product's epilogue (kernels/linear_gelu.h, ssl.fused_mlp).
+  enum class Gelu { kErf, kTanh };
+  Gelu gelu = Gelu::kErf;
 
   // ViT-S/16 of the paper: 12 blocks, 384 wide, 6 heads, 8 state tokens.
   static BackboneOptions vit_s() { return BackboneOptions{}; }
@@ -62,6 +67,9 @@ struct BackboneOptions {
 // std::invalid_argument naming model.state_input.
 const char* state_input_name(BackboneOptions::StateInput s);
 BackboneOptions::StateInput parse_state_input(const std::string& name);
+// "erf", "tanh"; parse throws std::invalid_argument naming model.gelu.
+const char* gelu_name(BackboneOptions::Gelu g);
+BackboneOptions::Gelu parse_gelu(const std::string& name);
 
 // DINO projection head on the first state token (DINOv2's head; docs/references.md).
 struct DinoHeadOptions {

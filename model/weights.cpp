@@ -139,6 +139,7 @@ std::string export_backbone(FovealBackboneImpl& backbone) {
                 {"n_state", std::to_string(o.n_state)},
                 {"pos_mlp_hidden", std::to_string(o.pos_mlp_hidden)},
                 {"state_input", state_input_name(o.state_input)},
+                {"gelu", gelu_name(o.gelu)},
                 {"norm_eps", exact(o.norm_eps)}};
   return save_modules({{"", &backbone}}, meta);
 }
@@ -167,6 +168,9 @@ BackboneOptions backbone_options_from_metadata(const Metadata& m) {
     // Backbones exported before state_input existed carried the normed state as is.
     const auto state_input = m.find("state_input");
     if (state_input != m.end()) o.state_input = parse_state_input(state_input->second);
+    // And before model.gelu existed, with the erf GELU.
+    const auto gelu = m.find("gelu");
+    if (gelu != m.end()) o.gelu = parse_gelu(gelu->second);
     o.validate();
     return o;
   } catch (const std::logic_error& e) {  // stoll's invalid_argument / out_of_range

@@ -41,6 +41,8 @@ struct Variant {
   bool multi_tensor = true;
   bool folded_layerscale = true;
   bool fused_add_norm = false;    // ssl.fused_add_norm
+  bool tanh_gelu = false;         // model.gelu = "tanh"
+  bool fused_mlp = false;         // ssl.fused_mlp (needs tanh_gelu)
   bool phase_syncs = false;       // the timed steps also synchronise after every phase
   bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
   bool batched_glimpses = false;  // ssl.batched_glimpses
@@ -59,6 +61,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.cuda_graphs = config.ssl.cuda_graphs;
     v.prefetch = config.ssl.prefetch_to_device;
     v.fused_add_norm = config.ssl.fused_add_norm;
+    v.tanh_gelu = config.model.gelu == "tanh";
+    v.fused_mlp = config.ssl.fused_mlp;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -76,6 +80,10 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.folded_layerscale = true;
     } else if (lever == "addnorm") {
       v.fused_add_norm = true;
+    } else if (lever == "tanh") {
+      v.tanh_gelu = true;
+    } else if (lever == "mlp") {
+      v.tanh_gelu = v.fused_mlp = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
     } else if (lever == "cut") {
@@ -89,7 +97,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, addnorm, sync, cut, batched, graphs, prefetch joined by '+', or config)",
+          "foreach, fold, addnorm, tanh, mlp, sync, cut, batched, graphs, prefetch joined by '+', "
+          "or config)",
           lever, text));
     }
     start = end + 1;
@@ -169,6 +178,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
              double& flop_per_image) {
   JobConfig variant_config = config;
   variant_config.ssl.precision = v.precision;
+  variant_config.model.gelu = v.tanh_gelu ? "tanh" : "erf";
   if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
   ssl::TrainerOptions t = job_options::trainer_options(variant_config, steps_per_epoch, o.device);
   t.multi_tensor_update = v.multi_tensor;
@@ -179,6 +189,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
   t.fused_add_norm = v.fused_add_norm;
+  t.fused_mlp = v.fused_mlp;
   reset_peak_device_memory(device);
   pretrain::SslTrainer trainer(t);
   size_t next = 0;

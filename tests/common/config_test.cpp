@@ -114,6 +114,18 @@ TEST(Config, CudaGraphsUnderAutocastAreRefused) {
                   .ssl.cuda_graphs);
 }
 
+TEST(Config, TheFusedMlpNeedsTheTanhGelu) {
+  EXPECT_EQ(refusal("[ssl]\nfused_mlp = true\n"),
+            "job.toml:2:13: ssl.fused_mlp: needs model.gelu = \"tanh\" (the GELU cuBLASLt's "
+            "epilogues compute), got model.gelu = \"erf\"");
+  EXPECT_EQ(refusal("[model]\ngelu = \"relu\"\n"),
+            "job.toml:2:8: model.gelu: expected one of \"erf\", \"tanh\", got \"relu\"");
+  const JobConfig c =
+      parse_config("[model]\ngelu = \"tanh\"\n[ssl]\nfused_mlp = true\n", "job.toml");
+  EXPECT_TRUE(c.ssl.fused_mlp);
+  EXPECT_EQ(c.model.gelu, "tanh");
+}
+
 TEST(Config, IntegersAreAcceptedAsNumbers) {
   EXPECT_DOUBLE_EQ(parse_config("[ssl]\nclip_grad = 3\n", "job.toml").ssl.clip_grad, 3.0);
 }

@@ -4,6 +4,7 @@
 // the LayerNorm's weight and bias, and the gradient that reaches the sum along the residual
 // stream; off, exactly LibTorch's operations. A backbone built of them trains the same.
 #include "model/add_norm.h"
+#include "model/fused_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -29,7 +30,7 @@ Grads run(const torch::Tensor& x0, const torch::Tensor& branch0, torch::nn::Laye
   const torch::Tensor x = x0.clone().requires_grad_(true);
   const torch::Tensor branch = branch0.clone().requires_grad_(true);
   const AddNormOutput out = [&] {
-    const FusedAddNorm scope(fused);
+    const FusedScope scope({.add_norm = fused});
     return add_layer_norm(x, branch, norm);
   }();
   const torch::Tensor w1 = torch::linspace(-1, 1, out.normed.numel()).reshape(out.normed.sizes());
@@ -95,7 +96,7 @@ TEST(AddNorm, FusedInBf16IsWithinBf16Rounding) {
 TEST(AddNorm, MixedTypesAndNoBranchTakeLibTorchsOperations) {
   torch::nn::LayerNorm norm = random_norm(16, torch::kFloat);
   const torch::Tensor x = torch::randn({2, 16}).requires_grad_(true);
-  const FusedAddNorm scope;
+  const FusedScope scope({.add_norm = true});
   const AddNormOutput mixed = add_layer_norm(x, torch::randn({2, 16}).to(torch::kBFloat16), norm);
   const AddNormOutput alone = add_layer_norm(x, torch::Tensor(), norm);
   EXPECT_EQ(mixed.sum.scalar_type(), torch::kFloat);  // type promotion, as x + branch
@@ -126,7 +127,7 @@ TEST(AddNorm, ABackboneTrainsTheSameFused) {
   auto pass = [&](bool fused) {
     backbone->zero_grad();
     const StepOutput out = [&] {
-      const FusedAddNorm scope(fused);
+      const FusedScope scope({.add_norm = fused});
       return backbone->step(patches, positions, torch::Tensor());
     }();
     (out.patch_tokens.sum() + (out.state * out.state).sum()).backward();
@@ -148,7 +149,7 @@ TEST(AddNorm, OnlyTheSumUsedPassesItsGradientToBothInputs) {
   const torch::Tensor x = torch::randn({3, 16}).requires_grad_(true);
   const torch::Tensor b = torch::randn({3, 16}).requires_grad_(true);
   const torch::Tensor w = torch::randn({3, 16});
-  const FusedAddNorm scope;
+  const FusedScope scope({.add_norm = true});
   (add_layer_norm(x, b, norm).sum * w).sum().backward();
   EXPECT_TRUE(torch::equal(x.grad(), w));
   EXPECT_TRUE(torch::equal(b.grad(), w));
@@ -165,10 +166,10 @@ TEST(AddNorm, ScopesNestAndEndWhereTheyClose) {
   };
   EXPECT_FALSE(fused()) << "off outside every scope";
   {
-    const FusedAddNorm on;
+    const FusedScope on({.add_norm = true});
     EXPECT_TRUE(fused());
     {
-      const FusedAddNorm off(false);
+      const FusedScope off({.add_norm = false});
       EXPECT_FALSE(fused());
     }
     EXPECT_TRUE(fused()) << "the inner scope restored the outer one's";

@@ -1,8 +1,11 @@
 // The transformer block's LayerScale folded into the linear layer before it: the same
 // function, with the same gradients, as LayerScale applied to that layer's output. The
 // attention: its formula, and q, k, v split from one projection without a zero-filled
-// gradient of all of it. Linear layers on tokens: one product, the bias inside it.
+// gradient of all of it. Linear layers on tokens: one product, the bias inside it. The MLP's
+// GELU as the model chooses it.
 #include "model/layers.h"
+
+#include "model/fused_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -210,6 +213,41 @@ TEST(Linear, TokensGoThroughOneProductWithTheBiasInside) {
   EXPECT_EQ(nodes.count("AddmmBackward0"), 1u);
   EXPECT_EQ(nodes.count("AddBackward0"), 0u);
   EXPECT_EQ(backward_nodes(layer(x)).count("AddBackward0"), 1u) << "the frontend's forward";
+}
+
+// model.gelu reaches the blocks' MLPs: the tanh form is another function (within a thousandth
+// of erf's), exactly LibTorch's gelu(x, "tanh") between the two layers, folded LayerScale or
+// not. On a CPU a scope that fuses the MLP changes nothing: the fused products are CUDA's.
+TEST(Mlp, TheBlocksGeluIsTheModelsChoiceAndFusesOnlyOnAGpu) {
+  torch::manual_seed(8);
+  using Gelu = BackboneOptions::Gelu;
+  Block erf(32, 4, 128, 1.0, 1e-6, Gelu::kErf), tanh(32, 4, 128, 1.0, 1e-6, Gelu::kTanh);
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = erf->named_parameters();
+    for (auto& p : tanh->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  const torch::Tensor x = torch::randn({2, 9, 32}) * 2;
+  const torch::Tensor a = erf->forward(x), b = tanh->forward(x);
+  const double gap = (a - b).abs().max().item<double>();
+  EXPECT_GT(gap, 1e-6) << "model.gelu did not reach the block";
+  EXPECT_LT(gap, 1e-2);
+
+  Mlp mlp(32, 128, 16, Gelu::kTanh);
+  const torch::Tensor expected = at::linear(
+      at::gelu(
+          at::linear(x, mlp->named_parameters()["fc1.weight"], mlp->named_parameters()["fc1.bias"]),
+          "tanh"),
+      mlp->fc2()->weight, mlp->fc2()->bias);
+  EXPECT_TRUE(torch::equal(mlp(x), expected));
+
+  for (const bool folded : {true, false}) {
+    set_folded_layerscale(folded);
+    const torch::Tensor plain = tanh->forward(x);
+    const FusedScope fused({.mlp = true});
+    EXPECT_TRUE(torch::equal(tanh->forward(x), plain)) << "folded " << folded;
+  }
+  set_folded_layerscale(true);
 }
 
 }  // namespace

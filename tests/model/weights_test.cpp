@@ -147,6 +147,18 @@ TEST(Weights, ExportedBackboneUsesDocumentedNamesAndRoundTrips) {
   FovealBackbone other(back);
   load_modules({{"", other.get()}}, bytes);
   expect_same_tensors(*bb, *other);
+  // The GELU is part of the function: recorded, and absent (older exports) it is erf.
+  EXPECT_EQ(meta.at("gelu"), "erf");
+  auto to = small_tiny();
+  to.gelu = BackboneOptions::Gelu::kTanh;
+  Metadata tanh_meta;
+  parse_safetensors(export_backbone(*FovealBackbone(to)), &tanh_meta);
+  EXPECT_EQ(tanh_meta.at("gelu"), "tanh");
+  EXPECT_EQ(backbone_options_from_metadata(tanh_meta).gelu, BackboneOptions::Gelu::kTanh);
+  tanh_meta.erase("gelu");
+  EXPECT_EQ(backbone_options_from_metadata(tanh_meta).gelu, BackboneOptions::Gelu::kErf);
+  tanh_meta["gelu"] = "relu";
+  EXPECT_THROW(backbone_options_from_metadata(tanh_meta), std::runtime_error);
 }
 
 // A training checkpoint's teacher blob holds backbone and head under prefixes: the

@@ -3,8 +3,9 @@
 // teacher runs as a graph takes the same steps as one launching it kernel by kernel. The
 // batch staged during the step before (ssl.prefetch_to_device) trains as the batch
 // uploaded by its own step, views cut on the GPU train as the data plane's patches, a
-// step waits for the device once, whoever cuts, and the fused residual add + LayerNorm
-// trains as LibTorch's operations. Every test skips itself
+// step waits for the device once, whoever cuts, and the fused residual add + LayerNorm and
+// the MLP with its GELU inside its products train as LibTorch's operations. Every test skips
+// itself
 // without a CUDA device (they run in the GPU checks, scripts/gpu/run.sh).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -20,6 +21,8 @@
 
 #include "dataloader/views.h"
 #include "model/add_norm.h"
+#include "model/fused_ops.h"
+#include "model/mlp_gelu.h"
 #include "tests/workers/small_ssl.h"
 #include "workers/pretrain/captured_pass.h"
 #include "workers/pretrain/ssl_trainer.h"
@@ -213,6 +216,32 @@ TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
     }
 }
 
+// A trainer with a fused operation on (`set(options, true)`) takes the same six steps as one
+// with it off, eagerly and inside its CUDA graphs, in fp32 and in bf16-params.
+template <typename Set>
+void expect_the_same_steps(const Set& set) {
+  const std::vector<data::SslBatch> data = batches();
+  for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
+    for (const bool graphs : {false, true}) {
+      const bool fp32 = precision == ssl::Precision::kFp32;
+      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16-params") + (graphs ? ", graphs" : ""));
+      const double tolerance = fp32 ? 1e-4 : 2e-2;  // relative
+      ssl::TrainerOptions plain_options = tiny_trainer(precision, true, graphs);
+      ssl::TrainerOptions fused_options = plain_options;
+      set(plain_options, false);
+      set(fused_options, true);
+      SslTrainer plain(plain_options), fused(fused_options);
+      for (int step = 0; step < 6; ++step) {
+        const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
+        const StepStats a = plain.train_step(batch), b = fused.train_step(batch);
+        ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
+        EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
+        EXPECT_NEAR(b.grad_norm, a.grad_norm, 10 * tolerance * a.grad_norm) << "step " << step;
+      }
+    }
+  }
+}
+
 // ssl.fused_add_norm on a GPU: the CUDA kernels take the add and the LayerNorm (checked on
 // the operation itself), and a trainer built of them takes the same steps as one on
 // LibTorch's operations, eagerly and inside its CUDA graphs, in fp32 and in bf16.
@@ -242,7 +271,7 @@ TEST(SslTrainer, TheFusedAddAndLayerNormTrainAsLibTorchsOperations) {
         const torch::Tensor x = x0.clone().requires_grad_(true);
         const torch::Tensor b = b0.clone().requires_grad_(true);
         const model::AddNormOutput out = [&] {
-          const model::FusedAddNorm scope(fused);
+          const model::FusedScope scope({.add_norm = fused});
           return model::add_layer_norm(x, b, norm);
         }();
         if (fused) {
@@ -266,24 +295,74 @@ TEST(SslTrainer, TheFusedAddAndLayerNormTrainAsLibTorchsOperations) {
       }
     }
   }
-  const std::vector<data::SslBatch> data = batches();
-  for (const ssl::Precision precision : {ssl::Precision::kFp32, ssl::Precision::kBf16Params}) {
-    for (const bool graphs : {false, true}) {
-      const bool fp32 = precision == ssl::Precision::kFp32;
-      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16-params") + (graphs ? ", graphs" : ""));
-      const double tolerance = fp32 ? 1e-4 : 2e-2;  // relative
-      ssl::TrainerOptions with = tiny_trainer(precision, true, graphs);
-      with.fused_add_norm = true;
-      SslTrainer plain(tiny_trainer(precision, true, graphs)), fused(with);
-      for (int step = 0; step < 6; ++step) {
-        const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
-        const StepStats a = plain.train_step(batch), b = fused.train_step(batch);
-        ASSERT_TRUE(std::isfinite(b.loss)) << "step " << step;
-        EXPECT_NEAR(b.loss, a.loss, tolerance * std::fabs(a.loss)) << "step " << step;
-        EXPECT_NEAR(b.grad_norm, a.grad_norm, 10 * tolerance * a.grad_norm) << "step " << step;
+  expect_the_same_steps([](ssl::TrainerOptions& o, bool fused) { o.fused_add_norm = fused; });
+}
+
+// ssl.fused_mlp on a GPU: cuBLASLt's epilogues take the GELU (checked on the operation
+// itself, with and without gradient), and a trainer built of them takes the same steps as one
+// on LibTorch's operations, eagerly and inside its CUDA graphs, in fp32 and in bf16.
+TEST(SslTrainer, TheMlpWithItsGeluInsideItsProductsTrainsAsLibTorchsOperations) {
+  SKIP_WITHOUT_CUDA();
+  using Gelu = model::BackboneOptions::Gelu;
+  struct Case {
+    int64_t rows, in, hidden, out;
+  };
+  // ViT-S's block MLP over 300 tokens and a narrow one with out != in over 5 (x: 5 images of
+  // rows / 5 tokens).
+  for (const Case c : {Case{6 * 50, 384, 1536, 384}, Case{5, 64, 256, 32}}) {
+    for (const auto type : {torch::kBFloat16, torch::kFloat}) {
+      const bool fp32 = type == torch::kFloat;
+      SCOPED_TRACE(std::string(fp32 ? "fp32" : "bf16") + ", rows " + std::to_string(c.rows) +
+                   ", in " + std::to_string(c.in));
+      const auto on = torch::TensorOptions().device(torch::kCUDA, 0).dtype(type);
+      const torch::Tensor x0 = torch::randn({5, c.rows / 5, c.in}, on);
+      const torch::Tensor w1_0 = torch::randn({c.hidden, c.in}, on) / std::sqrt(c.in);
+      const torch::Tensor b1_0 = torch::randn({c.hidden}, on) * 0.5;
+      const torch::Tensor w2_0 = torch::randn({c.out, c.hidden}, on) / std::sqrt(c.hidden);
+      const torch::Tensor b2_0 = torch::randn({c.out}, on) * 0.5;
+      const torch::Tensor probe = torch::randn({x0.size(0), x0.size(1), c.out}, on);
+      std::vector<torch::Tensor> results[2];
+      for (const bool fused : {false, true}) {
+        std::vector<torch::Tensor> in;
+        for (const torch::Tensor* t : {&x0, &w1_0, &b1_0, &w2_0, &b2_0})
+          in.push_back(t->clone().requires_grad_(true));
+        const model::FusedScope scope({.mlp = fused});
+        const torch::Tensor y = model::mlp_gelu(in[0], in[1], in[2], in[3], in[4], Gelu::kTanh);
+        if (fused) {
+          if (fp32 && y.grad_fn()->name().find("MlpGelu") == std::string::npos) {
+            std::cout << "note: this cuBLASLt has no float32 GELU epilogues for the shape; "
+                         "float32 runs LibTorch's operations\n";
+            break;
+          }
+          ASSERT_NE(y.grad_fn()->name().find("MlpGelu"), std::string::npos) << y.grad_fn()->name();
+          torch::NoGradGuard no_grad;  // the forward that writes no pre-activation
+          const torch::Tensor inference = model::mlp_gelu(x0, w1_0, b1_0, w2_0, b2_0, Gelu::kTanh);
+          const double gap = (inference - y.detach()).abs().max().item<double>();
+          EXPECT_LE(gap, (fp32 ? 1e-5 : 1e-2) * (y.abs().max().item<double>() + 1e-6))
+              << "with and without gradient the same products";
+        }
+        (y.to(torch::kFloat) * probe.to(torch::kFloat)).sum().backward();
+        results[fused] = {y.detach()};
+        for (const torch::Tensor& t : in) results[fused].push_back(t.grad());
+      }
+      if (results[1].empty()) continue;
+      const char* names[] = {
+          "y", "x's gradient", "W1's gradient", "b1's gradient", "W2's gradient", "b2's gradient"};
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        const torch::Tensor a = results[0][i].to(torch::kFloat),
+                            f = results[1][i].to(torch::kFloat);
+        // Relative to the largest value: the parameter gradients sum over every row.
+        const double scale = a.abs().max().item<double>() + 1e-6;
+        const double largest = (f - a).abs().max().item<double>();
+        EXPECT_LE(largest, (fp32 ? 1e-4 : 2e-2) * scale)
+            << names[i] << ": largest difference " << largest << " of values up to " << scale;
       }
     }
   }
+  expect_the_same_steps([](ssl::TrainerOptions& o, bool fused) {
+    o.backbone.gelu = Gelu::kTanh;
+    o.fused_mlp = fused;
+  });
 }
 
 }  // namespace

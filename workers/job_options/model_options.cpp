@@ -33,6 +33,7 @@ model::BackboneOptions backbone_options(const JobConfig& config) {
   o.pos_mlp_hidden = m.pos_mlp_hidden;
   o.layerscale_init = m.layerscale_init;
   o.state_input = model::parse_state_input(m.state_input);
+  o.gelu = model::parse_gelu(m.gelu);
   return o;
 }
 
@@ -90,6 +91,7 @@ ssl::TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.cuda_graphs = c.ssl.cuda_graphs;
   o.prefetch_to_device = c.ssl.prefetch_to_device;
   o.fused_add_norm = c.ssl.fused_add_norm;
+  o.fused_mlp = c.ssl.fused_mlp;
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
   o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);

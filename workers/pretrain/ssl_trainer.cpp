@@ -14,9 +14,9 @@
 #include <stdexcept>
 
 #include "kernels/extract.h"
-#include "model/add_norm.h"
 #include "model/backbone.h"
 #include "model/device_stream.h"
+#include "model/fused_ops.h"
 #include "model/heads.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
@@ -181,6 +181,12 @@ struct SslTrainer::Impl {
               return std::vector{carry_states(in)};
             });
     }
+    if (options.fused_mlp && options.backbone.gelu != model::BackboneOptions::Gelu::kTanh)
+      throw std::invalid_argument(
+          "ssl.fused_mlp: needs model.gelu = \"tanh\" (the GELU cuBLASLt's epilogues compute)");
+    if (options.fused_mlp && !device.is_cuda())
+      spdlog::warn("ssl.fused_mlp: the learner's device is {}; its MLPs run LibTorch's operations",
+                   options.device);
     if (options.prefetch_to_device && device.is_cuda())
       stager = std::make_unique<BatchStager>(device);
     if (collectives.world_size > 1)
@@ -485,7 +491,7 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
                                   m.options.precision == ssl::Precision::kBf16Autocast);
     // The weights stay as they are until the update: LayerScale folded once per pass kind.
     const model::ReuseFoldedLayerScale fold_once;
-    const model::FusedAddNorm fused_add_norm(m.options.fused_add_norm);
+    const model::FusedScope fused({m.options.fused_add_norm, m.options.fused_mlp});
     DinoNet& student_net = m.student_net();
     if (!m.options.supervised) {
       const std::vector<torch::Tensor> teacher =

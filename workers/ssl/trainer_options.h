@@ -53,8 +53,11 @@ struct TrainerOptions {
   // replayed as CUDA graphs (ssl.cuda_graphs): CUDA devices, fp32 or bf16-params only.
   bool cuda_graphs = false;
   // Each residual add and the LayerNorm after it as one fused operation in the step's passes
-  // (ssl.fused_add_norm, model::FusedAddNorm): the same step within float rounding.
+  // (ssl.fused_add_norm, model::FusedOps): the same step within float rounding.
   bool fused_add_norm = false;
+  // On a GPU, the blocks' MLPs with the GELU inside their products (ssl.fused_mlp; needs the
+  // backbone's tanh GELU): the same step within float rounding.
+  bool fused_mlp = false;
   // The next step's batch copied to the device while a step runs (ssl.prefetch_to_device):
   // CUDA devices; on a CPU the training loop still reads one batch ahead.
   bool prefetch_to_device = false;
