@@ -4,6 +4,7 @@
 // when built with SACCADE_WITH_CUDA).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <span>
 
@@ -86,10 +87,26 @@ class Extractor {
                               int patch_size, float* out_device, void* stream) = 0;
 };
 
+// Where the CUDA backend takes device memory for its tables and buffers. By default cudaMalloc
+// and cudaFree; a learner hands its framework's caching allocator, so that the extractor and
+// the model draw on one pool: near full memory an allocation there frees cached blocks and
+// retries, where a cudaMalloc beside a full cache fails.
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  // `bytes` of the current device's memory, first used by work queued on `stream` (a
+  // cudaStream_t); throws std::runtime_error (or the framework's error) when there is none.
+  virtual void* allocate(std::size_t bytes, void* stream) = 0;
+  // Returns `memory` from allocate; no work on it is pending any more.
+  virtual void release(void* memory) = 0;
+};
+
 struct ExtractorOptions {
   Backend backend = Backend::kCpu;
   int num_threads = 0;  // CPU: 0 = all hardware threads
   int device = 0;       // CUDA device ordinal
+  // CUDA: not owned, outlives the extractor; nullptr: cudaMalloc / cudaFree.
+  DeviceAllocator* device_allocator = nullptr;
 };
 
 // Throws std::runtime_error when the CUDA backend is asked for but not compiled in

@@ -84,7 +84,7 @@ std::unique_ptr<Extractor> make_extractor(const ExtractorOptions& options) {
 #ifdef SACCADE_KERNELS_CUDA
   if (cuda::device_count() <= 0)
     throw std::runtime_error("CUDA extractor requested but no CUDA device is present");
-  return cuda::make_cuda_extractor(options.device);
+  return cuda::make_cuda_extractor(options.device, options.device_allocator);
 #else
   throw std::runtime_error(
       "CUDA extractor requested but this build has no CUDA backend (configure with "

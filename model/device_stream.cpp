@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #if SACCADE_TORCH_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -28,6 +29,28 @@ int device_index(const torch::Device& device) {
 #else
   throw std::invalid_argument("device_index: this build's LibTorch has no CUDA (device " +
                               device.str() + ")");
+#endif
+}
+
+#if SACCADE_TORCH_HAS_CUDA
+namespace {
+class CachingDeviceAllocator final : public kernels::DeviceAllocator {
+ public:
+  void* allocate(std::size_t bytes, void* stream) override {
+    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(
+        bytes, static_cast<cudaStream_t>(stream));
+  }
+  void release(void* memory) override { c10::cuda::CUDACachingAllocator::raw_delete(memory); }
+};
+}  // namespace
+#endif
+
+kernels::DeviceAllocator* caching_device_allocator() {
+#if SACCADE_TORCH_HAS_CUDA
+  static CachingDeviceAllocator allocator;
+  return &allocator;
+#else
+  return nullptr;
 #endif
 }
 

@@ -13,8 +13,9 @@ namespace saccade::kernels::cuda {
 int device_count();
 
 // An Extractor whose tables live in device memory (uint32, same layout as the CPU
-// IntegralImage). Bit-identical results to the CPU backend. Throws
-// std::runtime_error when the device cannot be used.
-std::unique_ptr<Extractor> make_cuda_extractor(int device);
+// IntegralImage), taken from `allocator` (not owned, outlives the extractor; nullptr:
+// cudaMalloc). Bit-identical results to the CPU backend. Throws std::runtime_error when the
+// device cannot be used.
+std::unique_ptr<Extractor> make_cuda_extractor(int device, DeviceAllocator* allocator = nullptr);
 
 }  // namespace saccade::kernels::cuda

@@ -24,29 +24,56 @@ void check(cudaError_t err, const char* what) {
     throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(err));
 }
 
-// A buffer that only grows; owns its allocation: device memory, or page-locked host memory
-// (copies from it are truly asynchronous; from pageable memory the driver may wait for the
-// stream).
-template <bool kPinnedHost>
-class GrowingBuffer {
+// A page-locked host buffer that only grows; owns its allocation (copies from it are truly
+// asynchronous; from pageable memory the driver may wait for the stream).
+class PinnedBuffer {
  public:
-  GrowingBuffer() = default;
-  GrowingBuffer(GrowingBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    bytes = std::max(bytes, size_ + size_ / 2);  // geometric: regrown a few times at most
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = nullptr, size_ = 0;
+    check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    size_ = bytes;
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// A device buffer that only grows, from the extractor's allocator (or cudaMalloc); owns its
+// allocation.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(DeviceAllocator* allocator) : allocator_(allocator) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : allocator_(o.allocator_), ptr_(o.ptr_), size_(o.size_) {
     o.ptr_ = nullptr;
     o.size_ = 0;
   }
-  GrowingBuffer(const GrowingBuffer&) = delete;
-  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
-  GrowingBuffer& operator=(GrowingBuffer&&) = delete;
-  ~GrowingBuffer() { release(); }
-  void reserve(std::size_t bytes) {
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
+  ~DeviceBuffer() { release(); }
+  // At least `bytes`, first used by work queued on `stream`.
+  void reserve(std::size_t bytes, cudaStream_t stream) {
     if (bytes <= size_) return;
     // Geometric growth: images of varying sizes regrow a slot a few times, not at every new
-    // largest image (a cudaFree waits for the whole device).
+    // largest image (a release waits for the whole device).
     bytes = std::max(bytes, size_ + size_ / 2);
     release();
-    if constexpr (kPinnedHost)
-      check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    if (allocator_ != nullptr)
+      ptr_ = allocator_->allocate(bytes, stream);
     else
       check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
     size_ = bytes;
@@ -58,19 +85,31 @@ class GrowingBuffer {
 
  private:
   void release() {
-    if (ptr_) kPinnedHost ? cudaFreeHost(ptr_) : cudaFree(ptr_);
+    if (ptr_ == nullptr) return;
+    if (allocator_ != nullptr) {
+      // The buffer may still be read by work queued on any stream: wait for it all, as
+      // cudaFree does, before the allocator may hand the memory to someone else.
+      cudaDeviceSynchronize();
+      allocator_->release(ptr_);
+    } else {
+      cudaFree(ptr_);
+    }
     ptr_ = nullptr;
     size_ = 0;
   }
+  DeviceAllocator* allocator_;  // not owned; nullptr: cudaMalloc / cudaFree
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
 };
-using DeviceBuffer = GrowingBuffer<false>;
-using PinnedBuffer = GrowingBuffer<true>;
 
 class CudaExtractorImpl final : public Extractor {
  public:
-  explicit CudaExtractorImpl(int device) : device_(device) {
+  CudaExtractorImpl(int device, DeviceAllocator* allocator)
+      : device_(device),
+        allocator_(allocator),
+        table_descs_(allocator),
+        boxes_(allocator),
+        output_(allocator) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming), "cudaEventCreate");
@@ -92,14 +131,14 @@ class CudaExtractorImpl final : public Extractor {
     validate_images(images);
     check(cudaSetDevice(device_), "cudaSetDevice");
     wait_for_queued();
-    if (tables_.size() < images.size()) tables_.resize(images.size());
+    while (tables_.size() < images.size()) tables_.emplace_back(allocator_);
     descs_.clear();
     channels_ = images.empty() ? 0 : images[0].channels;
     for (std::size_t i = 0; i < images.size(); ++i) {
       Table& t = tables_[i];
       const ImageView& view = images[i];
       const int w = view.width, h = view.height, c = view.channels;
-      t.image.reserve(static_cast<std::size_t>(h) * w * c);
+      t.image.reserve(static_cast<std::size_t>(h) * w * c, stream_);
       const std::size_t src_stride =
           view.row_stride ? view.row_stride : static_cast<std::size_t>(w) * c;
       check(cudaMemcpy2DAsync(t.image.as<void>(), static_cast<std::size_t>(w) * c, view.data,
@@ -108,7 +147,7 @@ class CudaExtractorImpl final : public Extractor {
             "upload image");
       descs_.push_back(build(t.image.as<std::uint8_t>(), h, w, c, &t, stream_));
     }
-    table_descs_.reserve(descs_.size() * sizeof(detail::DeviceTable) + 1);
+    table_descs_.reserve(descs_.size() * sizeof(detail::DeviceTable) + 1, stream_);
     check(cudaMemcpyAsync(table_descs_.as<void>(), descs_.data(),
                           descs_.size() * sizeof(detail::DeviceTable), cudaMemcpyHostToDevice,
                           stream_),
@@ -122,7 +161,7 @@ class CudaExtractorImpl final : public Extractor {
     if (boxes.empty()) return;
     if (out == nullptr) throw std::invalid_argument("out must not be null");
     const std::size_t bytes = boxes.size() * channels_ * patch_size * patch_size * sizeof(float);
-    output_.reserve(bytes);
+    output_.reserve(bytes, stream_);
     launch(boxes, patch_size, output_.as<float>());
     check(cudaMemcpyAsync(out, output_.as<void>(), bytes, cudaMemcpyDeviceToHost, stream_),
           "copy patches");
@@ -159,7 +198,7 @@ class CudaExtractorImpl final : public Extractor {
     // with them first, on the device. (The synchronous calls finish before they return.)
     if (queued_ && queued_stream_ != stream)
       check(cudaStreamWaitEvent(stream, queued_done_, 0), "wait for the previous cut");
-    if (tables_.size() < images.size()) tables_.resize(images.size());
+    while (tables_.size() < images.size()) tables_.emplace_back(allocator_);
     descs_.clear();
     channels_ = images.empty() ? 0 : images[0].channels;
     for (std::size_t i = 0; i < images.size(); ++i)
@@ -173,8 +212,8 @@ class CudaExtractorImpl final : public Extractor {
     staging_.reserve(desc_at + desc_bytes + 1);
     if (!boxes.empty()) std::memcpy(staging_.as<char>(), boxes.data(), boxes.size_bytes());
     if (desc_bytes > 0) std::memcpy(staging_.as<char>() + desc_at, descs_.data(), desc_bytes);
-    table_descs_.reserve(desc_bytes + 1);
-    boxes_.reserve(boxes.size_bytes() + 1);
+    table_descs_.reserve(desc_bytes + 1, stream);
+    boxes_.reserve(boxes.size_bytes() + 1, stream);
     check(cudaMemcpyAsync(table_descs_.as<void>(), staging_.as<char>() + desc_at, desc_bytes,
                           cudaMemcpyHostToDevice, stream),
           "copy table descriptors");
@@ -195,6 +234,8 @@ class CudaExtractorImpl final : public Extractor {
 
  private:
   struct Table {
+    explicit Table(DeviceAllocator* allocator)
+        : data(allocator), image(allocator), scratch(allocator) {}
     DeviceBuffer data, image, scratch;  // owned, reused across batches
   };
 
@@ -202,8 +243,8 @@ class CudaExtractorImpl final : public Extractor {
   detail::DeviceTable build(const std::uint8_t* image, int h, int w, int C, Table* t,
                             cudaStream_t stream) {
     const long long stride = detail::table_stride(w, C);
-    t->data.reserve(static_cast<std::size_t>(h + 1) * stride * sizeof(std::uint32_t));
-    t->scratch.reserve(detail::table_scratch_entries(h, w, C) * sizeof(std::uint32_t));
+    t->data.reserve(static_cast<std::size_t>(h + 1) * stride * sizeof(std::uint32_t), stream);
+    t->scratch.reserve(detail::table_scratch_entries(h, w, C) * sizeof(std::uint32_t), stream);
     detail::launch_build_table(image, h, w, C, t->data.as<std::uint32_t>(), stride,
                                t->scratch.as<std::uint32_t>(), stream);
     check(cudaGetLastError(), "table build launch");
@@ -219,7 +260,7 @@ class CudaExtractorImpl final : public Extractor {
 
   void launch(std::span<const CropBox> boxes, int p, float* out_device) {
     check(cudaSetDevice(device_), "cudaSetDevice");
-    boxes_.reserve(boxes.size_bytes());
+    boxes_.reserve(boxes.size_bytes(), stream_);
     check(cudaMemcpyAsync(boxes_.as<void>(), boxes.data(), boxes.size_bytes(),
                           cudaMemcpyHostToDevice, stream_),
           "upload boxes");
@@ -229,6 +270,7 @@ class CudaExtractorImpl final : public Extractor {
   }
 
   int device_;
+  DeviceAllocator* allocator_;  // not owned; nullptr: cudaMalloc
   cudaStream_t stream_ = nullptr;
   int channels_ = 0;
   std::vector<Table> tables_;               // device tables, reused across batches
@@ -252,12 +294,12 @@ int device_count() {
   return n;
 }
 
-std::unique_ptr<Extractor> make_cuda_extractor(int device) {
+std::unique_ptr<Extractor> make_cuda_extractor(int device, DeviceAllocator* allocator) {
   const int n = device_count();
   if (device < 0 || device >= n)
     throw std::runtime_error("CUDA device " + std::to_string(device) + " requested but " +
                              std::to_string(n) + " device(s) present");
-  return std::make_unique<CudaExtractorImpl>(device);
+  return std::make_unique<CudaExtractorImpl>(device, allocator);
 }
 
 }  // namespace saccade::kernels::cuda

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
@@ -70,9 +71,8 @@ TEST(CudaExtract, LargeImageWrapsAndStaysExact) {
 // Queued on caller streams, from images in device memory: two batches on two streams back
 // to back (the second rebuilds the tables the first cut reads, on another stream), then a
 // synchronous call; every patch bit-identical to the CPU backend's.
-TEST(CudaExtract, QueuedCutsOnTheCallersStreamsMatchCpuExactly) {
-  SKIP_WITHOUT_DEVICE();
-  auto gpu = cuda::make_cuda_extractor(0);
+void queued_cuts_match_cpu(DeviceAllocator* allocator) {
+  auto gpu = cuda::make_cuda_extractor(0, allocator);
   auto cpu = make_extractor({Backend::kCpu, 2, 0});
   const std::vector<std::vector<TestImage>> batches = {
       {make_image(333, 517, 3, 1, 1), make_image(1000, 77, 3, 2, 0)},
@@ -125,6 +125,45 @@ TEST(CudaExtract, QueuedCutsOnTheCallersStreamsMatchCpuExactly) {
   EXPECT_EQ(got, want);
   for (void* d : device_memory) cudaFree(d);
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
+}
+
+TEST(CudaExtract, QueuedCutsOnTheCallersStreamsMatchCpuExactly) {
+  SKIP_WITHOUT_DEVICE();
+  queued_cuts_match_cpu(nullptr);
+}
+
+// cudaMalloc, counted: what the extractor takes and gives back.
+class CountingAllocator final : public DeviceAllocator {
+ public:
+  void* allocate(std::size_t bytes, void* stream) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    ++allocations, bytes_taken += bytes, live_ += 1;
+    return p;
+  }
+  void release(void* memory) override {
+    cudaFree(memory);
+    live_ -= 1;
+  }
+  int live() const { return live_; }
+  int allocations = 0;
+  std::size_t bytes_taken = 0;
+
+ private:
+  int live_ = 0;
+};
+
+// A learner hands LibTorch's caching allocator (ExtractorOptions::device_allocator): every
+// table and buffer comes from it and goes back to it, and the cuts stay exact.
+TEST(CudaExtract, TakesItsDeviceMemoryFromTheAllocatorItIsGiven) {
+  SKIP_WITHOUT_DEVICE();
+  CountingAllocator allocator;
+  queued_cuts_match_cpu(&allocator);
+  // A table per image of the larger batch (3), the descriptors, the boxes, the output.
+  EXPECT_GE(allocator.allocations, 6);
+  // At least the 480 x 640 RGB image's table: 481 rows of 641 x 3 uint32.
+  EXPECT_GE(allocator.bytes_taken, std::size_t{481} * 641 * 3 * 4);
+  EXPECT_EQ(allocator.live(), 0) << "everything given back when the extractor goes";
 }
 
 TEST(CudaExtract, ExtractToDeviceAndBadInput) {

@@ -274,6 +274,7 @@ struct SslTrainer::Impl {
       eo.backend = device.is_cuda() ? kernels::Backend::kCuda : kernels::Backend::kCpu;
       eo.device = model::device_index(device);
       eo.num_threads = 0;
+      eo.device_allocator = model::caching_device_allocator();  // one pool with the model's
       extractor = kernels::make_extractor(eo);
     }
     const int64_t channels = sets[0]->channels, p = sets[0]->patch_size;
