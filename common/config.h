@@ -169,6 +169,7 @@ struct SslConfig {
   bool cuda_graphs{};          // no-grad passes (teacher, student's carry) as CUDA graphs
   bool fused_add_norm{};       // residual adds + LayerNorms as fused kernels
   bool fused_mlp{};            // the MLPs' GELU inside their matrix products (cuBLASLt)
+  bool fused_bias_grad{};      // linear layers' bias gradients inside their weights' products
   bool prefetch_to_device{};   // the next batch copied to the device during a step
   int64_t threads{};           // torch intra-op threads (0 = all cores)
   std::string objective;       // dino | supervised (the labelled baseline)

@@ -517,11 +517,17 @@ void describe(V& v, SslConfig& c) {
             "operations run).");
   v.boolean("fused_mlp", c.fused_mlp, false,
             "On a GPU, each MLP of the backbone's blocks with its GELU inside its two matrix "
-            "products, forward and backward (cuBLASLt epilogues, kernels/linear_gelu.h: the "
+            "products, forward and backward (cuBLASLt epilogues, kernels/linear_epilogues.h: the "
             "GELU, its gradient and the first bias's gradient make no passes of their own over "
             "the hidden activations). Needs model.gelu = \"tanh\" (the form the epilogues "
             "compute). The same step within float rounding; it fuses with precision fp32 or "
             "bf16-params on a CUDA device, elsewhere LibTorch's operations run.");
+  v.boolean("fused_bias_grad", c.fused_bias_grad, false,
+            "On a GPU, each linear layer's bias gradient computed inside the product of its "
+            "weight gradient (cuBLASLt's BGRADB epilogue, kernels/linear_epilogues.h) instead of "
+            "by a reduction that reads the output gradient once more. The same step within "
+            "float rounding; with precision fp32 or bf16-params on a CUDA device, elsewhere "
+            "LibTorch's operations run.");
   v.boolean("prefetch_to_device", c.prefetch_to_device, false,
             "A GPU learner copies the next step's batch to the device while a step runs (on a "
             "thread of its own through page-locked memory, then on a side stream), instead of "

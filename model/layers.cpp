@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "model/add_norm.h"
-#include "model/mlp_gelu.h"
+#include "model/fused_linear.h"
 #include "model/torch_compat.h"
 
 namespace saccade::model {
@@ -42,7 +42,7 @@ bool folded_layerscale() {
 }
 
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return at::linear(x, layer->weight, layer->bias);
+  return linear_fused(x, layer->weight, layer->bias);
 }
 
 void trunc_normal_(torch::Tensor tensor, double std) {
@@ -112,9 +112,9 @@ LayerScaleImpl::LayerScaleImpl(int64_t width, double init_value)
     : gamma_(register_parameter("gamma", torch::full({width}, init_value))) {}
 
 torch::Tensor LayerScaleImpl::of_linear(const torch::nn::Linear& linear, const torch::Tensor& x) {
-  if (!folded_layerscale()) return forward(at::linear(x, linear->weight, linear->bias));
+  if (!folded_layerscale()) return forward(linear_fused(x, linear->weight, linear->bias));
   const LinearWeights w = folded(linear);
-  return at::linear(x, w.weight, w.bias);
+  return linear_fused(x, w.weight, w.bias);
 }
 
 LinearWeights LayerScaleImpl::folded(const torch::nn::Linear& linear) {

@@ -22,9 +22,10 @@ void trunc_normal_(torch::Tensor tensor, double std);
 
 // x W^T + b with `layer`'s weights through ATen's linear, which multiplies an input of any
 // rank with contiguous rows as one matrix and adds the bias inside the product (cuBLASLt's
-// epilogue on a GPU). torch::nn::Linear's forward multiplies a 3-d input and then adds the
-// bias in a kernel of its own: an activation-sized read and write per layer, and with bf16
-// activations and fp32 biases under autocast a slow mixed-type one.
+// epilogue on a GPU; fused_linear.h: and the bias gradient inside the weight gradient's).
+// torch::nn::Linear's forward multiplies a 3-d input and then adds the bias in a kernel of its own:
+// an activation-sized read and write per layer, and with bf16 activations and fp32 biases under
+// autocast a slow mixed-type one.
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x);
 
 // LayerScale folded into the linear layer before it (default) or applied to its output,
@@ -60,7 +61,7 @@ class MlpImpl : public torch::nn::Module {
   MlpImpl(int64_t in_dim, int64_t hidden_dim, int64_t out_dim, Gelu gelu = Gelu::kErf);
   torch::Tensor forward(const torch::Tensor& x);  // fc2(gelu(fc1(x)))
   // The same with `fc2` in place of fc2's weights (fc2's with a LayerScale folded in), as one
-  // operation that fuses on a GPU (mlp_gelu.h).
+  // operation that fuses on a GPU (fused_linear.h).
   torch::Tensor forward_with_fc2(const torch::Tensor& x, const LinearWeights& fc2);
   const torch::nn::Linear& fc2() const { return fc2_; }
 

@@ -36,7 +36,7 @@ struct BackboneOptions {
   StateInput state_input = StateInput::kNormed;
   // The GELU of the blocks' MLPs (model.gelu): kErf, 0.5 x (1 + erf(x / sqrt 2)) (ViT, DINOv2),
   // or kTanh, its tanh approximation (GPT-2's; within 1e-3 of it), the form cuBLASLt computes
-  // inside a matrix product's epilogue (kernels/linear_gelu.h, ssl.fused_mlp).
+  // inside a matrix product's epilogue (kernels/linear_epilogues.h, ssl.fused_mlp).
   enum class Gelu { kErf, kTanh };
   Gelu gelu = Gelu::kErf;
 

@@ -43,6 +43,7 @@ struct Variant {
   bool fused_add_norm = false;    // ssl.fused_add_norm
   bool tanh_gelu = false;         // model.gelu = "tanh"
   bool fused_mlp = false;         // ssl.fused_mlp (needs tanh_gelu)
+  bool fused_bias_grad = false;   // ssl.fused_bias_grad
   bool phase_syncs = false;       // the timed steps also synchronise after every phase
   bool learner_cuts = false;      // batches carry images and boxes: the trainer cuts (views.cut_on)
   bool batched_glimpses = false;  // ssl.batched_glimpses
@@ -63,6 +64,7 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     v.fused_add_norm = config.ssl.fused_add_norm;
     v.tanh_gelu = config.model.gelu == "tanh";
     v.fused_mlp = config.ssl.fused_mlp;
+    v.fused_bias_grad = config.ssl.fused_bias_grad;
     return v;
   }
   v.fused_attention = v.multi_tensor = v.folded_layerscale = false;
@@ -84,6 +86,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
       v.tanh_gelu = true;
     } else if (lever == "mlp") {
       v.tanh_gelu = v.fused_mlp = true;
+    } else if (lever == "bgrad") {
+      v.fused_bias_grad = true;
     } else if (lever == "sync") {
       v.phase_syncs = true;
     } else if (lever == "cut") {
@@ -97,7 +101,8 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
     } else {
       throw std::invalid_argument(fmt::format(
           "--variants: unknown lever \"{}\" in \"{}\" (expected fp32, bf16, bf16-params, sdpa, "
-          "foreach, fold, addnorm, tanh, mlp, sync, cut, batched, graphs, prefetch joined by '+', "
+          "foreach, fold, addnorm, tanh, mlp, bgrad, sync, cut, batched, graphs, prefetch joined "
+          "by '+', "
           "or config)",
           lever, text));
     }
@@ -190,6 +195,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   model::set_folded_layerscale(v.folded_layerscale);
   t.fused_add_norm = v.fused_add_norm;
   t.fused_mlp = v.fused_mlp;
+  t.fused_bias_grad = v.fused_bias_grad;
   reset_peak_device_memory(device);
   pretrain::SslTrainer trainer(t);
   size_t next = 0;

@@ -24,7 +24,8 @@ struct StepBenchOptions {
   // linear layer before it, model::set_folded_layerscale), "addnorm" (each residual add and
   // the LayerNorm after it as one fused operation, ssl.fused_add_norm), "tanh" (the blocks'
   // MLPs with the tanh GELU, model.gelu), "mlp" (tanh, and on a GPU the GELU inside the MLPs'
-  // products, ssl.fused_mlp), "sync" (a device
+  // products, ssl.fused_mlp), "bgrad" (the linear layers' bias gradients inside their weight
+  // gradients' products, ssl.fused_bias_grad), "sync" (a device
   // synchronisation after every phase, as when phases are timed), "cut" (the batches carry the
   // images and boxes and the trainer cuts the views on its device, views.cut_on = "learner"; the
   // same views), "batched" (the student's glimpses 2..S in one pass, ssl.batched_glimpses),

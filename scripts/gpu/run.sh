@@ -13,9 +13,10 @@
 #      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
 #      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
 #      (SACCADE_GPU_STEP_VARIANTS), then the fast path (bf16 weights, LayerScale folded,
-#      batched glimpses, CUDA graphs, prefetching) without and with the fused residual add +
-#      LayerNorm, and with the MLP's GELU inside its products too (profiled at the last batch;
-#      the tanh GELU, model.gelu) at SACCADE_GPU_STEP_LARGE_BATCH
+#      batched glimpses, CUDA graphs, prefetching) with the fused residual add + LayerNorm,
+#      without and with the linear layers' epilogues (the MLP's tanh GELU and the bias
+#      gradients inside their products; profiled at the last batch) at
+#      SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 256,512: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
@@ -130,10 +131,11 @@ if wants step; then
   fast=bf16+sdpa+foreach
   params=bf16-params+sdpa+foreach
   # (bf16+sdpa and bf16+foreach alone: measured, docs/model.md)
-  levers=bf16,$fast,$fast+fold,$fast+fold+batched,$params,$params+fold,$params+fold+batched
+  levers=bf16,$fast,$params,$params+fold,$params+fold+batched
   levers=$levers,$params+fold+graphs,$params+fold+batched+graphs,$params+fold+batched+cut
   full=$params+fold+batched+graphs+prefetch
-  levers=$levers,$full,$full+addnorm,$full+addnorm+mlp,fp32+sdpa+foreach+fold
+  levers=$levers,$full,$full+addnorm,$full+addnorm+mlp,$full+addnorm+mlp+bgrad
+  levers=$levers,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
@@ -142,7 +144,7 @@ if wants step; then
     --json "$out/step.json"
   step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" \
-    --variants "$full,$full+addnorm,$full+addnorm+mlp" \
+    --variants "$full+addnorm,$full+addnorm+mlp+bgrad" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind, the top

@@ -92,6 +92,7 @@ ssl::TrainerOptions trainer_options(const JobConfig& c, int64_t steps_per_epoch,
   o.prefetch_to_device = c.ssl.prefetch_to_device;
   o.fused_add_norm = c.ssl.fused_add_norm;
   o.fused_mlp = c.ssl.fused_mlp;
+  o.fused_bias_grad = c.ssl.fused_bias_grad;
   o.seed = static_cast<uint64_t>(c.job.seed);
   o.supervised = c.ssl.objective == "supervised";
   o.peak_tflops = resolve_peak_tflops(c.ssl.peak_tflops, device, c.ssl.precision);

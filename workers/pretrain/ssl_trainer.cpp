@@ -184,9 +184,11 @@ struct SslTrainer::Impl {
     if (options.fused_mlp && options.backbone.gelu != model::BackboneOptions::Gelu::kTanh)
       throw std::invalid_argument(
           "ssl.fused_mlp: needs model.gelu = \"tanh\" (the GELU cuBLASLt's epilogues compute)");
-    if (options.fused_mlp && !device.is_cuda())
-      spdlog::warn("ssl.fused_mlp: the learner's device is {}; its MLPs run LibTorch's operations",
-                   options.device);
+    if ((options.fused_mlp || options.fused_bias_grad) && !device.is_cuda())
+      spdlog::warn(
+          "ssl.fused_mlp, ssl.fused_bias_grad: the learner's device is {}; its linear layers run "
+          "LibTorch's operations",
+          options.device);
     if (options.prefetch_to_device && device.is_cuda())
       stager = std::make_unique<BatchStager>(device);
     if (collectives.world_size > 1)
@@ -492,7 +494,8 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
                                   m.options.precision == ssl::Precision::kBf16Autocast);
     // The weights stay as they are until the update: LayerScale folded once per pass kind.
     const model::ReuseFoldedLayerScale fold_once;
-    const model::FusedScope fused({m.options.fused_add_norm, m.options.fused_mlp});
+    const model::FusedScope fused(
+        {m.options.fused_add_norm, m.options.fused_mlp, m.options.fused_bias_grad});
     DinoNet& student_net = m.student_net();
     if (!m.options.supervised) {
       const std::vector<torch::Tensor> teacher =

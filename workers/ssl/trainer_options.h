@@ -58,6 +58,9 @@ struct TrainerOptions {
   // On a GPU, the blocks' MLPs with the GELU inside their products (ssl.fused_mlp; needs the
   // backbone's tanh GELU): the same step within float rounding.
   bool fused_mlp = false;
+  // On a GPU, each linear layer's bias gradient inside its weight gradient's product
+  // (ssl.fused_bias_grad): the same step within float rounding.
+  bool fused_bias_grad = false;
   // The next step's batch copied to the device while a step runs (ssl.prefetch_to_device):
   // CUDA devices; on a CPU the training loop still reads one batch ahead.
   bool prefetch_to_device = false;

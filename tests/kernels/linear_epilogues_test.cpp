@@ -1,9 +1,9 @@
-// The MLP's GELU inside its products (kernels/linear_gelu.h) is CUDA-only; what every build
+// The linear layers' epilogues (kernels/linear_epilogues.h) are CUDA-only; what every build
 // checks is what a call is refused for, before anything is queued: sizes the products do not
-// take and null or misaligned pointers and workspaces, named. The products themselves are checked
-// on a GPU against LibTorch's operations (SslTrainer.TheMlpWithItsGeluInsideItsProducts..., in
+// take and null or misaligned pointers and workspaces, named. The products themselves are
+// checked on a GPU against LibTorch's operations (SslTrainer.TheLinearLayersEpilogues..., in
 // pretrain_cuda_tests).
-#include "kernels/linear_gelu.h"
+#include "kernels/linear_epilogues.h"
 
 #include <gtest/gtest.h>
 
@@ -67,6 +67,33 @@ TEST(LinearGelu, CallsTheProductsCannotTakeAreRefusedByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "linear_gelu_backward_cuda: d_pre is null");
   }
+}
+
+TEST(WeightGradBias, CallsTheProductCannotTakeAreRefusedByName) {
+  auto refused = [](const WeightGradShape& s, const WeightGradBias& g) -> std::string {
+    try {
+      weight_grad_bias_cuda(s, g, nullptr, 0, nullptr);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    } catch (const std::runtime_error& e) {
+      return std::string("runtime_error: ") + e.what();
+    }
+    return "accepted";
+  };
+  const WeightGradBias g{address(1), address(2), mutable_address(3), mutable_address(4)};
+  EXPECT_EQ(refused({300, 384, 1154, FloatType::kBFloat16}, g),
+            "weight_grad_bias_cuda: rows 300, in 384, out 1154: expected rows in [1, 2^31) and "
+            "widths multiples of 8");
+  WeightGradBias no_bias = g;
+  no_bias.d_bias = nullptr;
+  EXPECT_EQ(refused({300, 384, 1152, FloatType::kBFloat16}, no_bias),
+            "weight_grad_bias_cuda: d_bias is null");
+#ifndef SACCADE_KERNELS_CUDA
+  EXPECT_FALSE(weight_grad_bias_cuda_supports({300, 384, 1152, FloatType::kBFloat16}, 0));
+  EXPECT_EQ(refused({300, 384, 1152, FloatType::kBFloat16}, g),
+            "runtime_error: weight_grad_bias_cuda: this build has no CUDA backend (configure with "
+            "-DSACCADE_CUDA=ON)");
+#endif
 }
 
 TEST(LinearGelu, ABuildWithoutTheCudaBackendSaysSo) {
