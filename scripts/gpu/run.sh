@@ -27,7 +27,9 @@
 #      on cuda:0 and 1, 2, 4, 8, 14 data actors of one core each (SACCADE_GPU_FEED_ACTORS;
 #      feed_data: 1, 2, 4) on 2,000 generated 500 x 375 JPEGs in tar shards, views cut on
 #      the learner (feed) or by the data actors (feed_data), batch SACCADE_GPU_FEED_BATCH
-#      (default 128), against the same trainer fed from memory (saccade bench step):
+#      (default 128; more config keys, e.g. the fastest levers of `step`, in
+#      SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params ssl.cuda_graphs=true ..."), against the
+#      same trainer fed from memory (saccade bench step):
 #      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
@@ -202,8 +204,9 @@ for side in learner data; do
   name=feed; [ $side = data ] && name=feed_data
   wants $name || continue
   actors=${SACCADE_GPU_FEED_ACTORS:-1,2,4,8,14}; [ $side = data ] && actors=${SACCADE_GPU_FEED_DATA_ACTORS:-1,2,4}
+  read -r -a feed_keys <<<"${SACCADE_GPU_FEED_KEYS:-}"  # the learner's levers, e.g. the step's best
   SACCADE="$bundle/bin/saccade" config_variant "$here/vit-s-imagenet.toml" "$out/$name.toml" \
-    views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" >/dev/null &&
+    views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" "${feed_keys[@]}" >/dev/null &&
     step $name 300 "$bundle/bin/saccade" bench runtime "$out/$name.toml" --no-throughput \
       --no-recovery --no-data-path --device cuda --feed "$actors" \
       --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
