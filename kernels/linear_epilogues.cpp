@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #ifdef SACCADE_KERNELS_CUDA
 #include <cublasLt.h>
@@ -17,14 +18,6 @@ namespace {
 
 constexpr std::size_t kAlignment = 16;  // of every pointer: what the cached algorithms assume
 
-std::string sizes_of(const char* what, std::int64_t rows,
-                     std::initializer_list<std::pair<const char*, int>> widths) {
-  std::string s = std::string(what) + ": rows " + std::to_string(rows);
-  for (const auto& [name, width] : widths)
-    s += std::string(", ") + name + " " + std::to_string(width);
-  return s + ": expected rows in [1, 2^31) and widths multiples of 8";
-}
-
 bool widths_ok(std::int64_t rows, std::initializer_list<int> widths) {
   if (rows < 1 || rows > INT32_MAX) return false;
   for (const int w : widths)
@@ -37,6 +30,18 @@ bool shape_ok(const LinearGeluShape& s) {
 }
 bool shape_ok(const WeightGradShape& s) {
   return widths_ok(s.rows, {s.in, s.out});
+}
+
+// Throws std::invalid_argument naming the call and every size when the shape is not taken.
+template <typename Shape>
+void check_shape(const char* what, const Shape& s) {
+  if (shape_ok(s)) return;
+  std::string sizes =
+      std::string(what) + ": rows " + std::to_string(s.rows) + ", in " + std::to_string(s.in);
+  if constexpr (std::is_same_v<Shape, LinearGeluShape>)
+    sizes += ", hidden " + std::to_string(s.hidden);
+  sizes += ", out " + std::to_string(s.out);
+  throw std::invalid_argument(sizes + ": expected rows in [1, 2^31) and widths multiples of 8");
 }
 
 void check_pointers(const char* what,
@@ -306,9 +311,7 @@ bool weight_grad_bias_cuda_supports(const WeightGradShape& shape, int device) {
 void linear_gelu_forward_cuda(const LinearGeluShape& shape, const LinearGeluForward& f,
                               void* workspace, std::size_t workspace_bytes, void* stream) {
   constexpr const char* kWhat = "linear_gelu_forward_cuda";
-  if (!shape_ok(shape))
-    throw std::invalid_argument(sizes_of(
-        kWhat, shape.rows, {{"in", shape.in}, {"hidden", shape.hidden}, {"out", shape.out}}));
+  check_shape(kWhat, shape);
   check_pointers(kWhat, {{f.x, "x"}, {f.weight, "weight"}, {f.bias, "bias"}, {f.h, "h"}});
   if (reinterpret_cast<std::uintptr_t>(f.pre) % kAlignment != 0)
     throw std::invalid_argument(std::string(kWhat) + ": pre is not 16-byte aligned");
@@ -325,9 +328,7 @@ void linear_gelu_forward_cuda(const LinearGeluShape& shape, const LinearGeluForw
 void linear_gelu_backward_cuda(const LinearGeluShape& shape, const LinearGeluBackward& b,
                                void* workspace, std::size_t workspace_bytes, void* stream) {
   constexpr const char* kWhat = "linear_gelu_backward_cuda";
-  if (!shape_ok(shape))
-    throw std::invalid_argument(sizes_of(
-        kWhat, shape.rows, {{"in", shape.in}, {"hidden", shape.hidden}, {"out", shape.out}}));
+  check_shape(kWhat, shape);
   check_pointers(kWhat, {{b.dy, "dy"},
                          {b.weight, "weight"},
                          {b.pre, "pre"},
@@ -346,9 +347,7 @@ void linear_gelu_backward_cuda(const LinearGeluShape& shape, const LinearGeluBac
 void weight_grad_bias_cuda(const WeightGradShape& shape, const WeightGradBias& g, void* workspace,
                            std::size_t workspace_bytes, void* stream) {
   constexpr const char* kWhat = "weight_grad_bias_cuda";
-  if (!shape_ok(shape))
-    throw std::invalid_argument(
-        sizes_of(kWhat, shape.rows, {{"in", shape.in}, {"out", shape.out}}));
+  check_shape(kWhat, shape);
   check_pointers(kWhat, {{g.dy, "dy"}, {g.x, "x"}, {g.d_weight, "d_weight"}, {g.d_bias, "d_bias"}});
   check_workspace(kWhat, workspace, workspace_bytes);
 #ifdef SACCADE_KERNELS_CUDA

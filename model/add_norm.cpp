@@ -6,31 +6,23 @@
 #include "kernels/layer_norm.h"
 #include "model/device_stream.h"
 #include "model/fused_ops.h"
-#include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
 
 kernels::NormShape shape_of(const torch::Tensor& rows) {
-  return {rows.numel() / rows.size(-1), static_cast<int>(rows.size(-1)),
-          rows.scalar_type() == torch::kBFloat16 ? kernels::FloatType::kBFloat16
-                                                 : kernels::FloatType::kFloat32};
+  return {rows.numel() / rows.size(-1), static_cast<int>(rows.size(-1)), kernel_float_type(rows)};
 }
 
 bool fusable(const torch::Tensor& x, const torch::Tensor& branch,
              const torch::nn::LayerNorm& norm) {
-  if (!FusedScope::current().add_norm || !branch.defined() || x.dim() < 1) return false;
-  // Under autocast LibTorch's layer_norm runs in (and returns) float32 whatever its input.
-  if (autocast_enabled(x.device().type())) return false;
-  const auto type = x.scalar_type();
-  if (type != torch::kFloat && type != torch::kBFloat16) return false;
+  // (Under autocast LibTorch's layer_norm runs in, and returns, float32 whatever its input.)
   const torch::Tensor& gamma = norm->weight;
   const torch::Tensor& beta = norm->bias;
-  if (!gamma.defined() || !beta.defined() || norm->options.normalized_shape().size() != 1)
+  if (!FusedScope::current().add_norm || !kernel_operands(x, {&branch, &gamma, &beta}))
     return false;
-  for (const torch::Tensor* t : {&branch, &gamma, &beta})
-    if (t->scalar_type() != type || t->device() != x.device()) return false;
-  if (branch.sizes() != x.sizes() || gamma.numel() != x.size(-1) || x.numel() == 0) return false;
+  if (norm->options.normalized_shape().size() != 1) return false;
+  if (branch.sizes() != x.sizes() || gamma.numel() != x.size(-1)) return false;
   if (x.is_cuda()) return kernels::add_layer_norm_cuda_supports(shape_of(x));
   return x.is_cpu();
 }

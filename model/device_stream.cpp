@@ -1,5 +1,7 @@
 #include "model/device_stream.h"
 
+#include "model/torch_compat.h"
+
 #include <cstdint>
 #include <stdexcept>
 
@@ -52,6 +54,20 @@ kernels::DeviceAllocator* caching_device_allocator() {
 #else
   return nullptr;
 #endif
+}
+
+kernels::FloatType kernel_float_type(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? kernels::FloatType::kBFloat16
+                                             : kernels::FloatType::kFloat32;
+}
+
+bool kernel_operands(const torch::Tensor& x, std::initializer_list<const torch::Tensor*> others) {
+  if (x.dim() < 1 || x.numel() == 0 || autocast_enabled(x.device().type())) return false;
+  const auto type = x.scalar_type();
+  if (type != torch::kFloat && type != torch::kBFloat16) return false;
+  for (const torch::Tensor* t : others)
+    if (!t->defined() || t->scalar_type() != type || t->device() != x.device()) return false;
+  return true;
 }
 
 torch::Tensor aligned_rows(const torch::Tensor& t) {

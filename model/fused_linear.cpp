@@ -6,28 +6,16 @@
 #include "kernels/linear_epilogues.h"
 #include "model/device_stream.h"
 #include "model/fused_ops.h"
-#include "model/torch_compat.h"
 
 namespace saccade::model {
 namespace {
 
 using Gelu = BackboneOptions::Gelu;
 
-kernels::FloatType float_type(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kBFloat16 ? kernels::FloatType::kBFloat16
-                                             : kernels::FloatType::kFloat32;
-}
-
-// x and every other tensor of one floating type (float32 or bfloat16) on one CUDA device, not
-// under autocast (the products would run in bfloat16 whatever the tensors' type).
+// cuBLASLt's products: x and the others of one floating type on one CUDA device, not under
+// autocast (the products would run in bfloat16 whatever the tensors' type).
 bool fusable_types(const torch::Tensor& x, std::initializer_list<const torch::Tensor*> others) {
-  if (!x.is_cuda() || x.dim() < 1 || x.numel() == 0) return false;
-  if (autocast_enabled(x.device().type())) return false;
-  const auto type = x.scalar_type();
-  if (type != torch::kFloat && type != torch::kBFloat16) return false;
-  for (const torch::Tensor* t : others)
-    if (!t->defined() || t->scalar_type() != type || t->device() != x.device()) return false;
-  return true;
+  return x.is_cuda() && kernel_operands(x, others);
 }
 
 bool needs_grad(std::initializer_list<const torch::Tensor*> inputs) {
@@ -40,12 +28,12 @@ bool needs_grad(std::initializer_list<const torch::Tensor*> inputs) {
 kernels::LinearGeluShape mlp_shape(const torch::Tensor& x, const torch::Tensor& w1,
                                    const torch::Tensor& w2) {
   return {x.numel() / x.size(-1), static_cast<int>(x.size(-1)), static_cast<int>(w1.size(0)),
-          static_cast<int>(w2.size(0)), float_type(x)};
+          static_cast<int>(w2.size(0)), kernel_float_type(x)};
 }
 
 kernels::WeightGradShape linear_shape(const torch::Tensor& x, const torch::Tensor& w) {
   return {x.numel() / x.size(-1), static_cast<int>(x.size(-1)), static_cast<int>(w.size(0)),
-          float_type(x)};
+          kernel_float_type(x)};
 }
 
 bool linear_fusable(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -84,7 +72,8 @@ std::pair<torch::Tensor, torch::Tensor> weight_and_bias_grads(const torch::Tenso
                                                               bool fused) {
   if (!fused) return {dy_rows.t().mm(x_rows), dy_rows.sum(0)};
   const kernels::WeightGradShape shape{x_rows.size(0), static_cast<int>(x_rows.size(1)),
-                                       static_cast<int>(dy_rows.size(1)), float_type(x_rows)};
+                                       static_cast<int>(dy_rows.size(1)),
+                                       kernel_float_type(x_rows)};
   torch::Tensor d_weight = torch::empty({shape.out, shape.in}, x_rows.options());
   torch::Tensor d_bias = torch::empty({shape.out}, x_rows.options());
   const torch::Tensor space = workspace(x_rows);
