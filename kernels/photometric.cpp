@@ -132,13 +132,15 @@ void augment_patches_cuda(const std::uint8_t* in, void* out, FloatType out_type,
       in, out, out_type, layout, views, norm, scratch, static_cast<cudaStream_t>(stream));
   if (err == cudaSuccess) return;
   cudaGetLastError();  // clear it
-  const std::size_t floats = 2 * std::size_t{static_cast<unsigned>(layout.channels)} *
-                             layout.patch_size * layout.patch_size;
-  if ((floats + 2 * kMaxPatchSize) * sizeof(float) > 48 * 1024)  // with the taps
+  const std::size_t bytes = (2 * std::size_t{static_cast<unsigned>(layout.channels)} *
+                                 layout.patch_size * layout.patch_size +
+                             2 * kMaxPatchSize) *
+                            sizeof(float);  // the patch twice and the taps
+  if (bytes > 48 * 1024 && (err == cudaErrorInvalidValue || err == cudaErrorLaunchOutOfResources))
     throw std::invalid_argument(
         "augment_patches_cuda: a patch of " + std::to_string(layout.channels) + " x " +
         std::to_string(layout.patch_size) + " x " + std::to_string(layout.patch_size) + " needs " +
-        std::to_string(floats * sizeof(float) / 1024) +
+        std::to_string((bytes + 1023) / 1024) +
         " KB of shared memory per block, more than this device allows (" + cudaGetErrorString(err) +
         ")");
   throw std::runtime_error(std::string("augment_patches_cuda: ") + cudaGetErrorString(err));

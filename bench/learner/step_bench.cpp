@@ -220,7 +220,65 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   row.peak_gib = peak_device_memory_gib(device);
   trainer.set_time_phases(true);
   for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
-  if (profile_it) profile(o.profile_path, device, [&] { step(); });
+  if (!profile_it) return;
+  try {
+    profile(o.profile_path, device, [&] { step(); });
+  } catch (const std::exception& e) {
+    // The row's figures stand without the trace; on the CPU a failure is a bug.
+    if (!device.is_cuda()) throw;
+    fmt::print(stderr, "bench step: --profile {}: no trace: {}\n", o.profile_path, e.what());
+  }
+}
+
+std::string row_line(const Row& r, double per_phase) {
+  if (!r.failure.empty())
+    return fmt::format("{:<40} {:>6}  failed: {}\n", r.variant, r.batch, r.failure);
+  return fmt::format(
+      "{:<40} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
+      "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
+      r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
+      std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
+      std::isfinite(r.peak_gib) ? fmt::format("{:.1f}", r.peak_gib) : "-",
+      per_phase * r.phases.teacher, per_phase * r.phases.student, per_phase * r.phases.loss,
+      per_phase * r.phases.backward, per_phase * r.phases.update, per_phase * r.phases.other,
+      r.max_loss_rel_diff);
+}
+
+std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
+                      double flop_per_image, double per_phase, const std::vector<Row>& rows) {
+  nlohmann::ordered_json j = {{"config", o.config_path},
+                              {"device", o.device},
+                              {"device_name", device_name},
+                              {"torch", TORCH_VERSION},
+                              {"flop_per_image", flop_per_image},
+                              {"warmup", o.warmup},
+                              {"steps", o.steps},
+                              {"rows", nlohmann::ordered_json::array()}};
+  auto finite_or_null = [](double x) {
+    return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
+  };
+  for (const Row& r : rows) {
+    j["rows"].push_back(
+        {{"variant", r.variant},
+         {"batch", r.batch},
+         {"images_per_second", r.images_per_second},
+         {"step_ms", r.step_ms},
+         {"tflops", r.tflops},
+         {"mfu", finite_or_null(r.mfu)},
+         {"peak_device_memory_gib", finite_or_null(r.peak_gib)},
+         {"phases_ms",
+          {{"teacher", per_phase * r.phases.teacher},
+           {"student", per_phase * r.phases.student},
+           {"loss", per_phase * r.phases.loss},
+           {"backward", per_phase * r.phases.backward},
+           {"update", per_phase * r.phases.update},
+           {"other", per_phase * r.phases.other}}},
+         {"losses", r.losses},
+         {"max_loss_rel_diff", finite_or_null(r.max_loss_rel_diff)},
+         {"out_of_memory", r.out_of_memory()},
+         {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
+  }
+  return j.dump(2) + "\n";
 }
 
 }  // namespace
@@ -230,8 +288,6 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
     throw std::invalid_argument("--warmup >= 0, --steps >= 1 and --phase-steps >= 0 expected");
   const JobConfig config = load_config(o.config_path);
   const torch::Device device(o.device);
-  if (device.is_cuda() && !torch::cuda::is_available())
-    throw std::invalid_argument("--device " + o.device + ": no CUDA device (or a CPU LibTorch)");
   at::set_num_threads(job_options::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
   int world = 0;
   for (const auto& node : config.cluster.nodes) world += static_cast<int>(node.learners);
@@ -249,11 +305,25 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
           "--variants " + text +
           ": prefetch (ssl.prefetch_to_device) stages batches to a GPU, needs --device cuda");
   }
+  // After the config and the variants: a machine without a GPU checks what a GPU call would run.
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::invalid_argument("--device " + o.device + ": no CUDA device (or a CPU LibTorch)");
   const int64_t steps_per_epoch =
       config.ssl.steps_per_epoch > 0 ? config.ssl.steps_per_epoch : 1000;
   const std::string device_name =
       device.is_cuda() ? cuda_device_name(device.index() < 0 ? 0 : device.index()) : "cpu";
 
+  // Rows are printed, and the JSON rewritten, as each variant finishes: a process the device
+  // kills (a fault in a kernel, the lease's time limit) keeps the figures measured before it.
+  const double per_phase = o.phase_steps > 0 ? 1e3 / o.phase_steps : 0;
+  out << fmt::format("bench step: {} on {} ({}), {} timed steps after {} warm-up\n", o.config_path,
+                     o.device, device_name, o.steps, o.warmup);
+  out << fmt::format(
+             "{:<40} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  "
+             "{:>9}\n",
+             "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher",
+             "student", "loss", "backward", "update", "other", "loss diff")
+      << std::flush;
   std::vector<Row> rows;
   double flop_per_image = 0;
   for (const int64_t batch : batches) {
@@ -271,12 +341,14 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
         measure(o, config, v, steps_per_epoch, device, data,
                 !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
                 flop_per_image);
-      } catch (const c10::Error& e) {
-        // On a GPU a variant that fails (a batch too large for the device is a figure too)
-        // becomes a row saying why, and the rest runs: one lever must not cost the others'
-        // figures of a device lease. On the CPU an error is a bug: it stops the bench.
+      } catch (const std::exception& e) {
+        // On a GPU a variant that fails (a batch too large for the device is a figure too; a
+        // fused kernel cuBLASLt refuses) becomes a row saying why, and the rest runs: one
+        // lever must not cost the others' figures of a device lease. On the CPU an error is a
+        // bug: it stops the bench.
         if (!device.is_cuda()) throw;
-        const std::string what = e.what_without_backtrace();
+        const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&e);
+        const std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
         row = Row{};
         row.variant = v.name;
         row.batch = batch;
@@ -296,73 +368,19 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
                                                   std::max(1e-12, std::abs(reference.losses[i])));
       }
       rows.push_back(row);
+      out << row_line(row, per_phase) << std::flush;
+      if (!o.json_path.empty())
+        write_file_bytes(o.json_path, rows_json(o, device_name, flop_per_image, per_phase, rows));
     }
   }
-
-  const double per_phase = o.phase_steps > 0 ? 1e3 / o.phase_steps : 0;
   out << fmt::format(
-      "bench step: {} on {} ({}), {:.1f} GFLOP per image (model FLOPs: forward teacher, "
-      "forward + backward student), {} timed steps after {} warm-up\n",
-      o.config_path, o.device, device_name, flop_per_image / 1e9, o.steps, o.warmup);
-  out << fmt::format(
-      "{:<40} {:>6} {:>10} {:>9} {:>9} {:>6} {:>7}  {:>8} {:>8} {:>6} {:>8} {:>7} {:>6}  {:>9}\n",
-      "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher", "student",
-      "loss", "backward", "update", "other", "loss diff");
-  for (const Row& r : rows) {
-    if (!r.failure.empty()) {
-      out << fmt::format("{:<40} {:>6}  failed: {}\n", r.variant, r.batch, r.failure);
-      continue;
-    }
-    out << fmt::format(
-        "{:<40} {:>6} {:>10.1f} {:>9.1f} {:>9.2f} {:>6} {:>7}  {:>8.1f} {:>8.1f} {:>6.1f} "
-        "{:>8.1f} {:>7.1f} {:>6.1f}  {:>9.2e}\n",
-        r.variant, r.batch, r.images_per_second, r.step_ms, r.tflops,
-        std::isfinite(r.mfu) ? fmt::format("{:.1f}%", 100 * r.mfu) : "-",
-        std::isfinite(r.peak_gib) ? fmt::format("{:.1f}", r.peak_gib) : "-",
-        per_phase * r.phases.teacher, per_phase * r.phases.student, per_phase * r.phases.loss,
-        per_phase * r.phases.backward, per_phase * r.phases.update, per_phase * r.phases.other,
-        r.max_loss_rel_diff);
-  }
-  out << "GiB: peak device memory of the variant's trainer (CUDA); "
-         "phases: ms per step, each ended by a device synchronisation (extra steps after the "
-         "timed ones); loss diff: largest relative difference of a step's loss from the first "
-         "variant's on the same batches; one device, so no gradient all-reduce (saccade bench "
-         "allreduce measures it; docs/scaling.md adds the two)\n";
-  if (!o.json_path.empty()) {
-    nlohmann::ordered_json j = {{"config", o.config_path},
-                                {"device", o.device},
-                                {"device_name", device_name},
-                                {"torch", TORCH_VERSION},
-                                {"flop_per_image", flop_per_image},
-                                {"warmup", o.warmup},
-                                {"steps", o.steps},
-                                {"rows", nlohmann::ordered_json::array()}};
-    for (const Row& r : rows) {
-      j["rows"].push_back(
-          {{"variant", r.variant},
-           {"batch", r.batch},
-           {"images_per_second", r.images_per_second},
-           {"step_ms", r.step_ms},
-           {"tflops", r.tflops},
-           {"mfu", std::isfinite(r.mfu) ? nlohmann::ordered_json(r.mfu) : nullptr},
-           {"peak_device_memory_gib",
-            std::isfinite(r.peak_gib) ? nlohmann::ordered_json(r.peak_gib) : nullptr},
-           {"phases_ms",
-            {{"teacher", per_phase * r.phases.teacher},
-             {"student", per_phase * r.phases.student},
-             {"loss", per_phase * r.phases.loss},
-             {"backward", per_phase * r.phases.backward},
-             {"update", per_phase * r.phases.update},
-             {"other", per_phase * r.phases.other}}},
-           {"losses", r.losses},
-           {"max_loss_rel_diff", std::isfinite(r.max_loss_rel_diff)
-                                     ? nlohmann::ordered_json(r.max_loss_rel_diff)
-                                     : nullptr},
-           {"out_of_memory", r.out_of_memory()},
-           {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
-    }
-    write_file_bytes(o.json_path, j.dump(2) + "\n");
-  }
+      "{:.1f} GFLOP per image (model FLOPs: forward teacher, forward + backward student); "
+      "GiB: peak device memory of the variant's trainer (CUDA); "
+      "phases: ms per step, each ended by a device synchronisation (extra steps after the "
+      "timed ones); loss diff: largest relative difference of a step's loss from the first "
+      "variant's on the same batches; one device, so no gradient all-reduce (saccade bench "
+      "allreduce measures it; docs/scaling.md adds the two)\n",
+      flop_per_image / 1e9);
   return 0;
 }
 

@@ -82,8 +82,6 @@ class DeviceBuffer {
   T* as() const {
     return static_cast<T*>(ptr_);
   }
-
- private:
   void release() {
     if (ptr_ == nullptr) return;
     if (allocator_ != nullptr) {
@@ -97,6 +95,8 @@ class DeviceBuffer {
     ptr_ = nullptr;
     size_ = 0;
   }
+
+ private:
   DeviceAllocator* allocator_;  // not owned; nullptr: cudaMalloc / cudaFree
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
@@ -118,6 +118,12 @@ class CudaExtractorImpl final : public Extractor {
   ~CudaExtractorImpl() override {
     cudaSetDevice(device_);
     if (queued_) cudaEventSynchronize(queued_done_);  // the buffers go with this object
+    // Given back while the stream they were allocated on lives: a caching allocator files a
+    // block under its stream, and one filed under a destroyed stream is never reused.
+    tables_.clear();
+    table_descs_.release();
+    boxes_.release();
+    output_.release();
     cudaEventDestroy(staging_read_);
     cudaEventDestroy(queued_done_);
     cudaStreamDestroy(stream_);
@@ -160,6 +166,8 @@ class CudaExtractorImpl final : public Extractor {
     wait_for_queued();
     if (boxes.empty()) return;
     if (out == nullptr) throw std::invalid_argument("out must not be null");
+    // The output buffer comes from the thread's current device: make it this extractor's.
+    check(cudaSetDevice(device_), "cudaSetDevice");
     const std::size_t bytes = boxes.size() * channels_ * patch_size * patch_size * sizeof(float);
     output_.reserve(bytes, stream_);
     launch(boxes, patch_size, output_.as<float>());

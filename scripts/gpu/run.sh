@@ -205,12 +205,19 @@ for side in learner data; do
   wants $name || continue
   actors=${SACCADE_GPU_FEED_ACTORS:-1,2,4,8,14}; [ $side = data ] && actors=${SACCADE_GPU_FEED_DATA_ACTORS:-1,2,4}
   read -r -a feed_keys <<<"${SACCADE_GPU_FEED_KEYS:-}"  # the learner's levers, e.g. the step's best
-  SACCADE="$bundle/bin/saccade" config_variant "$here/vit-s-imagenet.toml" "$out/$name.toml" \
-    views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" "${feed_keys[@]}" >/dev/null &&
-    step $name 300 "$bundle/bin/saccade" bench runtime "$out/$name.toml" --no-throughput \
-      --no-recovery --no-data-path --device cuda --feed "$actors" \
-      --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
-      --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
+  if ! SACCADE="$bundle/bin/saccade" config_variant "$here/vit-s-imagenet.toml" "$out/$name.toml" \
+    views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" "${feed_keys[@]}" \
+    >/dev/null 2>"$out/$name.log"; then
+    # A refused key is a failed check (named in summary.json), not a silently skipped one.
+    echo "== $name: its config was refused (SACCADE_GPU_FEED_KEYS?):"
+    cat "$out/$name.log"
+    echo 2 >"$out/rc/$name"
+    continue
+  fi
+  step $name 300 "$bundle/bin/saccade" bench runtime "$out/$name.toml" --no-throughput \
+    --no-recovery --no-data-path --device cuda --feed "$actors" \
+    --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
+    --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
 done
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
   --device cuda --world-size "$gpus" --megabytes 1,16,64,256 --iterations 20 \

@@ -3,7 +3,8 @@
 # with nvidia-smi and python's torch replaced and a payload of this build's saccade:
 # the training step runs every config at once on the bundle's data, each in its own
 # folder; the extract_cpu check writes fresh- and warm-gaze rows; the step budget stops a long run (exit 124, which still checkpoints, and its
-# checkpoint is exported as its backbone); packing
+# checkpoint is exported as its backbone); the step check parses its variants and the feed
+# check refuses a bad key without a GPU; packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
 # unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
 set -euo pipefail
@@ -100,6 +101,27 @@ for name, fresh in (("extract_cpu_fresh", True), ("extract_cpu_warm", False)):
     for r in rows:
         assert r["fresh_gazes"] is fresh and r["threads"] == 1, r
         assert r["integral_us_per_patch"] > 0 and r["pyramid_us_per_patch"] > 0, r
+PY
+
+# The step and feed checks without a GPU: bench step loads the bundle's ViT-S config and
+# parses every lever variant run.sh asks for before it looks for a device, so a misspelt
+# variant or a config the binary refuses shows here rather than in a GPU lease; a feed key
+# the config refuses fails the feed check by name instead of skipping it.
+cp "$(dirname "$script")/../../configs/vit-s-imagenet.toml" "$dir/bundle/"
+if run nogpu SACCADE_GPU_CHECKS="step feed" \
+  SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params ssl.no_such_key=1"; then
+  fail "the step and feed checks passed without a GPU"
+fi
+for name in step step_large; do
+  grep -q -- "--device cuda: no CUDA device" "$dir/nogpu/$name.log" ||
+    { cat "$dir/nogpu/$name.log" >&2; fail "$name stopped before its device check"; }
+done
+[[ $(cat "$dir/nogpu/rc/feed") == 2 ]] && grep -q "no_such_key" "$dir/nogpu/feed.log" ||
+  { cat "$dir/nogpu.txt" >&2; fail "a refused feed key did not fail the feed check by name"; }
+python3 - "$dir/nogpu/summary.json" <<'PY' || fail "summary of the step check: $(cat "$dir/nogpu/summary.json")"
+import json, sys
+codes = json.load(open(sys.argv[1]))["exit_codes"]
+assert codes["feed"] == 2 and codes["step"] != 0 and codes["step_large"] != 0, codes
 PY
 
 # A step with no checkpoint is a failed export, named in the exit codes.
