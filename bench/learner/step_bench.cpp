@@ -111,6 +111,40 @@ Variant parse_variant(const std::string& text, const JobConfig& config) {
   return v;
 }
 
+// The config with variant `v`'s levers that are config keys (the rest, fused attention,
+// multi-tensor updates and the LayerScale fold, are always on in training).
+JobConfig with_variant(JobConfig c, const Variant& v) {
+  c.ssl.precision = v.precision;
+  c.model.gelu = v.tanh_gelu ? "tanh" : "erf";
+  c.ssl.fused_add_norm = v.fused_add_norm;
+  c.ssl.fused_mlp = v.fused_mlp;
+  c.ssl.fused_bias_grad = v.fused_bias_grad;
+  c.ssl.batched_glimpses = v.batched_glimpses;
+  c.ssl.cuda_graphs = v.cuda_graphs;
+  c.ssl.prefetch_to_device = v.prefetch;
+  c.views.cut_on = v.learner_cuts ? "learner" : "data";
+  return c;
+}
+
+// SECTION.KEY=VALUE pairs (scripts/config_variant.sh) that make a job train as variant `v`
+// does; none when the variant turns off a lever training always uses.
+std::vector<std::string> config_keys(const JobConfig& config, const Variant& v) {
+  if (!v.fused_attention || !v.multi_tensor || !v.folded_layerscale) return {};
+  const JobConfig c = with_variant(config, v);
+  const auto flag = [](const char* key, bool on) {
+    return std::string(key) + (on ? "=true" : "=false");
+  };
+  return {"ssl.precision=" + c.ssl.precision,
+          "model.gelu=" + c.model.gelu,
+          flag("ssl.fused_add_norm", c.ssl.fused_add_norm),
+          flag("ssl.fused_mlp", c.ssl.fused_mlp),
+          flag("ssl.fused_bias_grad", c.ssl.fused_bias_grad),
+          flag("ssl.batched_glimpses", c.ssl.batched_glimpses),
+          flag("ssl.cuda_graphs", c.ssl.cuda_graphs),
+          flag("ssl.prefetch_to_device", c.ssl.prefetch_to_device),
+          "views.cut_on=" + c.views.cut_on};
+}
+
 // Batches of noise images of width x height cut with the config's views (real geometry,
 // real augmentation draws), by the data plane or, with learner_cuts, left for the trainer
 // to cut: the same views either way, so both give the same losses.
@@ -142,6 +176,7 @@ struct Row {
   std::vector<double> losses;
   double max_loss_rel_diff = 0;  // against the first variant at this batch; NaN: none
   std::string failure;           // why the row has no figures (kOutOfMemory, a device error)
+  std::vector<std::string> config_keys;  // a job that trains as this variant; empty: none
   static constexpr const char* kOutOfMemory = "out of device memory";
   bool out_of_memory() const { return failure == kOutOfMemory; }  // a figure, not a failure
 };
@@ -181,21 +216,13 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
              int64_t steps_per_epoch, const torch::Device& device,
              const std::vector<data::SslBatch>& data, bool profile_it, Row& row,
              double& flop_per_image) {
-  JobConfig variant_config = config;
-  variant_config.ssl.precision = v.precision;
-  variant_config.model.gelu = v.tanh_gelu ? "tanh" : "erf";
+  JobConfig variant_config = with_variant(config, v);
   if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
   ssl::TrainerOptions t = job_options::trainer_options(variant_config, steps_per_epoch, o.device);
   t.multi_tensor_update = v.multi_tensor;
   t.time_phases = v.phase_syncs;
-  t.batched_glimpses = v.batched_glimpses;
-  t.cuda_graphs = v.cuda_graphs;
-  t.prefetch_to_device = v.prefetch;
   model::set_fused_attention(v.fused_attention);
   model::set_folded_layerscale(v.folded_layerscale);
-  t.fused_add_norm = v.fused_add_norm;
-  t.fused_mlp = v.fused_mlp;
-  t.fused_bias_grad = v.fused_bias_grad;
   reset_peak_device_memory(device);
   pretrain::SslTrainer trainer(t);
   size_t next = 0;
@@ -276,6 +303,7 @@ std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
          {"losses", r.losses},
          {"max_loss_rel_diff", finite_or_null(r.max_loss_rel_diff)},
          {"out_of_memory", r.out_of_memory()},
+         {"config_keys", r.config_keys.empty() ? nullptr : nlohmann::ordered_json(r.config_keys)},
          {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
   }
   return j.dump(2) + "\n";
@@ -367,6 +395,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
               std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - reference.losses[i]) /
                                                   std::max(1e-12, std::abs(reference.losses[i])));
       }
+      row.config_keys = config_keys(config, v);
       rows.push_back(row);
       out << row_line(row, per_phase) << std::flush;
       if (!o.json_path.empty())
@@ -374,7 +403,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
     }
   }
   out << fmt::format(
-      "{:.1f} GFLOP per image (model FLOPs: forward teacher, forward + backward student); "
+      "{:.1f} GFLOP per image (model FLOPs: forward teacher, forward + backward student)\n"
       "GiB: peak device memory of the variant's trainer (CUDA); "
       "phases: ms per step, each ended by a device synchronisation (extra steps after the "
       "timed ones); loss diff: largest relative difference of a step's loss from the first "

@@ -27,9 +27,10 @@
 #      on cuda:0 and 1, 2, 4, 8, 14 data actors of one core each (SACCADE_GPU_FEED_ACTORS;
 #      feed_data: 1, 2, 4) on 2,000 generated 500 x 375 JPEGs in tar shards, views cut on
 #      the learner (feed) or by the data actors (feed_data), batch SACCADE_GPU_FEED_BATCH
-#      (default 128; more config keys, e.g. the fastest levers of `step`, in
-#      SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params ssl.cuda_graphs=true ..."), against the
-#      same trainer fed from memory (saccade bench step):
+#      (default 128), the learner's levers those of the fastest `step` variant of the same call
+#      that trained the same (or config keys in SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params
+#      ssl.cuda_graphs=true ..."; "" for the config's own), against the same trainer fed from
+#      memory (saccade bench step):
 #      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
@@ -200,11 +201,40 @@ fi
 # One learner on cuda:0 fed by 1..14 data actors (one core each) over the real runtime, on
 # generated ImageNet-size JPEGs in tar shards, against the same trainer fed from memory;
 # feed: views cut on the learner, feed_data: cut by the data actors.
+# The learner's levers: SACCADE_GPU_FEED_KEYS as given ("" = the config's own), or unset
+# ("auto") the config keys of the fastest variant of this call's step check at the feed's
+# batch that trained the same (step.json; views.* left out: each feed check sets its side).
+fastest_step_keys() {  # the config keys of the fastest step variant (stdout), or none
+  "$py" - "$out/step.json" "${SACCADE_GPU_STEP_TOLERANCE:-0.02}" "${SACCADE_GPU_FEED_BATCH:-128}" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))["rows"]
+except (OSError, ValueError, KeyError):
+    rows = []
+tol, batch = float(sys.argv[2]), int(sys.argv[3])
+same = [r for r in rows if r["batch"] == batch and not r.get("failure") and r.get("config_keys")
+        and (r["max_loss_rel_diff"] is None or r["max_loss_rel_diff"] <= tol)]
+if same:
+    best = max(same, key=lambda r: r["images_per_second"])
+    print(" ".join(k for k in best["config_keys"] if not k.startswith("views.")))
+    print(f"the fastest step variant at batch {batch}: {best['variant']}, "
+          f"{best['images_per_second']:.1f} images/s", file=sys.stderr)
+else:
+    print(f"no step variant at batch {batch} to take the levers from: the config as it is",
+          file=sys.stderr)
+PY
+}
+feed_keys=()
+if wants feed || wants feed_data; then
+  keys=${SACCADE_GPU_FEED_KEYS-auto}
+  [ "$keys" = auto ] && keys=$(fastest_step_keys)
+  read -r -a feed_keys <<<"$keys"
+  echo "== feed: the learner's levers: ${feed_keys[*]:-those of the config}"
+fi
 for side in learner data; do
   name=feed; [ $side = data ] && name=feed_data
   wants $name || continue
   actors=${SACCADE_GPU_FEED_ACTORS:-1,2,4,8,14}; [ $side = data ] && actors=${SACCADE_GPU_FEED_DATA_ACTORS:-1,2,4}
-  read -r -a feed_keys <<<"${SACCADE_GPU_FEED_KEYS:-}"  # the learner's levers, e.g. the step's best
   if ! SACCADE="$bundle/bin/saccade" config_variant "$here/vit-s-imagenet.toml" "$out/$name.toml" \
     views.cut_on=$side ssl.batch_size="${SACCADE_GPU_FEED_BATCH:-128}" "${feed_keys[@]}" \
     >/dev/null 2>"$out/$name.log"; then

@@ -1,6 +1,7 @@
 // The saccade binary, run for real as a child process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -182,10 +183,11 @@ TEST(Cli, BenchRuntimeFeedsOneLearnerFromDataActorsAndFromMemory) {
   EXPECT_GT(run.at("host_cores").get<double>(), 0.1);
 }
 
-// The full training step of the tiny config on the CPU, three lever variants from the same
+// The full training step of the tiny config on the CPU, five lever variants from the same
 // weights on the same batches: figures, the analytic FLOPs, MFU from the peak given, and
 // losses that agree (the multi-tensor update is bit-exact with the per-parameter one, and
-// the trainer cutting the views from the images gives the data plane's views).
+// the trainer cutting the views from the images gives the data plane's views); the config
+// keys of a variant train as it.
 TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   const testing::TempDir scratch("cli-step");
   const std::string json_path = (scratch.path() / "step.json").string();
@@ -195,7 +197,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
                           "--batch",
                           "4",
                           "--variants",
-                          "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+batched",
+                          "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+sdpa+foreach+fold+batched",
                           "--warmup",
                           "1",
                           "--steps",
@@ -239,8 +241,37 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   }
   // LayerScale folded into the linear layers: the same function, rounded differently.
   EXPECT_LT(j.at("rows")[3].at("max_loss_rel_diff").get<double>(), 1e-4);
-  // Batched glimpses: the same step (detached states), the batched matmuls rounded differently.
-  EXPECT_LT(j.at("rows")[4].at("max_loss_rel_diff").get<double>(), 1e-5);
+  // Batched glimpses (and the fold): the same step (detached states), rounded differently.
+  EXPECT_LT(j.at("rows")[4].at("max_loss_rel_diff").get<double>(), 1e-4);
+
+  // A row whose levers training uses names the config keys that train as it: a job made
+  // from them (scripts/config_variant.sh, as run.sh's feed check makes one) gives the same
+  // losses on the same batches. Rows that turn off an always-on lever name none.
+  for (const size_t off : {0, 1, 2, 3}) EXPECT_TRUE(j.at("rows")[off].at("config_keys").is_null());
+  const auto keys = j.at("rows")[4].at("config_keys").get<std::vector<std::string>>();
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "ssl.batched_glimpses=true"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "ssl.precision=fp32"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "ssl.cuda_graphs=false"), keys.end());
+  const std::string variant_path = (scratch.path() / "batched.toml").string();
+  std::vector<std::string> make = {"/usr/bin/env",
+                                   "SACCADE=" + build_path("saccade"),
+                                   "bash",
+                                   SACCADE_SOURCE_DIR "/scripts/config_variant.sh",
+                                   SACCADE_SOURCE_DIR "/configs/tiny.toml",
+                                   variant_path};
+  make.insert(make.end(), keys.begin(), keys.end());
+  const auto made = run_process(make);
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const std::string as_config_json = (scratch.path() / "as-config.json").string();
+  const auto as_config =
+      saccade({"bench", "step", variant_path, "--batch", "4", "--warmup", "1", "--steps", "2",
+               "--phase-steps", "1", "--threads", "1", "--image-width", "40", "--image-height",
+               "30", "--json", as_config_json});
+  ASSERT_EQ(as_config.exit_code, 0) << as_config.out << as_config.err;
+  std::ifstream as_config_in(as_config_json);
+  const nlohmann::json c = nlohmann::json::parse(as_config_in);
+  EXPECT_EQ(c.at("rows")[0].at("losses"), j.at("rows")[4].at("losses"));
+  EXPECT_EQ(c.at("rows")[0].at("config_keys"), j.at("rows")[4].at("config_keys"));
 
   const auto bad = saccade(
       {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});

@@ -3,8 +3,8 @@
 # with nvidia-smi and python's torch replaced and a payload of this build's saccade:
 # the training step runs every config at once on the bundle's data, each in its own
 # folder; the extract_cpu check writes fresh- and warm-gaze rows; the step budget stops a long run (exit 124, which still checkpoints, and its
-# checkpoint is exported as its backbone); the step check parses its variants and the feed
-# check refuses a bad key without a GPU; packing
+# checkpoint is exported as its backbone); the step check parses its variants, the feed check
+# takes the fastest step variant's keys and refuses a bad key, without a GPU; packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
 # unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
 set -euo pipefail
@@ -123,6 +123,29 @@ import json, sys
 codes = json.load(open(sys.argv[1]))["exit_codes"]
 assert codes["feed"] == 2 and codes["step"] != 0 and codes["step_large"] != 0, codes
 PY
+
+# Unset, the feed's levers are the config keys of the fastest step variant of the same call
+# at the feed's batch that trained the same: not a failed row, not one whose losses moved,
+# not another batch's; views.* left out. (A bad key in them shows which row was taken.)
+mkdir -p "$dir/auto"
+python3 - "$dir/auto/step.json" <<'PY'
+import json, sys
+row = lambda variant, batch, rate, keys, diff=0.0, failure=None: {
+    "variant": variant, "batch": batch, "images_per_second": rate, "max_loss_rel_diff": diff,
+    "failure": failure, "out_of_memory": False, "config_keys": keys}
+rows = [row("reference", 128, 100.0, ["ssl.precision=bf16"]),
+        row("failed", 128, 900.0, ["ssl.from_a_failed_row=true"], None, "device error"),
+        row("moved", 128, 800.0, ["ssl.from_a_moved_row=true"], 0.5),
+        row("other batch", 256, 700.0, ["ssl.from_another_batch=true"]),
+        row("no keys", 128, 600.0, None),
+        row("fastest", 128, 500.0, ["ssl.precision=bf16-params", "ssl.from_the_fastest=true",
+                                    "views.cut_on=data"])]
+json.dump({"rows": rows}, open(sys.argv[1], "w"))
+PY
+if run auto SACCADE_GPU_CHECKS=feed; then fail "a feed with a refused key passed"; fi
+grep -q "the learner's levers: ssl.precision=bf16-params ssl.from_the_fastest=true$" "$dir/auto.txt" &&
+  grep -q "from_the_fastest" "$dir/auto/feed.log" ||
+  { cat "$dir/auto.txt" >&2; fail "the feed did not take the fastest same-training step variant's keys"; }
 
 # A step with no checkpoint is a failed export, named in the exit codes.
 if run nostep SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml" SACCADE_GPU_EXPORT_STEPS=7; then
