@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <ostream>
@@ -197,6 +198,9 @@ void profile(const std::string& path, const torch::Device& device,
                                                      /*report_input_shapes=*/true);
   std::set<ActivityType> activities{ActivityType::CPU};
   if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+  // Kineto tearing CUPTI down after a trace of CUDA graphs has crashed processes (PyTorch
+  // issues 112507, 150957); keep it up unless the user says otherwise.
+  setenv("TEARDOWN_CUPTI", "0", /*overwrite=*/0);
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
   work();
@@ -211,11 +215,12 @@ void profile(const std::string& path, const torch::Device& device,
 }
 
 // Trains a fresh trainer of variant `v` on `data`: warm-up, timed steps (into `row`), steps
-// timed per phase, and with `profile_it` one more step under the profiler.
+// timed per phase; then `record()` (the row is complete), and with `profile_it` one more step
+// under the profiler.
 void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& v,
              int64_t steps_per_epoch, const torch::Device& device,
              const std::vector<data::SslBatch>& data, bool profile_it, Row& row,
-             double& flop_per_image) {
+             double& flop_per_image, const std::function<void()>& record) {
   JobConfig variant_config = with_variant(config, v);
   if (o.peak_tflops > 0) variant_config.ssl.peak_tflops = o.peak_tflops;
   ssl::TrainerOptions t = job_options::trainer_options(variant_config, steps_per_epoch, o.device);
@@ -247,6 +252,7 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
   row.peak_gib = peak_device_memory_gib(device);
   trainer.set_time_phases(true);
   for (int i = 0; i < o.phase_steps; ++i) row.phases += step().phases;
+  record();  // before the profiler, which has crashed processes replaying CUDA graphs
   if (!profile_it) return;
   try {
     profile(o.profile_path, device, [&] { step(); });
@@ -365,10 +371,29 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       Row row;
       row.variant = v.name;
       row.batch = batch;
+      bool recorded = false;
+      // Into the table and the JSON at once: a process the device kills later keeps it.
+      const auto record = [&] {
+        if (!row.failure.empty() || (rows.size() > first_row && !rows[first_row].failure.empty())) {
+          row.max_loss_rel_diff = NAN;
+        } else if (rows.size() > first_row) {
+          const Row& reference = rows[first_row];
+          for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)
+            row.max_loss_rel_diff =
+                std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - reference.losses[i]) /
+                                                    std::max(1e-12, std::abs(reference.losses[i])));
+        }
+        row.config_keys = config_keys(config, v);
+        rows.push_back(row);
+        out << row_line(row, per_phase) << std::flush;
+        if (!o.json_path.empty())
+          write_file_bytes(o.json_path, rows_json(o, device_name, flop_per_image, per_phase, rows));
+        recorded = true;
+      };
       try {
         measure(o, config, v, steps_per_epoch, device, data,
                 !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
-                flop_per_image);
+                flop_per_image, record);
       } catch (const std::exception& e) {
         // On a GPU a variant that fails (a batch too large for the device is a figure too; a
         // fused kernel cuBLASLt refuses) becomes a row saying why, and the rest runs: one
@@ -377,29 +402,20 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
         if (!device.is_cuda()) throw;
         const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&e);
         const std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
-        row = Row{};
-        row.variant = v.name;
-        row.batch = batch;
-        row.failure = what.find("out of memory") != std::string::npos
-                          ? Row::kOutOfMemory
-                          : what.substr(0, what.find('\n'));
+        if (recorded) {
+          fmt::print(stderr, "bench step: {} after its row: {}\n", v.name, what);
+        } else {
+          row = Row{};
+          row.variant = v.name;
+          row.batch = batch;
+          row.failure = what.find("out of memory") != std::string::npos
+                            ? Row::kOutOfMemory
+                            : what.substr(0, what.find('\n'));
+          record();
+        }
       }
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
-      if (!row.failure.empty() || (rows.size() > first_row && !rows[first_row].failure.empty())) {
-        row.max_loss_rel_diff = NAN;
-      } else if (rows.size() > first_row) {
-        const Row& reference = rows[first_row];
-        for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)
-          row.max_loss_rel_diff =
-              std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - reference.losses[i]) /
-                                                  std::max(1e-12, std::abs(reference.losses[i])));
-      }
-      row.config_keys = config_keys(config, v);
-      rows.push_back(row);
-      out << row_line(row, per_phase) << std::flush;
-      if (!o.json_path.empty())
-        write_file_bytes(o.json_path, rows_json(o, device_name, flop_per_image, per_phase, rows));
     }
   }
   out << fmt::format(

@@ -132,8 +132,10 @@ TEST(BatchStager, AStagedBatchTrainsAsTheBatchUploadedByItsStep) {
       const data::SslBatch& batch = data[static_cast<size_t>(step % 2)];
       const StepStats a = uploaded.train_step(batch),
                       b = staged.train_step(batch, &data[static_cast<size_t>((step + 1) % 2)]);
-      EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
-      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+      // Float rounding only (attention's backward need not be deterministic on a GPU); a
+      // wrong or stale batch moves the loss by percents.
+      EXPECT_NEAR(b.loss, a.loss, 1e-5 * std::fabs(a.loss)) << "step " << step;
+      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-4 * a.grad_norm) << "step " << step;
     }
     staged.forget_next();
   }
@@ -154,8 +156,10 @@ TEST(SslTrainer, CuttingOnTheGpuTrainsAsThePatchesTheDataPlaneCuts) {
       const size_t k = static_cast<size_t>(step % 2), next = static_cast<size_t>((step + 1) % 2);
       const StepStats a = shipped.train_step(patches[k]),
                       b = cut.train_step(images[k], prefetch ? &images[next] : nullptr);
-      EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
-      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+      // Float rounding only (attention's backward need not be deterministic on a GPU); a
+      // wrong or stale batch moves the loss by percents.
+      EXPECT_NEAR(b.loss, a.loss, 1e-5 * std::fabs(a.loss)) << "step " << step;
+      EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-4 * a.grad_norm) << "step " << step;
     }
     cut.forget_next();
   }
