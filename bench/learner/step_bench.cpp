@@ -198,8 +198,8 @@ void profile(const std::string& path, const torch::Device& device,
                                                      /*report_input_shapes=*/true);
   std::set<ActivityType> activities{ActivityType::CPU};
   if (device.is_cuda()) activities.insert(ActivityType::CUDA);
-  // Kineto tearing CUPTI down after a trace of CUDA graphs has crashed processes (PyTorch
-  // issues 112507, 150957); keep it up unless the user says otherwise.
+  // Kineto tearing CUPTI down after a trace of CUDA graphs has crashed processes
+  // (docs/references.md, "Kineto"); keep it up unless the environment says otherwise.
   setenv("TEARDOWN_CUPTI", "0", /*overwrite=*/0);
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
