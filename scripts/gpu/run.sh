@@ -40,7 +40,10 @@
 #      its exit code is export-NAME),
 #      and with SACCADE_GPU_EXPORT_STEPS="N ..." checkpoint N of each run too
 #      (backbone-stepN.safetensors; a missing checkpoint is a failed export-NAME-stepN);
-# then summary.json with every step's exit code. Exits 3 at once without a GPU.
+# then summary.json with every step's exit code and every figure, and report.md (printed last):
+# the verdicts (tests passed, the best step MFU against 30%, the best feed against 90% of the
+# memory-fed rate) and the tables for the docs (scripts/gpu/results.py). Exits 3 at once
+# without a GPU.
 # SACCADE_GPU_CHECKS picks among steps 1-4 (default: all; "none": training only).
 # Every step runs under `timeout`, within SACCADE_GPU_BUDGET_S seconds (default 480) from
 # the start: a hung step costs its share of the device lease, not all of it.
@@ -154,50 +157,12 @@ if wants step; then
   # Where the profiled step's time went on the device: busy share, kernels by kind, the top
   # kernels, and the top ops that launched them with their input shapes (what tells a bias
   # add from a residual add; the trace itself is too large to bring back).
-  step step_profile 60 "$py" - "${TMPDIR:-/tmp}/step-trace.json" "$out/step_profile.json" <<'PY'
-import collections, json, re, sys
-events = json.load(open(sys.argv[1]))["traceEvents"]
-kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
-start = min(e["ts"] for e in kernels); end = max(e["ts"] + e["dur"] for e in kernels)
-busy = sum(e["dur"] for e in kernels)
-kinds = collections.Counter(); names = collections.Counter(); counts = collections.Counter()
-def kind(e):
-    n = e["name"].lower()
-    if e["cat"] != "kernel": return "memcpy/memset"
-    for k, pattern in (("gemm", "gemm|cutlass|sm90_xmma|cublas|matmul|nvjet"), ("attention", "flash|fmha|attention|sdpa"),
-                       ("layer_norm", "layer_norm|layernorm"), ("softmax", "softmax"), ("reduce", "reduce"),
-                       ("elementwise", "elementwise|vectorized|unrolled|foreach")):
-        if re.search(pattern, n): return k
-    return "other"
-# A kernel's "External id" is that of the op whose call launched it.
-launcher = {e["args"]["External id"]: e for e in events
-            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
-ops = collections.Counter(); op_calls = collections.Counter()
-for e in kernels:
-    kinds[kind(e)] += e["dur"]; names[e["name"][:120]] += e["dur"]; counts[e["name"][:120]] += 1
-    op = launcher.get(e.get("args", {}).get("External id"))
-    key = (op["name"] + " " + json.dumps(op["args"].get("Input Dims", [])[:3])) if op else "(no op)"
-    ops[key] += e["dur"]; op_calls[key] += 1
-summary = {"span_ms": (end - start) / 1e3, "device_busy_ms": busy / 1e3, "kernels": len(kernels),
-           "by_kind_ms": {k: v / 1e3 for k, v in kinds.most_common()},
-           "top_kernels": [{"name": n, "ms": v / 1e3, "calls": counts[n]} for n, v in names.most_common(25)],
-           "top_ops": [{"op": n, "ms": v / 1e3, "kernels": op_calls[n]} for n, v in ops.most_common(40)]}
-json.dump(summary, open(sys.argv[2], "w"), indent=1)
-print(json.dumps({k: summary[k] for k in ("span_ms", "device_busy_ms", "kernels", "by_kind_ms")}, indent=1))
-PY
-  # The fast path trains the same: every variant of the first precision within the
-  # tolerance of the first variant's losses (other precisions are reported, not held to it).
-  step step_losses 10 "$py" - "$out/step.json" "${SACCADE_GPU_STEP_TOLERANCE:-0.02}" <<'PY'
-import json, sys
-rows, tol = json.load(open(sys.argv[1]))["rows"], float(sys.argv[2])
-# null: the variant or the reference failed (out of device memory is a figure, not a failure)
-bad = [r for r in rows if r["max_loss_rel_diff"] is not None and r["max_loss_rel_diff"] > tol]
-bad += [r for r in rows if r.get("failure") and not r["out_of_memory"]]
-for r in rows:
-    diff = "-" if r["max_loss_rel_diff"] is None else f"{r['max_loss_rel_diff']:.2e}"
-    print(f"{r['variant']:<40} batch {r['batch']}: loss diff {diff} {r.get('failure') or ''}")
-sys.exit(1 if bad else 0)
-PY
+  step step_profile 60 "$py" "$here/results.py" profile "${TMPDIR:-/tmp}/step-trace.json" \
+    "$out/step_profile.json"
+  # The fast path trains the same: every variant within the tolerance of the losses of its
+  # call's first variant at its batch (on the same batches from the same weights).
+  step step_losses 10 "$py" "$here/results.py" losses "$out/step.json" \
+    "${SACCADE_GPU_STEP_TOLERANCE:-0.02}"
 fi
 # One learner on cuda:0 fed by 1..14 data actors (one core each) over the real runtime, on
 # generated ImageNet-size JPEGs in tar shards, against the same trainer fed from memory;
@@ -206,24 +171,8 @@ fi
 # ("auto") the config keys of the fastest variant of this call's step check at the feed's
 # batch that trained the same (step.json; views.* left out: each feed check sets its side).
 fastest_step_keys() {  # the config keys of the fastest step variant (stdout), or none
-  "$py" - "$out/step.json" "${SACCADE_GPU_STEP_TOLERANCE:-0.02}" "${SACCADE_GPU_FEED_BATCH:-128}" <<'PY'
-import json, sys
-try:
-    rows = json.load(open(sys.argv[1]))["rows"]
-except (OSError, ValueError, KeyError):
-    rows = []
-tol, batch = float(sys.argv[2]), int(sys.argv[3])
-same = [r for r in rows if r["batch"] == batch and not r.get("failure") and r.get("config_keys")
-        and (r["max_loss_rel_diff"] is None or r["max_loss_rel_diff"] <= tol)]
-if same:
-    best = max(same, key=lambda r: r["images_per_second"])
-    print(" ".join(k for k in best["config_keys"] if not k.startswith("views.")))
-    print(f"the fastest step variant at batch {batch}: {best['variant']}, "
-          f"{best['images_per_second']:.1f} images/s", file=sys.stderr)
-else:
-    print(f"no step variant at batch {batch} to take the levers from: the config as it is",
-          file=sys.stderr)
-PY
+  "$py" "$here/results.py" fastest-keys "$out/step.json" "${SACCADE_GPU_STEP_TOLERANCE:-0.02}" \
+    "${SACCADE_GPU_FEED_BATCH:-128}"
 }
 feed_keys=()
 if wants feed || wants feed_data; then
@@ -301,45 +250,22 @@ for f in "$out"/rc/*; do
   codes+="\"$(basename "$f")\": $(cat "$f"), "
   [ "$(cat "$f")" -eq 0 ] || status=1
 done
-"$py" - "$out" "{${codes%, }}" <<'PY'
-import glob, json, os, sys
-out, codes = sys.argv[1], json.loads(sys.argv[2])
-summary = {"exit_codes": codes, "gpus": open(os.path.join(out, "gpus.txt")).read().splitlines()}
-# Dense bf16 peak per GPU (vendor figures, TFLOP/s) for MFU.
-peaks = {"H100": 989.4, "H200": 989.4, "A100": 312.0}
-model = os.path.join(out, "model.json")
-if os.path.exists(model):
-    rows = json.load(open(model))
-    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-    name = summary["gpus"][0] if summary["gpus"] else ""
-    peak = next((v for k, v in peaks.items() if k in name), None)
-    for r in rows:
-        if isinstance(r, dict) and r.get("gflops_per_s"):
-            r["images_per_s"] = r.get("batch", 0) / (r["fwd_bwd_ms"] / 1e3) if r.get("fwd_bwd_ms") else None
-            r["mfu"] = r["gflops_per_s"] / 1e3 / peak if peak else None
-    summary["model"] = rows
-for log in sorted(glob.glob(os.path.join(out, "pretrain-*.log"))):
-    # The trainer's own summary: steps, images/s, step-time split, the last k-NN check.
-    lines = open(log, errors="replace").read().splitlines()
-    summary[os.path.basename(log)[:-4]] = [l for l in lines if "pretrain:" in l or "k-NN" in l][-6:]
-for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "step", "step_large",
-             "step_profile", "allreduce_nccl", "allreduce_gloo"):
-    path = os.path.join(out, name + ".json")
-    if os.path.exists(path):
-        summary[name] = json.load(open(path))
-json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
-print("run.sh: exit codes", codes, "->", os.path.join(out, "summary.json"))
-PY
+"$py" "$here/results.py" summary "$out" "{${codes%, }}"
+# The verdicts and tables, printed last: a transport that keeps only the output's tail
+# still brings them back.
+"$py" "$here/results.py" report "$out" >/dev/null || echo "run.sh: no report.md" >&2
 if [ -n "${SACCADE_GPU_PACK:-}" ]; then
   # For a transport that takes back few files (the device tool: 8): everything but
-  # summary.json in 15 MiB pieces of one tar.gz (cat gpu-out.tgz.* | tar xz).
+  # summary.json and report.md in 15 MiB pieces of one tar.gz (cat gpu-out.tgz.* | tar xz).
   # SACCADE_GPU_PACK_EXCLUDE: tar patterns left behind, e.g. "train-a/checkpoints.db" (the
   # run's backbone.safetensors is probed with `saccade probe --backbone`).
-  excludes=(--exclude=summary.json)
+  excludes=(--exclude=summary.json --exclude=report.md)
   for pattern in ${SACCADE_GPU_PACK_EXCLUDE:-}; do excludes+=("--exclude=./$pattern"); done
   tar -C "$out" "${excludes[@]}" -czf "${TMPDIR:-/tmp}/gpu-out.tgz" .
   split -b 15M -d "${TMPDIR:-/tmp}/gpu-out.tgz" "$out/gpu-out.tgz."
-  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.json ! -name 'gpu-out.tgz.*' -exec rm -rf {} +
+  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.json ! -name report.md \
+    ! -name 'gpu-out.tgz.*' -exec rm -rf {} +
   ls -la "$out"
 fi
+[ -f "$out/report.md" ] && cat "$out/report.md"
 exit $status

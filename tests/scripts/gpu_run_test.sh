@@ -21,7 +21,7 @@ fail() {
 # The bundle: run.sh, a payload (python's tarfile reads a plain tar too), the data.
 mkdir -p "$dir/bundle" "$dir/stage/bin" "$dir/fake/bin" "$dir/fake/py/torch"
 cp "$script" "$dir/bundle/run.sh"
-cp "$(dirname "$script")/../config_variant.sh" "$dir/bundle/"
+cp "$(dirname "$script")/../config_variant.sh" "$(dirname "$script")/results.py" "$dir/bundle/"
 ln -s "$saccade" "$dir/stage/bin/saccade"
 ln -s "$(dirname "$saccade")/libsaccade_torch.so" "$dir/stage/bin/libsaccade_torch.so"
 tar -C "$dir/stage" -chf "$dir/bundle/payload.tar.xz" bin
@@ -64,7 +64,10 @@ run() {  # run OUT [VAR=VALUE...]: run.sh with the fakes, output in $dir/OUT.txt
 run two SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml $dir/b.toml" SACCADE_GPU_PACK=1 \
   SACCADE_GPU_PACK_EXCLUDE="train-b/checkpoints.db" SACCADE_GPU_EXPORT_STEPS=1 SACCADE_GPU_CHECKPOINT_EVERY=1 ||
   { cat "$dir/two.txt" >&2; fail "two training runs failed"; }
-[[ $(ls "$dir/two") == $'gpu-out.tgz.00\nsummary.json' ]] || fail "packed output: $(ls "$dir/two")"
+[[ $(ls "$dir/two") == $'gpu-out.tgz.00\nreport.md\nsummary.json' ]] || fail "packed output: $(ls "$dir/two")"
+# The report is the call's last words (a transport that keeps only the tail keeps it).
+tail -n 4 "$dir/two.txt" | grep -q "^- Exit codes: all 0$" && grep -q "^# GPU checks: GPU 0: Fake GPU" "$dir/two.txt" ||
+  { cat "$dir/two.txt" >&2; fail "run.sh did not end with its report"; }
 python3 - "$dir/two/summary.json" <<'PY' || fail "summary.json: $(cat "$dir/two/summary.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -146,6 +149,56 @@ if run auto SACCADE_GPU_CHECKS=feed; then fail "a feed with a refused key passed
 grep -q "the learner's levers: ssl.precision=bf16-params ssl.from_the_fastest=true$" "$dir/auto.txt" &&
   grep -q "from_the_fastest" "$dir/auto/feed.log" ||
   { cat "$dir/auto.txt" >&2; fail "the feed did not take the fastest same-training step variant's keys"; }
+
+# The report's verdicts: the best MFU among step rows that trained the same (not a failed
+# row, not one whose losses moved, of either step check) against 30%, the best feed that
+# finished against 90% of the memory-fed rate, the GPU tests that failed by name.
+report_case() {  # report_case NAME GOOD_MFU GOOD_FEED: fabricated check results, then the report
+  mkdir -p "$dir/$1"
+  python3 - "$dir/$1" "$2" "$3" <<'PY'
+import json, os, sys
+out, mfu, share = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+open(os.path.join(out, "gpus.txt"), "w").write("GPU 0: NVIDIA H200 (UUID: GPU-0)\n")
+def row(variant, batch, mfu, diff=0.0, failure=None):
+    return {"variant": variant, "batch": batch, "images_per_second": 1000 * mfu, "step_ms": 1.0,
+            "tflops": 990 * mfu, "mfu": mfu, "peak_device_memory_gib": 9.5,
+            "phases_ms": {"teacher": 1, "student": 2, "loss": 3, "backward": 4, "update": 5, "other": 6},
+            "max_loss_rel_diff": diff, "failure": failure, "out_of_memory": False}
+json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
+           "rows": [row("reference", 128, 0.10, None), row("moved", 128, 0.50, 0.3)]},
+          open(os.path.join(out, "step.json"), "w"))
+json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
+           "rows": [row("large reference", 256, 0.20, None), row("good", 512, mfu),
+                    dict(row("failed", 512, 0.9, None, "device error"), mfu=None)]},
+          open(os.path.join(out, "step_large.json"), "w"))
+runs = [{"data_actors": n, "images_per_second": 100 * s, "of_memory_fed": s, "data_wait_share": 0.1,
+         "wire_bytes_per_second": 5e7, "host_cores": 1.5, "exit": code}
+        for n, s, code in ((1, 0.5, 0), (4, share, 0), (8, 0.99, 3))]
+json.dump({"feed": {"device": "cuda", "batch": 128, "cut_on": "learner",
+                    "memory_fed_images_per_second": 300.0, "runs": runs}},
+          open(os.path.join(out, "feed.json"), "w"))
+json.dump({"tests": 3, "failures": 1, "testsuites": [{"name": "Suite", "testsuite": [
+    {"name": "A", "classname": "Suite", "result": "COMPLETED"},
+    {"name": "B", "classname": "Suite", "result": "COMPLETED", "failures": [{"failure": "x"}]},
+    {"name": "C", "classname": "Suite", "result": "SKIPPED"}]}]},
+          open(os.path.join(out, "kernels_cuda_tests.json"), "w"))
+PY
+  python3 "$dir/bundle/results.py" summary "$dir/$1" '{"step": 0, "feed": 0, "kernels_cuda_tests": 1}' >/dev/null &&
+    python3 "$dir/bundle/results.py" report "$dir/$1" >"$dir/$1.txt" ||
+    fail "results.py could not report $1"
+  cmp -s "$dir/$1.txt" "$dir/$1/report.md" || fail "the printed report is not report.md"
+}
+report_case met 0.31 0.93
+grep -qF -- '- Step MFU: best 31.0% (`good`, batch 512, 310.0 images/s, step_large); target >= 30%: met' "$dir/met.txt" &&
+  grep -qF -- '- Feed (`feed`, cut on the learner): best 93.0% of the memory-fed rate with 4 data actors; target >= 90%: met' "$dir/met.txt" &&
+  grep -qF -- '- kernels_cuda_tests: 1 of 2 passed, 1 skipped; **failed**: Suite.B' "$dir/met.txt" &&
+  grep -qF -- '- Exit codes: **not 0**: kernels_cuda_tests 1; 0: 2' "$dir/met.txt" &&
+  grep -qF '| `failed` | 512 | failed: device error |' "$dir/met.txt" ||
+  { cat "$dir/met.txt" >&2; fail "the report's verdicts (targets met)"; }
+report_case short 0.29 0.89
+grep -qF 'best 29.0% (`good`, batch 512, 290.0 images/s, step_large); target >= 30%: **not met**' "$dir/short.txt" &&
+  grep -qF 'best 89.0% of the memory-fed rate with 4 data actors; target >= 90%: **not met**' "$dir/short.txt" ||
+  { cat "$dir/short.txt" >&2; fail "the report's verdicts (targets not met)"; }
 
 # A step with no checkpoint is a failed export, named in the exit codes.
 if run nostep SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml" SACCADE_GPU_EXPORT_STEPS=7; then
