@@ -9,6 +9,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/device_scope.h"
+
 #include <map>
 #include <tuple>
 #endif
@@ -256,18 +258,15 @@ int current_device() {
 
 // Whether every product has an algorithm on `device` (made current for the question).
 bool supported(std::initializer_list<Spec> specs, int device) {
-  int previous = 0;
-  if (cudaGetDevice(&previous) != cudaSuccess) return false;
-  if (previous != device && cudaSetDevice(device) != cudaSuccess) return false;
-  bool ok = true;
+  const cuda::DeviceScope scope(device, std::nothrow);
+  if (!scope.ok()) return false;
   try {
     for (const Spec& spec : specs)
-      ok = ok && algorithm_for(spec, device, kEpilogueWorkspaceBytes).found;
+      if (!algorithm_for(spec, device, kEpilogueWorkspaceBytes).found) return false;
   } catch (const std::runtime_error&) {
-    ok = false;  // no cuBLASLt handle on this device: not supported
+    return false;  // no cuBLASLt handle on this device: not supported
   }
-  if (previous != device) cudaSetDevice(previous);
-  return ok;
+  return true;
 }
 
 void run_product(const Spec& spec, const void* a, const void* b, void* out, const void* bias,

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_scope.h"
 
 namespace saccade::kernels::cuda {
 namespace {
@@ -110,13 +111,13 @@ class CudaExtractorImpl final : public Extractor {
         table_descs_(allocator),
         boxes_(allocator),
         output_(allocator) {
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    const DeviceScope scope(device_);
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventCreateWithFlags(&queued_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaExtractorImpl() override {
-    cudaSetDevice(device_);
+    const DeviceScope scope(device_, std::nothrow);
     if (queued_) cudaEventSynchronize(queued_done_);  // the buffers go with this object
     // Given back while the stream they were allocated on lives: a caching allocator files a
     // block under its stream, and one filed under a destroyed stream is never reused.
@@ -135,7 +136,7 @@ class CudaExtractorImpl final : public Extractor {
 
   void set_images(std::span<const ImageView> images) override {
     validate_images(images);
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    const DeviceScope scope(device_);
     wait_for_queued();
     while (tables_.size() < images.size()) tables_.emplace_back(allocator_);
     descs_.clear();
@@ -167,7 +168,7 @@ class CudaExtractorImpl final : public Extractor {
     if (boxes.empty()) return;
     if (out == nullptr) throw std::invalid_argument("out must not be null");
     // The output buffer comes from the thread's current device: make it this extractor's.
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    const DeviceScope scope(device_);
     const std::size_t bytes = boxes.size() * channels_ * patch_size * patch_size * sizeof(float);
     output_.reserve(bytes, stream_);
     launch(boxes, patch_size, output_.as<float>());
@@ -181,6 +182,7 @@ class CudaExtractorImpl final : public Extractor {
     validate_crops(boxes, num_images(), patch_size);
     if (boxes.empty()) return;
     if (out_device == nullptr) throw std::invalid_argument("out_device must not be null");
+    const DeviceScope scope(device_);
     wait_for_queued();
     launch(boxes, patch_size, out_device);
     check(cudaStreamSynchronize(stream_), "extract");
@@ -201,7 +203,7 @@ class CudaExtractorImpl final : public Extractor {
     if (!boxes.empty() && out_device == nullptr)
       throw std::invalid_argument("out_device must not be null");
     const auto stream = static_cast<cudaStream_t>(stream_handle);
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    const DeviceScope scope(device_);
     // The tables and buffers are reused: work queued before on another stream must be done
     // with them first, on the device. (The synchronous calls finish before they return.)
     if (queued_ && queued_stream_ != stream)
@@ -266,8 +268,8 @@ class CudaExtractorImpl final : public Extractor {
     queued_ = false;
   }
 
+  // On this extractor's device (the caller's DeviceScope).
   void launch(std::span<const CropBox> boxes, int p, float* out_device) {
-    check(cudaSetDevice(device_), "cudaSetDevice");
     boxes_.reserve(boxes.size_bytes(), stream_);
     check(cudaMemcpyAsync(boxes_.as<void>(), boxes.data(), boxes.size_bytes(),
                           cudaMemcpyHostToDevice, stream_),
