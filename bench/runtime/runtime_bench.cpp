@@ -515,13 +515,16 @@ class RuntimeBench {
                  s.wire_bytes_per_second / 1e6, cores,
                  exit == 0 ? "" : fmt::format("   exit {}: see {}.log", exit, slug(v.name)));
       feed_.push_back({actors, s, share, cores, wall, exit});
+      // A call its time limit stops keeps the runs that finished (a GPU lease is short).
+      write_json(/*announce=*/false);
     }
     fmt::print(
         "(host cores: CPU seconds of all the job's processes over its wall time, start-up "
         "included; data wait: the learner's share of steady wall time spent waiting)\n\n");
   }
 
-  void write_json() const {
+  // `announce`: say where the figures went (once, at the end).
+  void write_json(bool announce = true) const {
     if (options_.json_path.empty()) return;
     nlohmann::json runs = nlohmann::json::array();
     for (const Result& r : results_)
@@ -575,7 +578,7 @@ class RuntimeBench {
       fmt::print(stderr, "cannot write {}\n", options_.json_path);
       return;
     }
-    fmt::print("figures written to {}\n", options_.json_path);
+    if (announce) fmt::print("figures written to {}\n", options_.json_path);
   }
 
   struct Result {
