@@ -264,7 +264,8 @@ def feed_section(out):
             met = "met" if best["of_memory_fed"] >= FEED_TARGET else "**not met**"
             verdicts.append(f"- Feed (`{name}`, cut on the {feed.get('cut_on')}): best "
                             f"{percent(best['of_memory_fed'])} of the memory-fed rate with "
-                            f"{best['data_actors']} data actors; target >= {FEED_TARGET:.0%}: "
+                            f"{best['data_actors']} data actor{'' if best['data_actors'] == 1 else 's'}; "
+                            f"target >= {FEED_TARGET:.0%}: "
                             f"{met}")
         else:
             verdicts.append(f"- Feed (`{name}`): no run finished")
