@@ -18,6 +18,9 @@ void reset_peak_device_memory(const torch::Device& device) {
   const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
   try {
     torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, index));
+    // Blocks a variant before left cached (all of them, after one ran out of memory) go back
+    // to the device: each variant starts from the device's memory as a fresh process would.
+    c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(index);
   } catch (const c10::Error&) {
   }

@@ -6,7 +6,8 @@
 
 namespace saccade::bench {
 
-// Starts counting the peak afresh (no-op off CUDA).
+// Gives the allocator's cached blocks back to the device and starts counting the peak afresh
+// (no-op off CUDA).
 void reset_peak_device_memory(const torch::Device& device);
 // GiB the allocator handed out at most since the last reset; NaN off CUDA.
 double peak_device_memory_gib(const torch::Device& device);

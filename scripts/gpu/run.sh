@@ -17,8 +17,8 @@
 #      without and with the linear layers' epilogues (the MLP's tanh GELU and the bias
 #      gradients inside their products; profiled at the last batch) at
 #      SACCADE_GPU_STEP_LARGE_BATCH
-#      (default 256,512: a larger batch amortises the per-kernel dispatch; each row says its
-#      peak device memory; step_large); step_losses fails when a
+#      (default 512,384,256: a larger batch amortises the per-kernel dispatch; each row says its
+#      peak device memory, or that it ran out of it; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights;
 #   data: saccade bench data of the paper's views on this host's JPEG decoder (TurboJPEG),
@@ -149,8 +149,12 @@ if wants step; then
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
-  step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
-    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-256,512}" \
+  # Largest batch first: the profile is of the last, one that fits (measured on a CPU, the
+  # fast path holds ~0.28-0.33 GB per image, so 512 may not fit an H200: docs/model.md).
+  # Fewer steps: at these batches a step is long and steady.
+  step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+    --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
+    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
     --variants "$full+addnorm,$full+addnorm+mlp+bgrad" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
