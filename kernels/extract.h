@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -85,6 +86,11 @@ class Extractor {
   // and extract do, before anything is queued.
   virtual void extract_queued(std::span<const ImageView> images, std::span<const CropBox> boxes,
                               int patch_size, float* out_device, void* stream) = 0;
+  // How often this extractor's calls have blocked the host until the device caught up
+  // (kCuda: the synchronous calls' own waits, a buffer that grew, a staging area the previous
+  // extract_queued's copies were still reading); 0 for kCpu. A learner counts it per step:
+  // a wait there idles the device while the host dispatches what follows.
+  virtual std::int64_t host_waits() const { return 0; }
 };
 
 // Where the CUDA backend takes device memory for its tables and buffers. By default cudaMalloc

@@ -54,11 +54,13 @@ class PinnedBuffer {
 };
 
 // A device buffer that only grows, from the extractor's allocator (or cudaMalloc); owns its
-// allocation.
+// allocation. `host_waits` (not owned): counts the waits for the device a release makes.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(DeviceAllocator* allocator) : allocator_(allocator) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept : allocator_(o.allocator_), ptr_(o.ptr_), size_(o.size_) {
+  DeviceBuffer(DeviceAllocator* allocator, std::int64_t* host_waits)
+      : allocator_(allocator), host_waits_(host_waits) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : allocator_(o.allocator_), host_waits_(o.host_waits_), ptr_(o.ptr_), size_(o.size_) {
     o.ptr_ = nullptr;
     o.size_ = 0;
   }
@@ -85,6 +87,7 @@ class DeviceBuffer {
   }
   void release() {
     if (ptr_ == nullptr) return;
+    ++*host_waits_;  // either way the host waits for the whole device
     if (allocator_ != nullptr) {
       // The buffer may still be read by work queued on any stream: wait for it all, as
       // cudaFree does, before the allocator may hand the memory to someone else.
@@ -99,6 +102,7 @@ class DeviceBuffer {
 
  private:
   DeviceAllocator* allocator_;  // not owned; nullptr: cudaMalloc / cudaFree
+  std::int64_t* host_waits_;    // not owned
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
 };
@@ -108,9 +112,9 @@ class CudaExtractorImpl final : public Extractor {
   CudaExtractorImpl(int device, DeviceAllocator* allocator)
       : device_(device),
         allocator_(allocator),
-        table_descs_(allocator),
-        boxes_(allocator),
-        output_(allocator) {
+        table_descs_(allocator, &host_waits_),
+        boxes_(allocator, &host_waits_),
+        output_(allocator, &host_waits_) {
     const DeviceScope scope(device_);
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming), "cudaEventCreate");
@@ -133,12 +137,13 @@ class CudaExtractorImpl final : public Extractor {
   Backend backend() const override { return Backend::kCuda; }
   int num_images() const override { return static_cast<int>(descs_.size()); }
   int channels() const override { return channels_; }
+  std::int64_t host_waits() const override { return host_waits_; }
 
   void set_images(std::span<const ImageView> images) override {
     validate_images(images);
     const DeviceScope scope(device_);
     wait_for_queued();
-    while (tables_.size() < images.size()) tables_.emplace_back(allocator_);
+    while (tables_.size() < images.size()) tables_.emplace_back(allocator_, &host_waits_);
     descs_.clear();
     channels_ = images.empty() ? 0 : images[0].channels;
     for (std::size_t i = 0; i < images.size(); ++i) {
@@ -159,7 +164,7 @@ class CudaExtractorImpl final : public Extractor {
                           descs_.size() * sizeof(detail::DeviceTable), cudaMemcpyHostToDevice,
                           stream_),
           "copy table descriptors");
-    check(cudaStreamSynchronize(stream_), "table build");
+    wait_for_stream("table build");
   }
 
   void extract(std::span<const CropBox> boxes, int patch_size, float* out) override {
@@ -174,7 +179,7 @@ class CudaExtractorImpl final : public Extractor {
     launch(boxes, patch_size, output_.as<float>());
     check(cudaMemcpyAsync(out, output_.as<void>(), bytes, cudaMemcpyDeviceToHost, stream_),
           "copy patches");
-    check(cudaStreamSynchronize(stream_), "extract");
+    wait_for_stream("extract");
   }
 
   void extract_to_device(std::span<const CropBox> boxes, int patch_size,
@@ -185,7 +190,7 @@ class CudaExtractorImpl final : public Extractor {
     const DeviceScope scope(device_);
     wait_for_queued();
     launch(boxes, patch_size, out_device);
-    check(cudaStreamSynchronize(stream_), "extract");
+    wait_for_stream("extract");
   }
 
   void extract_queued(std::span<const ImageView> images, std::span<const CropBox> boxes,
@@ -208,7 +213,7 @@ class CudaExtractorImpl final : public Extractor {
     // with them first, on the device. (The synchronous calls finish before they return.)
     if (queued_ && queued_stream_ != stream)
       check(cudaStreamWaitEvent(stream, queued_done_, 0), "wait for the previous cut");
-    while (tables_.size() < images.size()) tables_.emplace_back(allocator_);
+    while (tables_.size() < images.size()) tables_.emplace_back(allocator_, &host_waits_);
     descs_.clear();
     channels_ = images.empty() ? 0 : images[0].channels;
     for (std::size_t i = 0; i < images.size(); ++i)
@@ -218,7 +223,7 @@ class CudaExtractorImpl final : public Extractor {
     // copies may still be reading: they were queued a batch ago, so this rarely waits.
     const std::size_t desc_bytes = descs_.size() * sizeof(detail::DeviceTable);
     const std::size_t desc_at = (boxes.size_bytes() + 63) / 64 * 64;
-    if (queued_) check(cudaEventSynchronize(staging_read_), "previous upload");
+    if (queued_) wait_for_event(staging_read_, "previous upload");
     staging_.reserve(desc_at + desc_bytes + 1);
     if (!boxes.empty()) std::memcpy(staging_.as<char>(), boxes.data(), boxes.size_bytes());
     if (desc_bytes > 0) std::memcpy(staging_.as<char>() + desc_at, descs_.data(), desc_bytes);
@@ -244,8 +249,10 @@ class CudaExtractorImpl final : public Extractor {
 
  private:
   struct Table {
-    explicit Table(DeviceAllocator* allocator)
-        : data(allocator), image(allocator), scratch(allocator) {}
+    Table(DeviceAllocator* allocator, std::int64_t* host_waits)
+        : data(allocator, host_waits),
+          image(allocator, host_waits),
+          scratch(allocator, host_waits) {}
     DeviceBuffer data, image, scratch;  // owned, reused across batches
   };
 
@@ -264,8 +271,26 @@ class CudaExtractorImpl final : public Extractor {
   // Before the synchronous calls reuse the buffers: the queued work must be done with them.
   void wait_for_queued() {
     if (!queued_) return;
-    check(cudaEventSynchronize(queued_done_), "queued extraction");
+    wait_for_event(queued_done_, "queued extraction");
     queued_ = false;
+  }
+
+  // Blocks the host until `event` has happened, counted in host_waits_ when it had not yet.
+  void wait_for_event(cudaEvent_t event, const char* what) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check(state, what);
+    ++host_waits_;
+    check(cudaEventSynchronize(event), what);
+  }
+
+  // Blocks the host until this extractor's own stream is idle, counted as wait_for_event.
+  void wait_for_stream(const char* what) {
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check(state, what);
+    ++host_waits_;
+    check(cudaStreamSynchronize(stream_), what);
   }
 
   // On this extractor's device (the caller's DeviceScope).
@@ -280,7 +305,8 @@ class CudaExtractorImpl final : public Extractor {
   }
 
   int device_;
-  DeviceAllocator* allocator_;  // not owned; nullptr: cudaMalloc
+  std::int64_t host_waits_ = 0;  // host_waits(); the buffers below count theirs here
+  DeviceAllocator* allocator_;   // not owned; nullptr: cudaMalloc
   cudaStream_t stream_ = nullptr;
   int channels_ = 0;
   std::vector<Table> tables_;               // device tables, reused across batches

@@ -132,6 +132,37 @@ TEST(CudaExtract, QueuedCutsOnTheCallersStreamsMatchCpuExactly) {
   queued_cuts_match_cpu(nullptr);
 }
 
+// host_waits() counts the times a call blocked the host on the device: none for a queued cut
+// whose buffers fit and whose previous work is done, at least one when a buffer must grow
+// (its old memory is given back only once the device is done with it).
+TEST(CudaExtract, CountsTheWaitsItMakesForTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  auto gpu = cuda::make_cuda_extractor(0, nullptr);
+  const TestImage img = make_image(333, 517, 3, 1, 1);
+  void* image = nullptr;
+  ASSERT_EQ(cudaMalloc(&image, img.pixels.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(image, img.pixels.data(), img.pixels.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const std::vector<ImageView> views = {
+      {static_cast<const std::uint8_t*>(image), img.height, img.width, 3, 0}};
+  const int p = 8;
+  const std::vector<CropBox> few = random_boxes(100, 1, 333, 517, 1);
+  const std::vector<CropBox> many = random_boxes(20000, 1, 333, 517, 2);
+  void* out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, many.size() * 3 * p * p * sizeof(float)), cudaSuccess);
+  gpu->extract_queued(views, few, p, static_cast<float*>(out), nullptr);  // buffers sized here
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::int64_t settled = gpu->host_waits();
+  gpu->extract_queued(views, few, p, static_cast<float*>(out), nullptr);
+  EXPECT_EQ(gpu->host_waits(), settled) << "same sizes, previous cut done: no wait";
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  gpu->extract_queued(views, many, p, static_cast<float*>(out), nullptr);
+  EXPECT_GT(gpu->host_waits(), settled) << "the boxes' buffer grew 200-fold";
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(out);
+  cudaFree(image);
+}
+
 // cudaMalloc, counted: what the extractor takes and gives back.
 class CountingAllocator final : public DeviceAllocator {
  public:

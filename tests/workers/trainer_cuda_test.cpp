@@ -196,17 +196,19 @@ TEST(SslTrainer, AStepWaitsForTheDeviceOnce) {
       const std::vector<data::SslBatch> data = batches(learner_cuts);
       SslTrainer trainer(tiny_trainer(ssl::Precision::kBf16Params, true, false, prefetch));
       auto step = [&](int i) {
-        trainer.train_step(data[static_cast<size_t>(i % 2)],
-                           prefetch ? &data[static_cast<size_t>((i + 1) % 2)] : nullptr);
+        return trainer.train_step(data[static_cast<size_t>(i % 2)],
+                                  prefetch ? &data[static_cast<size_t>((i + 1) % 2)] : nullptr);
       };
-      for (int i = 0; i < 3; ++i) step(i);  // plans and workspaces settle
+      for (int i = 0; i < 3; ++i) step(i);  // plans, workspaces and the cut's buffers settle
       int syncs = 0;
+      int64_t cut_waits = 0;  // the extractor's own CUDA waits, which sync debug mode cannot see
       {
         SyncCounter counter;
-        for (int i = 3; i < 5; ++i) step(i);
+        for (int i = 3; i < 5; ++i) cut_waits += step(i).cut_host_waits;
         syncs = counter.syncs;
       }
       EXPECT_EQ(syncs, 2) << "two steps, one read of their figures each";
+      EXPECT_EQ(cut_waits, 0) << "cutting the views waited for the device";
       if (syncs > 2) {  // where the first one is: sync debug mode "error" throws there
         c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
         try {

@@ -404,6 +404,7 @@ std::vector<std::pair<std::string, double>> step_metrics(const StepStats& s) {
           {"target_entropy", s.target_entropy},
           {"target_entropy_ratio", s.target_entropy_ratio},
           {"prototypes_used", static_cast<double>(s.prototypes_used)},
+          {"cut_host_waits", static_cast<double>(s.cut_host_waits)},
           {"step_seconds", s.seconds},
           {"seconds_teacher", s.phases.teacher},
           {"seconds_student", s.phases.student},
@@ -452,7 +453,10 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
   const int64_t B = batch.batch_size;
   const ssl::ScheduleValues sched = ssl::schedule_at(m.options.schedule, m.step);
 
+  const int64_t cut_waits_before = m.extractor ? m.extractor->host_waits() : 0;
   const std::array<ssl::ViewTensors, 5> views = m.upload(batch);
+  StepStats stats;
+  stats.cut_host_waits = (m.extractor ? m.extractor->host_waits() : 0) - cut_waits_before;
   // its copy overlaps this step (a stager made for cutting alone stages nothing ahead)
   if (m.stager && next && m.options.prefetch_to_device) m.stager->stage(*next);
   const ssl::ViewTensors &tg = views[0], &sg = views[1], &sl = views[2], &tseq = views[3],
@@ -474,7 +478,6 @@ StepStats SslTrainer::train_step(const data::SslBatch& batch, const data::SslBat
   // 2. Student: global, local views (one batched step), every step of its sequential view.
   // Forward passes run under autocast (bf16 when configured); the objective casts the
   // logits to fp32, so Sinkhorn-Knopp, the softmaxes and the loss are always fp32.
-  StepStats stats;
   // Seconds since the last lap (the device synchronised first on CUDA); the first lap,
   // "other", includes the batch's upload above.
   auto last = start;

@@ -46,11 +46,14 @@ struct StepStats {
   double target_entropy = 0;        // mean entropy of the teacher's targets (collapse monitor)
   double target_entropy_ratio = 0;  // target_entropy / ln K: 1 = uniform targets
   int64_t prototypes_used = 0;      // distinct argmax prototypes over the targets
-  double seconds = 0;               // wall time of the step
-  StepPhases phases;                // that wall time by phase (zeros unless time_phases)
-  double flop_per_image = 0;        // model FLOPs per image of the step (ssl/step_flops.h)
-  int64_t images = 0;               // images of the step on this learner
-  double peak_tflops = 0;           // TrainerOptions::peak_tflops
+  // Times cutting the views (views.cut_on = "learner") blocked the host until the device
+  // caught up (kernels::Extractor::host_waits); 0 on a CPU and when the data plane cuts.
+  int64_t cut_host_waits = 0;
+  double seconds = 0;         // wall time of the step
+  StepPhases phases;          // that wall time by phase (zeros unless time_phases)
+  double flop_per_image = 0;  // model FLOPs per image of the step (ssl/step_flops.h)
+  int64_t images = 0;         // images of the step on this learner
+  double peak_tflops = 0;     // TrainerOptions::peak_tflops
   double tflops() const { return seconds > 0 ? flop_per_image * images / seconds / 1e12 : 0; }
 };
 
