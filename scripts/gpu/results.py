@@ -184,6 +184,8 @@ def test_lines(out):
 
 
 def step_section(out, tolerance):
+    """The step rows as tables, and the best MFU among the rows that trained the same as the
+    first variant at their batch (compared with it, within `tolerance`) against MFU_TARGET."""
     lines, candidates = [], []
     for name in ("step", "step_large"):
         data = load(os.path.join(out, name + ".json"))
@@ -195,7 +197,12 @@ def step_section(out, tolerance):
                   "| variant | batch | images/s | step ms | TFLOP/s | MFU | GiB | teacher | student"
                   " | loss | backward | update | other | loss diff |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        first_of_batch = {}
         for r in data["rows"]:
+            first_of_batch.setdefault(r["batch"], r)
+            # Its losses were compared with nothing: its batch's first variant failed.
+            r["_unchecked"] = r is not first_of_batch[r["batch"]] and \
+                r.get("max_loss_rel_diff") is None
             if r.get("failure"):
                 lines.append(f"| `{r['variant']}` | {r['batch']} | failed: {r['failure']} |"
                              + " |" * 11)
@@ -208,8 +215,11 @@ def step_section(out, tolerance):
                 number(r.get("peak_device_memory_gib")),
                 *[number(p.get(k), 0) for k in ("teacher", "student", "loss", "backward",
                                                  "update", "other")],
-                "-" if diff is None else f"{diff:.1e}"]) + " |")
-            if trained_the_same(r, tolerance) and r.get("mfu") is not None:
+                "unchecked" if r["_unchecked"] else "-" if diff is None else f"{diff:.1e}"])
+                + " |")
+            # A row whose losses were compared with nothing is no claim of the same training.
+            if trained_the_same(r, tolerance) and not r["_unchecked"] and \
+                    r.get("mfu") is not None:
                 candidates.append((r, name))
     if not lines:
         verdict = []  # the step checks did not run (or wrote no row)

@@ -151,7 +151,7 @@ grep -q "the learner's levers: ssl.precision=bf16-params ssl.from_the_fastest=tr
   { cat "$dir/auto.txt" >&2; fail "the feed did not take the fastest same-training step variant's keys"; }
 
 # The report's verdicts: the best MFU among step rows that trained the same (not a failed
-# row, not one whose losses moved, of either step check) against 30%, the best feed that
+# row, not one whose losses moved or were compared with nothing, of either step check) against 30%, the best feed that
 # finished against 90% of the memory-fed rate, the GPU tests that failed by name.
 report_case() {  # report_case NAME GOOD_MFU GOOD_FEED: fabricated check results, then the report
   mkdir -p "$dir/$1"
@@ -169,7 +169,10 @@ json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
           open(os.path.join(out, "step.json"), "w"))
 json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
            "rows": [row("large reference", 256, 0.20, None), row("good", 512, mfu),
-                    dict(row("failed", 512, 0.9, None, "device error"), mfu=None)]},
+                    dict(row("failed", 512, 0.9, None, "device error"), mfu=None),
+                    dict(row("reference out of memory", 384, 0.9, None, "out of device memory"),
+                         mfu=None, out_of_memory=True),
+                    row("unchecked", 384, 0.70, None)]},
           open(os.path.join(out, "step_large.json"), "w"))
 runs = [{"data_actors": n, "images_per_second": 100 * s, "of_memory_fed": s, "data_wait_share": 0.1,
          "wire_bytes_per_second": 5e7, "host_cores": 1.5, "exit": code}
@@ -193,7 +196,8 @@ grep -qF -- '- Step MFU: best 31.0% (`good`, batch 512, 310.0 images/s, step_lar
   grep -qF -- '- Feed (`feed`, cut on the learner): best 93.0% of the memory-fed rate with 4 data actors; target >= 90%: met' "$dir/met.txt" &&
   grep -qF -- '- kernels_cuda_tests: 1 of 2 passed, 1 skipped; **failed**: Suite.B' "$dir/met.txt" &&
   grep -qF -- '- Exit codes: **not 0**: kernels_cuda_tests 1; 0: 2' "$dir/met.txt" &&
-  grep -qF '| `failed` | 512 | failed: device error |' "$dir/met.txt" ||
+  grep -qF '| `failed` | 512 | failed: device error |' "$dir/met.txt" &&
+  grep -qE '^\| `unchecked` \| 384 \|.*\| unchecked \|$' "$dir/met.txt" ||
   { cat "$dir/met.txt" >&2; fail "the report's verdicts (targets met)"; }
 report_case short 0.29 0.89
 grep -qF 'best 29.0% (`good`, batch 512, 290.0 images/s, step_large); target >= 30%: **not met**' "$dir/short.txt" &&
