@@ -275,22 +275,22 @@ class CudaExtractorImpl final : public Extractor {
     queued_ = false;
   }
 
-  // Blocks the host until `event` has happened, counted in host_waits_ when it had not yet.
-  void wait_for_event(cudaEvent_t event, const char* what) {
-    const cudaError_t state = cudaEventQuery(event);
+  // Blocks the host until the device has got to `handle` (an event, a stream), counted in
+  // host_waits_ when it had not yet.
+  template <typename Handle>
+  void wait_until(Handle handle, cudaError_t (*query)(Handle), cudaError_t (*block)(Handle),
+                  const char* what) {
+    const cudaError_t state = query(handle);
     if (state == cudaSuccess) return;
     if (state != cudaErrorNotReady) check(state, what);
     ++host_waits_;
-    check(cudaEventSynchronize(event), what);
+    check(block(handle), what);
   }
-
-  // Blocks the host until this extractor's own stream is idle, counted as wait_for_event.
-  void wait_for_stream(const char* what) {
-    const cudaError_t state = cudaStreamQuery(stream_);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check(state, what);
-    ++host_waits_;
-    check(cudaStreamSynchronize(stream_), what);
+  void wait_for_event(cudaEvent_t event, const char* what) {
+    wait_until(event, cudaEventQuery, cudaEventSynchronize, what);
+  }
+  void wait_for_stream(const char* what) {  // this extractor's own stream
+    wait_until(stream_, cudaStreamQuery, cudaStreamSynchronize, what);
   }
 
   // On this extractor's device (the caller's DeviceScope).
