@@ -286,10 +286,16 @@ def report(out, tolerance):
     s = load(os.path.join(out, "summary.json"), {})
     codes = s.get("exit_codes", {})
     failed = {k: v for k, v in codes.items() if v != 0}
+    if not codes:
+        exits = "none recorded"
+    elif not failed:
+        exits = "all 0"
+    else:
+        exits = "**not 0**: " + ", ".join(
+            f"{k} {v}{' (timed out)' if v in (124, 137) else ''}" for k, v in failed.items())
+        exits += f"; 0: {len(codes) - len(failed)}"
     head = [f"# GPU checks: {'; '.join(s.get('gpus', [])) or 'no GPU listed'}", "",
-            "- Exit codes: " + ("all 0" if not failed else "**not 0**: " + ", ".join(
-                f"{k} {v}{' (timed out)' if v in (124, 137) else ''}"
-                for k, v in failed.items()) + f"; 0: {len(codes) - len(failed)}")]
+            f"- Exit codes: {exits}"]
     head += test_lines(out)
     step_verdict, step_lines = step_section(out, tolerance)
     feed_verdicts, feed_lines = feed_section(out)
