@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/median.h"
+#include "common/device_peak.h"
 #include "model/backbone.h"
 #include "model/flops.h"
 
@@ -157,19 +158,27 @@ void write_json(const std::string& path, const ModelBenchOptions& o, const std::
                         {"batch", o.batch},       {"iters", o.iters},
                         {"device", o.device},     {"bf16", o.bf16},
                         {"torch", TORCH_VERSION}, {"rows", nlohmann::json::array()}};
-  for (const auto& r : rows)
-    out["rows"].push_back({{"preset", r.preset},
-                           {"mode", r.mode},
-                           {"image_side", r.image_side},
-                           {"patch_tokens", r.patch_tokens},
-                           {"tokens", r.tokens},
-                           {"batch", r.batch},
-                           {"fwd_ms", r.fwd_ms},
-                           {"fwd_bwd_ms", r.fwd_bwd_ms},
-                           {"fwd_bwd_min_ms", r.fwd_bwd_min_ms},
-                           {"peak_rss_delta_mib", r.peak_mib},
-                           {"gflop_fwd_bwd", r.gflop_fwd_bwd},
-                           {"gflops_per_s", r.gflop_fwd_bwd / (r.fwd_bwd_ms / 1e3)}});
+  // MFU against the device's dense peak in this precision (common/device_peak.h; null when
+  // the device is not in its table, a CPU among them).
+  const double peak = resolve_peak_tflops(0, o.device, o.bf16 ? "bf16" : "fp32");
+  for (const auto& r : rows) {
+    const double gflops_per_s = r.gflop_fwd_bwd / (r.fwd_bwd_ms / 1e3);
+    out["rows"].push_back(
+        {{"preset", r.preset},
+         {"mode", r.mode},
+         {"image_side", r.image_side},
+         {"patch_tokens", r.patch_tokens},
+         {"tokens", r.tokens},
+         {"batch", r.batch},
+         {"fwd_ms", r.fwd_ms},
+         {"fwd_bwd_ms", r.fwd_bwd_ms},
+         {"fwd_bwd_min_ms", r.fwd_bwd_min_ms},
+         {"peak_rss_delta_mib", r.peak_mib},
+         {"gflop_fwd_bwd", r.gflop_fwd_bwd},
+         {"gflops_per_s", gflops_per_s},
+         {"images_per_s", static_cast<double>(r.batch) / (r.fwd_bwd_ms / 1e3)},
+         {"mfu", peak > 0 ? nlohmann::json(gflops_per_s / 1e3 / peak) : nlohmann::json(nullptr)}});
+  }
   std::ofstream f(path);
   if (!f) throw std::runtime_error("json_path: cannot write \"" + path + "\"");
   f << out.dump(2) << "\n";

@@ -126,19 +126,9 @@ def summary(out, codes):
     gpus_path = os.path.join(out, "gpus.txt")
     gpus = open(gpus_path).read().splitlines() if os.path.exists(gpus_path) else []
     result = {"exit_codes": codes, "gpus": gpus}
-    # Dense bf16 peak per GPU (vendor figures, TFLOP/s) for the MFU of `bench model`, which
-    # reports FLOP/s only.
-    peaks = {"H100": 989.4, "H200": 989.4, "A100": 312.0}
-    rows = load(os.path.join(out, "model.json"))
-    if rows is not None:
-        rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-        peak = next((v for k, v in peaks.items() if gpus and k in gpus[0]), None)
-        for r in rows:
-            if isinstance(r, dict) and r.get("gflops_per_s"):
-                r["images_per_s"] = (r.get("batch", 0) / (r["fwd_bwd_ms"] / 1e3)
-                                     if r.get("fwd_bwd_ms") else None)
-                r["mfu"] = r["gflops_per_s"] / 1e3 / peak if peak else None
-        result["model"] = rows
+    model = load(os.path.join(out, "model.json"))  # its rows carry images/s and MFU
+    if isinstance(model, dict):
+        result["model"] = model.get("rows", [])
     for log in sorted(glob.glob(os.path.join(out, "pretrain-*.log"))):
         # The trainer's own summary: steps, images/s, step-time split, the last k-NN check.
         lines = open(log, errors="replace").read().splitlines()
