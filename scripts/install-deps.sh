@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git clang-format python3
   # plots of the demo and the documents (scripts/plot_*.py)
   python3-matplotlib
+  # the training step in plain PyTorch (scripts/gpu/torch_step.py), tested on the CPU
+  python3-torch
   # ML: Debian's CPU LibTorch (1.13) with Gloo, and a fast BLAS (docs/references.md)
   libtorch-dev libgloo-dev libopenblas0-pthread
   # runtime: messaging, serialisation, storage, config, logging, CLI

@@ -26,6 +26,8 @@
 #include "common/file_bytes.h"
 #include "common/seconds_since.h"
 #include "dataloader/views.h"
+#include "model/backbone.h"
+#include "model/heads.h"
 #include "model/layers.h"
 #include "model/torch_compat.h"
 #include "workers/job_options/data_options.h"
@@ -168,6 +170,63 @@ std::vector<data::SslBatch> synthetic_batches(const JobConfig& config, int64_t b
   return out;
 }
 
+// What a reimplementation of the step needs to run the same model on the same views
+// (scripts/gpu/torch_step.py, the PyTorch reference, reads it): the backbone and head
+// options, every student parameter's name and shape, the views' tokens, the objective's
+// constants and the device's peaks.
+nlohmann::ordered_json step_description(const JobConfig& config, const StepBenchOptions& o,
+                                        int64_t steps_per_epoch) {
+  const ssl::TrainerOptions t = job_options::trainer_options(config, steps_per_epoch, o.device);
+  const data::ViewOptions v = job_options::view_options(config);
+  const model::BackboneOptions& b = t.backbone;
+  const double configured_peak = o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops;
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::array();
+  const auto add = [&](const std::string& prefix, const torch::nn::Module& module) {
+    for (const auto& p : module.named_parameters())
+      parameters.push_back({prefix + p.key(), p.value().sizes().vec()});
+  };
+  add("backbone.", *model::FovealBackbone(b));
+  add("head.", *model::DinoHead(t.head));
+  const auto peak = [&](const char* precision) {  // null: not known, no MFU
+    const double tflops = resolve_peak_tflops(configured_peak, o.device, precision);
+    return tflops > 0 ? nlohmann::ordered_json(tflops) : nlohmann::ordered_json(nullptr);
+  };
+  return {{"backbone",
+           {{"patch_size", b.patch_size},
+            {"channels", b.channels},
+            {"depth", b.depth},
+            {"width", b.width},
+            {"heads", b.heads},
+            {"mlp_hidden", b.mlp_hidden()},
+            {"n_state", b.n_state},
+            {"pos_mlp_hidden", b.pos_mlp_hidden},
+            {"layerscale_init", b.layerscale_init},
+            {"norm_eps", b.norm_eps},
+            {"state_input", model::state_input_name(b.state_input)},
+            {"gelu", model::gelu_name(b.gelu)}}},
+          {"head",
+           {{"hidden_dim", t.head.hidden_dim},
+            {"bottleneck_dim", t.head.bottleneck_dim},
+            {"n_prototypes", t.head.n_prototypes},
+            {"train_prototype_scale", t.head.train_prototype_scale}}},
+          {"views",
+           {{"global_tokens", v.global_grid * v.global_grid},
+            {"local_tokens", v.local_grid * v.local_grid},
+            {"local_views", v.local_views},
+            {"glimpse_tokens", v.glimpse_tokens()},
+            {"glimpses", v.glimpses}}},
+          {"objective",
+           {{"student_temp", t.student_temp},
+            {"teacher_temp", t.schedule.teacher_temp_start},
+            {"sinkhorn_iterations", t.sinkhorn_iterations},
+            {"koleo_weight", t.koleo_weight},
+            {"global_weight", t.global_weight},
+            {"sequential_weight", t.sequential_weight},
+            {"clip_grad", t.clip_grad}}},
+          {"parameters", parameters},
+          {"peak_tflops", {{"bf16", peak("bf16")}, {"fp32", peak("fp32")}}}};
+}
+
 struct Row {
   std::string variant;
   int64_t batch = 0;
@@ -278,7 +337,8 @@ std::string row_line(const Row& r, double per_phase) {
 }
 
 std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
-                      double flop_per_image, double per_phase, const std::vector<Row>& rows) {
+                      const nlohmann::ordered_json& step, double flop_per_image, double per_phase,
+                      const std::vector<Row>& rows) {
   nlohmann::ordered_json j = {{"config", o.config_path},
                               {"device", o.device},
                               {"device_name", device_name},
@@ -286,6 +346,7 @@ std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
                               {"flop_per_image", flop_per_image},
                               {"warmup", o.warmup},
                               {"steps", o.steps},
+                              {"step", step},
                               {"rows", nlohmann::ordered_json::array()}};
   auto finite_or_null = [](double x) {
     return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
@@ -346,6 +407,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       config.ssl.steps_per_epoch > 0 ? config.ssl.steps_per_epoch : 1000;
   const std::string device_name =
       device.is_cuda() ? cuda_device_name(device.index() < 0 ? 0 : device.index()) : "cpu";
+  const nlohmann::ordered_json step =
+      o.json_path.empty() ? nlohmann::ordered_json() : step_description(config, o, steps_per_epoch);
 
   // Rows are printed, and the JSON rewritten, as each variant finishes: a process the device
   // kills (a fault in a kernel, the lease's time limit) keeps the figures measured before it.
@@ -387,7 +450,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
         rows.push_back(row);
         out << row_line(row, per_phase) << std::flush;
         if (!o.json_path.empty())
-          write_file_bytes(o.json_path, rows_json(o, device_name, flop_per_image, per_phase, rows));
+          write_file_bytes(o.json_path,
+                           rows_json(o, device_name, step, flop_per_image, per_phase, rows));
         recorded = true;
       };
       try {

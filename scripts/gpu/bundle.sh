@@ -38,7 +38,7 @@ if [ -n "$missing" ]; then echo "bundle: unresolved libraries:" >&2; echo "$miss
 strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
 rm -rf gpu-bundle
 mkdir -p gpu-bundle
-cp scripts/gpu/run.sh scripts/gpu/results.py scripts/config_variant.sh configs/vit-s-imagenet.toml gpu-bundle/
+cp scripts/gpu/run.sh scripts/gpu/results.py scripts/gpu/torch_step.py scripts/config_variant.sh configs/vit-s-imagenet.toml gpu-bundle/
 # Fashion-MNIST (30 MB) for run.sh's training step (SACCADE_GPU_TRAIN), when installed here.
 fashion=${SACCADE_GPU_DATA:-/usr/share/datasets/fashion-mnist}
 if [ -d "$fashion" ]; then mkdir -p gpu-bundle/data && cp "$fashion"/*-ubyte.gz gpu-bundle/data/; fi

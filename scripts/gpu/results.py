@@ -135,8 +135,8 @@ def summary(out, codes):
         result[os.path.basename(log)[:-4]] = [l for l in lines
                                               if "pretrain:" in l or "k-NN" in l][-6:]
     for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "data", "step",
-                 "step_large", "step_profile", "feed", "feed_data", "allreduce_nccl",
-                 "allreduce_gloo"):
+                 "step_large", "step_profile", "torch_step", "feed", "feed_data",
+                 "allreduce_nccl", "allreduce_gloo"):
         data = load(os.path.join(out, name + ".json"))
         if data is not None:
             result[name] = data
@@ -175,8 +175,9 @@ def test_lines(out):
 
 def step_section(out, tolerance):
     """The step rows as tables, and the best MFU among the rows that trained the same as the
-    first variant at their batch (compared with it, within `tolerance`) against MFU_TARGET."""
-    lines, candidates = [], []
+    first variant at their batch (compared with it, within `tolerance`) against MFU_TARGET;
+    also returns those rows (with or without an MFU)."""
+    lines, same = [], []
     for name in ("step", "step_large"):
         data = load(os.path.join(out, name + ".json"))
         if not isinstance(data, dict) or not data.get("rows"):
@@ -208,9 +209,9 @@ def step_section(out, tolerance):
                 "unchecked" if r["_unchecked"] else "-" if diff is None else f"{diff:.1e}"])
                 + " |")
             # A row whose losses were compared with nothing is no claim of the same training.
-            if trained_the_same(r, tolerance) and not r["_unchecked"] and \
-                    r.get("mfu") is not None:
-                candidates.append((r, name))
+            if trained_the_same(r, tolerance) and not r["_unchecked"]:
+                same.append((r, name))
+    candidates = [(r, name) for r, name in same if r.get("mfu") is not None]
     if not lines:
         verdict = []  # the step checks did not run (or wrote no row)
     elif not candidates:
@@ -222,7 +223,46 @@ def step_section(out, tolerance):
         verdict = [f"- Step MFU: best {percent(best['mfu'])} (`{best['variant']}`, batch "
                    f"{best['batch']}, {number(best['images_per_second'])} images/s, {name}); "
                    f"target >= {MFU_TARGET:.0%}: {met}"]
-    return verdict, lines
+    return verdict, lines, [r for r, _ in same]
+
+
+def torch_section(out, saccade_rows):
+    """The same step in plain PyTorch (scripts/gpu/torch_step.py): its rows, and saccade's
+    fastest row that trained the same against PyTorch's fastest at the same batch."""
+    data = load(os.path.join(out, "torch_step.json"))
+    if not isinstance(data, dict) or not data.get("rows"):
+        return [], []
+    counted = data.get("counted_flop_per_image")
+    flops = data.get("flop_per_image") or 0
+    lines = ["", f"`torch_step`: the same step in PyTorch {data.get('torch')} on "
+                 f"{data.get('device_name')} ({data.get('parameters', 0):,} parameters, checked "
+                 f"against saccade's; {flops / 1e9:.1f} GFLOP per image by saccade's count"
+                 + (f", {counted / 1e9:.1f} counted by torch" if counted else "") + "):", "",
+             "| variant | batch | images/s | step ms | TFLOP/s | MFU | GiB | warm-up s |",
+             "|---|---|---|---|---|---|---|---|"]
+    ran = []
+    for r in data["rows"]:
+        if r.get("failure"):
+            lines.append(f"| `{r['variant']}` | {r['batch']} | failed: {r['failure']} |" + " |" * 5)
+            continue
+        ran.append(r)
+        lines.append("| " + " | ".join([
+            f"`{r['variant']}`", str(r["batch"]), number(r["images_per_second"]),
+            number(r["step_ms"], 0), number(r["tflops"]), percent(r.get("mfu")),
+            number(r.get("peak_device_memory_gib")), number(r.get("warmup_s"))]) + " |")
+    if not ran:
+        return ["- Against PyTorch: no PyTorch variant ran"], lines
+    best = max(ran, key=lambda r: r["images_per_second"])
+    ours = [r for r in saccade_rows if r["batch"] == best["batch"]]
+    if not ours:
+        return [f"- Against PyTorch: no saccade row at batch {best['batch']} that trained the "
+                f"same to compare with"], lines
+    fastest = max(ours, key=lambda r: r["images_per_second"])
+    ratio = fastest["images_per_second"] / best["images_per_second"]
+    return [f"- Against PyTorch (batch {best['batch']}): saccade "
+            f"{number(fastest['images_per_second'])} images/s (`{fastest['variant']}`), PyTorch "
+            f"{number(best['images_per_second'])} (`{best['variant']}`): {ratio:.2f}x, "
+            + ("ahead" if ratio > 1 else "**behind**")], lines
 
 
 def profile_section(out):
@@ -287,10 +327,11 @@ def report(out, tolerance):
     head = [f"# GPU checks: {'; '.join(s.get('gpus', [])) or 'no GPU listed'}", "",
             f"- Exit codes: {exits}"]
     head += test_lines(out)
-    step_verdict, step_lines = step_section(out, tolerance)
+    step_verdict, step_lines, same_rows = step_section(out, tolerance)
+    torch_verdict, torch_lines = torch_section(out, same_rows)
     feed_verdicts, feed_lines = feed_section(out)
-    text = "\n".join(head + step_verdict + feed_verdicts + step_lines + profile_section(out)
-                     + feed_lines) + "\n"
+    text = "\n".join(head + step_verdict + torch_verdict + feed_verdicts + step_lines
+                     + profile_section(out) + torch_lines + feed_lines) + "\n"
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     print(text, end="")

@@ -21,6 +21,10 @@
 #      peak device memory, or that it ran out of it; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights;
+#   torch_step: the same step in plain PyTorch (scripts/gpu/torch_step.py, the model checked
+#      against the step check's description of saccade's), eager and under torch.compile
+#      (SACCADE_GPU_TORCH_VARIANTS, default eager,blocks) in bf16 at SACCADE_GPU_TORCH_BATCH
+#      (default 256): saccade's fastest step that trained the same against PyTorch's;
 #   data: saccade bench data of the paper's views on this host's JPEG decoder (TurboJPEG),
 #      one core: images/s of each cut side against decoding alone, bytes per image;
 #   feed, feed_data: saccade bench runtime --feed on the GPU: `saccade run` with one learner
@@ -54,7 +58,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/config_variant.sh"  # copied beside run.sh by bundle.sh
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-known="kernels_cuda_tests pretrain_cuda_tests extract extract_cpu model step data feed feed_data allreduce_nccl allreduce_gloo"
+known="kernels_cuda_tests pretrain_cuda_tests extract extract_cpu model step torch_step data feed feed_data allreduce_nccl allreduce_gloo"
 checks=${SACCADE_GPU_CHECKS:-$known}
 for c in $checks; do
   if [ "$c" != none ] && [[ " $known " != *" $c "* ]]; then
@@ -167,6 +171,22 @@ if wants step; then
   # call's first variant at its batch (on the same batches from the same weights).
   step step_losses 10 "$py" "$here/results.py" losses "$out/step.json" \
     "${SACCADE_GPU_STEP_TOLERANCE:-0.02}"
+fi
+if wants torch_step; then
+  # Saccade's model as the step checks of this call described it, else a one-step bench of
+  # the config just for its description.
+  described=$out/step_large.json
+  [ -f "$described" ] || described=$out/step.json
+  if [ ! -f "$described" ]; then
+    described=$out/torch_step_model.json
+    step torch_step_model 60 "$bundle/bin/saccade" bench step \
+      "${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}" --device cuda --batch 2 \
+      --warmup 0 --steps 1 --phase-steps 0 --variants bf16 --json "$described"
+  fi
+  step torch_step 240 "$py" "$here/torch_step.py" "$described" --device cuda \
+    --batch "${SACCADE_GPU_TORCH_BATCH:-256}" --variants "${SACCADE_GPU_TORCH_VARIANTS:-eager,blocks}" \
+    --precision bf16 --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" \
+    --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" --json "$out/torch_step.json"
 fi
 # One learner on cuda:0 fed by 1..14 data actors (one core each) over the real runtime, on
 # generated ImageNet-size JPEGs in tar shards, against the same trainer fed from memory;

@@ -21,7 +21,8 @@ fail() {
 # The bundle: run.sh, a payload (python's tarfile reads a plain tar too), the data.
 mkdir -p "$dir/bundle" "$dir/stage/bin" "$dir/fake/bin" "$dir/fake/py/torch"
 cp "$script" "$dir/bundle/run.sh"
-cp "$(dirname "$script")/../config_variant.sh" "$(dirname "$script")/results.py" "$dir/bundle/"
+cp "$(dirname "$script")/../config_variant.sh" "$(dirname "$script")/results.py" \
+  "$(dirname "$script")/torch_step.py" "$dir/bundle/"
 ln -s "$saccade" "$dir/stage/bin/saccade"
 ln -s "$(dirname "$saccade")/libsaccade_torch.so" "$dir/stage/bin/libsaccade_torch.so"
 tar -C "$dir/stage" -chf "$dir/bundle/payload.tar.xz" bin
@@ -111,7 +112,7 @@ PY
 # variant or a config the binary refuses shows here rather than in a GPU lease; a feed key
 # the config refuses fails the feed check by name instead of skipping it.
 cp "$(dirname "$script")/../../configs/vit-s-imagenet.toml" "$dir/bundle/"
-if run nogpu SACCADE_GPU_CHECKS="step feed" \
+if run nogpu SACCADE_GPU_CHECKS="step torch_step feed" \
   SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params ssl.no_such_key=1"; then
   fail "the step and feed checks passed without a GPU"
 fi
@@ -125,6 +126,8 @@ python3 - "$dir/nogpu/summary.json" <<'PY' || fail "summary of the step check: $
 import json, sys
 codes = json.load(open(sys.argv[1]))["exit_codes"]
 assert codes["feed"] == 2 and codes["step"] != 0 and codes["step_large"] != 0, codes
+# No step JSON to read saccade's model from: its own one-step bench, which needs a GPU too.
+assert codes["torch_step_model"] != 0 and codes["torch_step"] != 0, codes
 PY
 
 # Unset, the feed's levers are the config keys of the fastest step variant of the same call
@@ -153,11 +156,12 @@ grep -q "the learner's levers: ssl.precision=bf16-params ssl.from_the_fastest=tr
 # The report's verdicts: the best MFU among step rows that trained the same (not a failed
 # row, not one whose losses moved or were compared with nothing, of either step check) against 30%, the best feed that
 # finished against 90% of the memory-fed rate, the GPU tests that failed by name.
-report_case() {  # report_case NAME GOOD_MFU GOOD_FEED: fabricated check results, then the report
+# Against PyTorch: saccade's fastest such row against PyTorch's fastest at its batch.
+report_case() {  # report_case NAME GOOD_MFU GOOD_FEED TORCH_RATE: fabricated check results, then the report
   mkdir -p "$dir/$1"
-  python3 - "$dir/$1" "$2" "$3" <<'PY'
+  python3 - "$dir/$1" "$2" "$3" "$4" <<'PY'
 import json, os, sys
-out, mfu, share = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+out, mfu, share, torch_rate = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 open(os.path.join(out, "gpus.txt"), "w").write("GPU 0: NVIDIA H200 (UUID: GPU-0)\n")
 def row(variant, batch, mfu, diff=0.0, failure=None):
     return {"variant": variant, "batch": batch, "images_per_second": 1000 * mfu, "step_ms": 1.0,
@@ -180,6 +184,16 @@ runs = [{"data_actors": n, "images_per_second": 100 * s, "of_memory_fed": s, "da
 json.dump({"feed": {"device": "cuda", "batch": 128, "cut_on": "learner",
                     "memory_fed_images_per_second": 300.0, "runs": runs}},
           open(os.path.join(out, "feed.json"), "w"))
+def torch_row(variant, rate, failure=None):
+    return {"variant": variant, "batch": 512, "images_per_second": rate, "step_ms": 2.0,
+            "tflops": 0.269 * rate, "mfu": 0.269 * rate / 989.4, "peak_device_memory_gib": 80.0,
+            "warmup_s": 61.0, "losses": [12.3], "failure": failure}
+json.dump({"torch": "2.11.0", "device_name": "NVIDIA H200", "parameters": 44004096,
+           "flop_per_image": 2.69e11, "counted_flop_per_image": 2.70e11,
+           "rows": [torch_row("torch eager bf16", 0.5 * torch_rate),
+                    torch_row("torch blocks bf16", torch_rate),
+                    dict(torch_row("torch model bf16", 5000.0), failure="out of device memory")]},
+          open(os.path.join(out, "torch_step.json"), "w"))
 json.dump({"tests": 3, "failures": 1, "testsuites": [{"name": "Suite", "testsuite": [
     {"name": "A", "classname": "Suite", "result": "COMPLETED"},
     {"name": "B", "classname": "Suite", "result": "COMPLETED", "failures": [{"failure": "x"}]},
@@ -191,16 +205,20 @@ PY
     fail "results.py could not report $1"
   cmp -s "$dir/$1.txt" "$dir/$1/report.md" || fail "the printed report is not report.md"
 }
-report_case met 0.31 0.93
+report_case met 0.31 0.93 250
 grep -qF -- '- Step MFU: best 31.0% (`good`, batch 512, 310.0 images/s, step_large); target >= 30%: met' "$dir/met.txt" &&
   grep -qF -- '- Feed (`feed`, cut on the learner): best 93.0% of the memory-fed rate with 4 data actors; target >= 90%: met' "$dir/met.txt" &&
   grep -qF -- '- kernels_cuda_tests: 1 of 2 passed, 1 skipped; **failed**: Suite.B' "$dir/met.txt" &&
   grep -qF -- '- Exit codes: **not 0**: kernels_cuda_tests 1; 0: 2' "$dir/met.txt" &&
   grep -qF '| `failed` | 512 | failed: device error |' "$dir/met.txt" &&
-  grep -qE '^\| `unchecked` \| 384 \|.*\| unchecked \|$' "$dir/met.txt" ||
+  grep -qE '^\| `unchecked` \| 384 \|.*\| unchecked \|$' "$dir/met.txt" &&
+  grep -qF -- '- Against PyTorch (batch 512): saccade 310.0 images/s (`good`), PyTorch 250.0 (`torch blocks bf16`): 1.24x, ahead' "$dir/met.txt" &&
+  grep -qF '| `torch model bf16` | 512 | failed: out of device memory |' "$dir/met.txt" &&
+  grep -qF '44,004,096 parameters, checked against saccade'"'"'s; 269.0 GFLOP per image by saccade'"'"'s count, 270.0 counted by torch' "$dir/met.txt" ||
   { cat "$dir/met.txt" >&2; fail "the report's verdicts (targets met)"; }
-report_case short 0.29 0.89
+report_case short 0.29 0.89 300
 grep -qF 'best 29.0% (`good`, batch 512, 290.0 images/s, step_large); target >= 30%: **not met**' "$dir/short.txt" &&
+  grep -qF 'saccade 290.0 images/s (`good`), PyTorch 300.0 (`torch blocks bf16`): 0.97x, **behind**' "$dir/short.txt" &&
   grep -qF 'best 89.0% of the memory-fed rate with 4 data actors; target >= 90%: **not met**' "$dir/short.txt" ||
   { cat "$dir/short.txt" >&2; fail "the report's verdicts (targets not met)"; }
 
