@@ -1,8 +1,11 @@
 // saccade info: what this binary was built with.
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "cli/build_info.h"
 #include "cli/commands.h"
+#include "common/openblas_core.h"
 
 namespace saccade::cli {
 
@@ -18,6 +21,16 @@ void add_info_command(CLI::App& app, GlobalOptions&) {
                                     ? fmt::format("CUDA kernels (arch {}), NCCL {}",
                                                   b::kCudaArchitectures, b::kNccl ? "on" : "off")
                                     : std::string("CPU"));
+    const std::string core = openblas_core();
+    const char* detected = std::getenv("SACCADE_OPENBLAS_DETECTED");
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    fmt::print("OpenBLAS core: {}\n",
+               core.empty() ? std::string("none (not loaded)")
+               : detected   ? fmt::format("{} (OPENBLAS_CORETYPE set by saccade: OpenBLAS took "
+                                            "this CPU for {})",
+                                          core, detected)
+               : coretype   ? fmt::format("{} (OPENBLAS_CORETYPE={})", core, coretype)
+                            : fmt::format("{} (chosen by OpenBLAS)", core));
   });
 }
 

@@ -2,8 +2,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/openblas_core.h"
 
 int main(int argc, char** argv) {
+  // Before anything starts: OpenBLAS's generic kernels on a CPU it does not know are ~3x slower.
+  saccade::reexec_with_openblas_core_fix(argv);
   CLI::App app{"saccade: foveal vision transformers, pretrained and run at cluster scale"};
   app.require_subcommand(1);
   saccade::cli::GlobalOptions global;

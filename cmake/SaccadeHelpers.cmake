@@ -36,7 +36,7 @@ function(saccade_add_test name)
   endif()
   cmake_parse_arguments(ARG "TORCH_PCH" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest saccade_test_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${name} PRIVATE ${SACCADE_WARNINGS})
   target_compile_definitions(${name} PRIVATE SACCADE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

@@ -7,8 +7,10 @@
 #include <string>
 
 #include "bench/model/model_bench.h"
+#include "common/openblas_core.h"
 
 int main(int argc, char** argv) {
+  saccade::reexec_with_openblas_core_fix(argv);  // as saccade's main
   saccade::model::ModelBenchOptions o;
   try {
     for (int i = 1; i < argc; ++i) {

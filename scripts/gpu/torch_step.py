@@ -60,8 +60,10 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         if hasattr(F, "scaled_dot_product_attention"):
             a = F.scaled_dot_product_attention(q, k, v)
-        else:  # torch 1.x
-            a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+        else:  # torch 1.x: its formula, in 3-D products (4-D ones loop over a batch there)
+            q, k, v = (t.flatten(0, 1) for t in (q, k, v))
+            a = torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1]), dim=-1), v)
+            a = a.view(b, self.heads, n, w // self.heads)
         return self.proj(a.transpose(1, 2).reshape(b, n, w))
 
 

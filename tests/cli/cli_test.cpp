@@ -67,6 +67,37 @@ TEST(Cli, NoSubcommandIsAnError) {
   EXPECT_NE(r.err.find("subcommand"), std::string::npos) << r.err;
 }
 
+// OpenBLAS took a CPU it did not know for a Prescott (SSE3, ~3x slower products); saccade
+// re-executes itself with the kernels the CPU can run, and a core the user names stands.
+TEST(Cli, InfoNamesTheOpenblasCoreAndItIsOneForThisCpu) {
+  const auto core_line = [](const testing::ProcessResult& r) {
+    const size_t at = r.out.find("OpenBLAS core: ");
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  const auto chosen = run_process({"/usr/bin/env", "-u", "OPENBLAS_CORETYPE", "-u",
+                                   "SACCADE_OPENBLAS_DETECTED", build_path("saccade"), "info"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  const std::string line = core_line(chosen);
+  ASSERT_FALSE(line.empty()) << chosen.out;
+  if (line.find("none (not loaded)") != std::string::npos) GTEST_SKIP() << "no OpenBLAS";
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  for (const char* without_avx : {"Prescott", "Core2", "Penryn", "Nehalem", "Atom", "Unknown"}) {
+    const std::string generic = std::string("OpenBLAS core: ") + without_avx + " ";
+    EXPECT_FALSE(avx2 && line.rfind(generic, 0) == 0) << line;
+  }
+  if (line.find("set by saccade") != std::string::npos) {
+    const bool avx512 = __builtin_cpu_supports("avx512bw");
+    EXPECT_EQ(line.rfind(avx512 ? "OpenBLAS core: SkylakeX " : "OpenBLAS core: Haswell ", 0), 0u)
+        << line;
+  }
+  if (!__builtin_cpu_supports("avx")) return;
+  const auto named =
+      run_process({"/usr/bin/env", "OPENBLAS_CORETYPE=Sandybridge", build_path("saccade"), "info"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(core_line(named), "OpenBLAS core: Sandybridge (OPENBLAS_CORETYPE=Sandybridge)");
+}
+
 TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
   const auto good = saccade({"config", "check", SACCADE_SOURCE_DIR "/configs/tiny.toml"});
   EXPECT_EQ(good.exit_code, 0) << good.err;

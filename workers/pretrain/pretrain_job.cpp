@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "common/metrics_log.h"
+#include "common/openblas_core.h"
 #include "common/seconds_since.h"
 #include "dataloader/ssl_loader.h"
 #include "model/weights.h"
@@ -42,7 +43,9 @@ void check_blas_speed() {
         "BLAS runs at {:.1f} GFLOP/s: install OpenBLAS (apt-get install libopenblas0-pthread)",
         gflops);
   } else {
-    spdlog::info("BLAS: {:.0f} GFLOP/s on {} thread(s)", gflops, at::get_num_threads());
+    const std::string core = openblas_core();
+    spdlog::info("BLAS: {:.0f} GFLOP/s on {} thread(s){}", gflops, at::get_num_threads(),
+                 core.empty() ? "" : " (OpenBLAS core " + core + ")");
   }
 }
 
