@@ -1,7 +1,7 @@
 // OpenBLAS picks its kernels by CPU model when it loads. A model newer than its release is
 // not known to it and gets its generic Prescott (SSE3) kernels: Debian 12's OpenBLAS 0.3.21
 // on a Sapphire Rapids Xeon multiplies fp32 matrices at 31 GFLOP/s on 2 threads instead of
-// 108 with its AVX-512 kernels (docs/references.md, "BLAS"). Torch-free.
+// 108 with its AVX-512 kernels (docs/references.md, "Sizing on a 2-core machine"). Torch-free.
 #pragma once
 
 #include <string>
