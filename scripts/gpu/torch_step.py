@@ -22,6 +22,7 @@ normalisation on the device (its patches wait on the device, already normalised)
 checks and figures saccade reads every step (it reads the loss). docs/model.md, "Against
 PyTorch", has the comparison. Needs only torch (CPU: 1.13 eager; GPU: 2.x).
 """
+
 import argparse
 import copy
 import json
@@ -57,12 +58,16 @@ class Attention(nn.Module):
 
     def forward(self, x):
         b, n, w = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = (
+            self.qkv(x).view(b, n, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        )
         if hasattr(F, "scaled_dot_product_attention"):
             a = F.scaled_dot_product_attention(q, k, v)
         else:  # torch 1.x: its formula, in 3-D products (4-D ones loop over a batch there)
             q, k, v = (t.flatten(0, 1) for t in (q, k, v))
-            a = torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1]), dim=-1), v)
+            a = torch.bmm(
+                torch.softmax(torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1]), dim=-1), v
+            )
             a = a.view(b, self.heads, n, w // self.heads)
         return self.proj(a.transpose(1, 2).reshape(b, n, w))
 
@@ -82,7 +87,9 @@ class Block(nn.Module):
         w, eps = o["width"], o["norm_eps"]
         self.norm1, self.norm2 = nn.LayerNorm(w, eps=eps), nn.LayerNorm(w, eps=eps)
         self.attn = Attention(w, o["heads"])
-        self.ls1, self.ls2 = LayerScale(w, o["layerscale_init"]), LayerScale(w, o["layerscale_init"])
+        self.ls1, self.ls2 = LayerScale(w, o["layerscale_init"]), LayerScale(
+            w, o["layerscale_init"]
+        )
         self.mlp = Mlp(w, o["mlp_hidden"], w, tanh=o["gelu"] == "tanh")
 
     def forward(self, x):
@@ -98,7 +105,9 @@ class Backbone(nn.Module):
     def __init__(self, o):
         super().__init__()
         if o["state_input"] != "normed":
-            raise SystemExit(f"torch_step: model.state_input = \"{o['state_input']}\": only \"normed\" is written here")
+            raise SystemExit(
+                f"torch_step: model.state_input = \"{o['state_input']}\": only \"normed\" is written here"
+            )
         w = o["width"]
         self.n_state = o["n_state"]
         self.patch_embed = nn.Linear(o["channels"] * o["patch_size"] ** 2, w)
@@ -121,10 +130,16 @@ class DinoHead(nn.Module):
     def __init__(self, width, o):
         super().__init__()
         h, b = o["hidden_dim"], o["bottleneck_dim"]
-        self.mlp = nn.Sequential(nn.Linear(width, h), nn.GELU(), nn.Linear(h, h), nn.GELU(), nn.Linear(h, b))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, h), nn.GELU(), nn.Linear(h, h), nn.GELU(), nn.Linear(h, b)
+        )
         self.last_layer = nn.Module()
-        self.last_layer.weight_v = nn.Parameter(torch.empty(o["n_prototypes"], b).uniform_(-b**-0.5, b**-0.5))
-        self.last_layer.weight_g = nn.Parameter(torch.ones(o["n_prototypes"], 1), requires_grad=o["train_prototype_scale"])
+        self.last_layer.weight_v = nn.Parameter(
+            torch.empty(o["n_prototypes"], b).uniform_(-(b**-0.5), b**-0.5)
+        )
+        self.last_layer.weight_g = nn.Parameter(
+            torch.ones(o["n_prototypes"], 1), requires_grad=o["train_prototype_scale"]
+        )
 
     def forward(self, x):
         z = F.normalize(self.mlp(x), dim=-1, eps=1e-12)
@@ -152,7 +167,9 @@ def check_same_model(net, step):
         missing = sorted(set(theirs) - set(ours))[:5]
         extra = sorted(set(ours) - set(theirs))[:5]
         shapes = sorted(n for n in set(ours) & set(theirs) if ours[n] != theirs[n])[:5]
-        raise SystemExit(f"torch_step: not saccade's model: missing {missing}, extra {extra}, other shapes {shapes}")
+        raise SystemExit(
+            f"torch_step: not saccade's model: missing {missing}, extra {extra}, other shapes {shapes}"
+        )
     return sum(p.numel() for p in net.parameters())
 
 
@@ -188,12 +205,20 @@ class Step:
         self.student = Net(step).to(device)
         self.parameters = check_same_model(self.student, step)
         self.teacher = copy.deepcopy(self.student).requires_grad_(False)
-        decay = [p for n, p in self.student.named_parameters() if p.ndim > 1 and "state_embed" not in n]
-        no_decay = [p for n, p in self.student.named_parameters() if p.ndim <= 1 or "state_embed" in n]
+        decay = [
+            p for n, p in self.student.named_parameters() if p.ndim > 1 and "state_embed" not in n
+        ]
+        no_decay = [
+            p for n, p in self.student.named_parameters() if p.ndim <= 1 or "state_embed" in n
+        ]
         fast = {"fused": True} if TORCH_2 and self.device.type == "cuda" else {"foreach": True}
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": 0.04}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=1e-4, betas=(0.9, 0.999), eps=1e-8, **fast)
+            lr=1e-4,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            **fast,
+        )
         self.trainable = [p for p in self.student.parameters() if p.requires_grad]
         self.student_params = list(self.student.parameters())
         self.teacher_params = list(self.teacher.parameters())
@@ -203,9 +228,15 @@ class Step:
         if not hasattr(torch, "compile"):
             raise RuntimeError(f"compile={how} needs PyTorch >= 2 (this is {torch.__version__})")
         import torch._dynamo as dynamo
+
         # Static shapes (a graph per view shape, as the step has five) and room for them all.
         dynamo.config.automatic_dynamic_shapes = False
-        for limit in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        for limit in (
+            "cache_size_limit",
+            "recompile_limit",
+            "accumulated_cache_size_limit",
+            "accumulated_recompile_limit",
+        ):
             if hasattr(dynamo.config, limit):
                 setattr(dynamo.config, limit, max(getattr(dynamo.config, limit), 256))
         for net in (self.student, self.teacher):
@@ -229,20 +260,28 @@ class Step:
                 t_final = self.sequence(self.teacher, *batch["teacher_seq"], all_steps=False)[-1]
             s_state = self.student.backbone(*batch["student_global"])[:, 0]
             s_global = self.student.head(s_state)
-            s_local = self.student.head(self.student.backbone(*batch["student_local"])[:, 0]).view(-1, b, t_global.shape[-1])
+            s_local = self.student.head(self.student.backbone(*batch["student_local"])[:, 0]).view(
+                -1, b, t_global.shape[-1]
+            )
             s_seq = self.sequence(self.student, *batch["student_seq"], all_steps=True)
         with torch.no_grad():
-            q = sinkhorn_knopp(torch.cat([t_global, t_final]), o["teacher_temp"], o["sinkhorn_iterations"])
+            q = sinkhorn_knopp(
+                torch.cat([t_global, t_final]), o["teacher_temp"], o["sinkhorn_iterations"]
+            )
             targets = q.view(2, b, -1).mean(0)
         temp, gw, sw = o["student_temp"], o["global_weight"], o["sequential_weight"]
-        static = gw * cross_entropy(targets, s_global, temp) + (1 - gw) * torch.stack(
-            [cross_entropy(targets, s, temp) for s in s_local]).mean()
+        static = (
+            gw * cross_entropy(targets, s_global, temp)
+            + (1 - gw) * torch.stack([cross_entropy(targets, s, temp) for s in s_local]).mean()
+        )
         sequential = torch.stack([cross_entropy(targets, s, temp) for s in s_seq]).mean()
         loss = (1 - sw) * static + sw * sequential + o["koleo_weight"] * koleo(s_state)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if o["clip_grad"] > 0:
-            torch.nn.utils.clip_grad_norm_(self.trainable, o["clip_grad"], **({"foreach": True} if TORCH_2 else {}))
+            torch.nn.utils.clip_grad_norm_(
+                self.trainable, o["clip_grad"], **({"foreach": True} if TORCH_2 else {})
+            )
         self.optimizer.step()
         with torch.no_grad():
             torch._foreach_mul_(self.teacher_params, 0.992)
@@ -258,13 +297,18 @@ def synthetic_batch(step, batch, device, seed):
 
     def views(n, tokens, pieces=None):
         shape = (n, tokens) if pieces is None else (pieces, n, tokens)
-        return (torch.randn(*shape, d, generator=g).to(device), torch.rand(*shape, 3, generator=g).to(device))
+        return (
+            torch.randn(*shape, d, generator=g).to(device),
+            torch.rand(*shape, 3, generator=g).to(device),
+        )
 
-    return {"teacher_global": views(batch, v["global_tokens"]),
-            "student_global": views(batch, v["global_tokens"]),
-            "student_local": views(batch * v["local_views"], v["local_tokens"]),
-            "teacher_seq": views(batch, v["glimpse_tokens"], v["glimpses"]),
-            "student_seq": views(batch, v["glimpse_tokens"], v["glimpses"])}
+    return {
+        "teacher_global": views(batch, v["global_tokens"]),
+        "student_global": views(batch, v["global_tokens"]),
+        "student_local": views(batch * v["local_views"], v["local_tokens"]),
+        "teacher_seq": views(batch, v["glimpse_tokens"], v["glimpses"]),
+        "student_seq": views(batch, v["glimpse_tokens"], v["glimpses"]),
+    }
 
 
 def sync(device):
@@ -311,7 +355,9 @@ def measure(step, args, variant, batches, flop_per_image):
         if device.type != "cuda":
             raise  # on a CPU a failure is a bug
         message = str(e)
-        row["failure"] = "out of device memory" if "out of memory" in message else message.splitlines()[0][:300]
+        row["failure"] = (
+            "out of device memory" if "out of memory" in message else message.splitlines()[0][:300]
+        )
         return row
     finally:
         if device.type == "cuda":
@@ -321,7 +367,9 @@ def measure(step, args, variant, batches, flop_per_image):
     row["tflops"] = flop_per_image * row["images_per_second"] / 1e12
     peak = step["peak_tflops"].get(args.precision) or 0
     row["mfu"] = row["tflops"] / peak if peak > 0 else None
-    row["peak_device_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    row["peak_device_memory_gib"] = (
+        torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    )
     row["losses"] = losses
     row["failure"] = None
     return row
@@ -329,7 +377,7 @@ def measure(step, args, variant, batches, flop_per_image):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("step_json", help="the JSON of `saccade bench step --json` (its \"step\" object)")
+    p.add_argument("step_json", help='the JSON of `saccade bench step --json` (its "step" object)')
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--device", default="cpu")
     p.add_argument("--variants", default="eager", help="eager, blocks, model, joined by ','")
@@ -337,13 +385,15 @@ def main(argv):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's choice)")
-    p.add_argument("--flop-check-batch", type=int, default=2, help="images of the FLOP count; 0: none")
+    p.add_argument(
+        "--flop-check-batch", type=int, default=2, help="images of the FLOP count; 0: none"
+    )
     p.add_argument("--json", help="also write the rows here (rewritten after each variant)")
     args = p.parse_args(argv)
     variants = args.variants.split(",")
     for v in variants:
         if v not in ("eager", "blocks", "model"):
-            p.error(f"--variants: unknown variant \"{v}\" (expected eager, blocks, model)")
+            p.error(f'--variants: unknown variant "{v}" (expected eager, blocks, model)')
     if args.batch < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch >= 1, --steps >= 1 and --warmup >= 0 expected")
     try:
@@ -352,18 +402,37 @@ def main(argv):
         step = described["step"]
         flop_per_image = described["flop_per_image"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        p.error(f"{args.step_json}: not the JSON of `saccade bench step --json` with a \"step\" object ({e!r})")
+        p.error(
+            f'{args.step_json}: not the JSON of `saccade bench step --json` with a "step" object ({e!r})'
+        )
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    out = {"step_json": args.step_json, "torch": torch.__version__, "device": args.device,
-           "device_name": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
-           "precision": args.precision, "warmup": args.warmup, "steps": args.steps,
-           "flop_per_image": flop_per_image,
-           "parameters": check_same_model(Net(step), step), "rows": []}
-    out["counted_flop_per_image"] = counted_flop_per_image(step, args) if args.flop_check_batch > 0 else None
-    print(f"torch_step: torch {out['torch']} on {out['device']} ({out['device_name']}), {out['parameters']:,} "
-          f"parameters, {flop_per_image / 1e9:.1f} GFLOP per image (saccade's count)"
-          + (f", {out['counted_flop_per_image'] / 1e9:.1f} counted by torch" if out["counted_flop_per_image"] else ""))
+    out = {
+        "step_json": args.step_json,
+        "torch": torch.__version__,
+        "device": args.device,
+        "device_name": (
+            torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+        ),
+        "precision": args.precision,
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "flop_per_image": flop_per_image,
+        "parameters": check_same_model(Net(step), step),
+        "rows": [],
+    }
+    out["counted_flop_per_image"] = (
+        counted_flop_per_image(step, args) if args.flop_check_batch > 0 else None
+    )
+    print(
+        f"torch_step: torch {out['torch']} on {out['device']} ({out['device_name']}), {out['parameters']:,} "
+        f"parameters, {flop_per_image / 1e9:.1f} GFLOP per image (saccade's count)"
+        + (
+            f", {out['counted_flop_per_image'] / 1e9:.1f} counted by torch"
+            if out["counted_flop_per_image"]
+            else ""
+        )
+    )
     batches = [synthetic_batch(step, args.batch, args.device, seed) for seed in (1, 2)]
     for v in variants:
         row = measure(step, args, v, batches, flop_per_image)
@@ -372,9 +441,12 @@ def main(argv):
             print(f"{row['variant']:<24} {args.batch:>6}  failed: {row['failure']}", flush=True)
         else:
             mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "-"
-            print(f"{row['variant']:<24} {args.batch:>6} {row['images_per_second']:>9.1f} images/s "
-                  f"{row['step_ms']:>8.1f} ms {row['tflops']:>7.2f} TFLOP/s  MFU {mfu}  "
-                  f"warm-up {row['warmup_s']:.1f} s  loss {row['losses'][-1]:.4f}", flush=True)
+            print(
+                f"{row['variant']:<24} {args.batch:>6} {row['images_per_second']:>9.1f} images/s "
+                f"{row['step_ms']:>8.1f} ms {row['tflops']:>7.2f} TFLOP/s  MFU {mfu}  "
+                f"warm-up {row['warmup_s']:.1f} s  loss {row['losses'][-1]:.4f}",
+                flush=True,
+            )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=2)
