@@ -203,7 +203,6 @@ class Step:
     def __init__(self, step, device, precision):
         self.o, self.device = step["objective"], torch.device(device)
         self.student = Net(step).to(device)
-        self.parameters = check_same_model(self.student, step)
         self.teacher = copy.deepcopy(self.student).requires_grad_(False)
         decay = [
             p for n, p in self.student.named_parameters() if p.ndim > 1 and "state_embed" not in n
@@ -418,6 +417,7 @@ def main(argv):
         "warmup": args.warmup,
         "steps": args.steps,
         "flop_per_image": flop_per_image,
+        # Checked once, before anything runs: every Step builds this same Net.
         "parameters": check_same_model(Net(step), step),
         "rows": [],
     }
