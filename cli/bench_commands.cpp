@@ -164,6 +164,10 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   st->add_option("--threads", step.threads, "Torch threads (default: ssl.threads)")
       ->check(CLI::Range(0, 4096));
   st->add_option("--json", step.json_path, "Also write the rows as JSON here");
+  st->add_flag("--resume", step.resume,
+               "With --json: keep the rows that file holds (a run of the same options the device "
+               "lost, exit 75, or a fault killed) and measure only the variants it lacks")
+      ->needs("--json");
   st->add_option("--profile", step.profile_path,
                  "Write a Kineto trace (Chrome JSON) of one more step of the last variant here "
                  "(LibTorch >= 2)");

@@ -1,8 +1,14 @@
 #include "common/file_bytes.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 namespace saccade {
 
@@ -15,9 +21,29 @@ std::string read_file_bytes(const std::filesystem::path& path) {
 }
 
 void write_file_bytes(const std::filesystem::path& path, std::string_view bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!file.flush()) throw std::runtime_error("cannot write " + path.string());
+  // A sibling then a rename: a reader, or a process killed mid-write, sees the old bytes or
+  // the new ones, never part of them (reports rewritten as a run goes are read as it runs).
+  // the pid and a counter: processes and threads writing the same file never share a sibling.
+  static std::atomic<uint64_t> counter{0};
+  std::filesystem::path temp = path;
+  temp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+    if (!file)
+      throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!file.flush()) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw std::runtime_error("cannot write " + path.string());
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temp, path, error);
+  if (error) {
+    std::filesystem::remove(temp, error);
+    throw std::runtime_error("cannot write " + path.string() + ": " + error.message());
+  }
 }
 
 }  // namespace saccade

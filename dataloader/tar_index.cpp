@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -17,6 +16,8 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "common/file_bytes.h"
 
 namespace saccade::data {
 namespace {
@@ -187,32 +188,19 @@ std::optional<std::vector<TarMember>> read_index(const std::string& index_path,
 // Writes the index beside the tar atomically; false (and why) when the folder refuses.
 bool write_index(const std::string& index_path, const TarStat& tar,
                  const std::vector<TarMember>& members, std::string* why) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp = fmt::format("{}.tmp.{}.{}", index_path, ::getpid(), counter++);
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    if (!out) {
-      *why = std::strerror(errno);
-      return false;
-    }
-    out << fmt::format("{} {} {}\n", kIndexMagic, tar.size, tar.mtime_ns);
-    for (const auto& m : members) {
-      out << m.offset << ' ' << m.size << ' ' << (m.inline_text.empty() ? "-" : m.inline_text)
-          << ' ' << m.name << '\n';
-    }
-    out.flush();
-    if (!out) {
-      *why = "write failed";
-      std::remove(temp.c_str());
-      return false;
-    }
+  std::ostringstream out;
+  out << fmt::format("{} {} {}\n", kIndexMagic, tar.size, tar.mtime_ns);
+  for (const auto& m : members) {
+    out << m.offset << ' ' << m.size << ' ' << (m.inline_text.empty() ? "-" : m.inline_text) << ' '
+        << m.name << '\n';
   }
-  if (std::rename(temp.c_str(), index_path.c_str()) != 0) {
-    *why = std::strerror(errno);
-    std::remove(temp.c_str());
+  try {
+    write_file_bytes(index_path, out.str());
+    return true;
+  } catch (const std::runtime_error& e) {
+    *why = e.what();
     return false;
   }
-  return true;
 }
 
 }  // namespace
@@ -325,8 +313,7 @@ std::vector<TarMember> load_tar_index(const std::string& path, bool* rebuilt) {
   if (!write_index(index_path, *tar, members, &why)) {
     static std::atomic<bool> logged{false};
     if (!logged.exchange(true)) {
-      spdlog::warn("cannot write tar index '{}' ({}): tar indexes are kept in memory only",
-                   index_path, why);
+      spdlog::warn("{}: tar indexes are kept in memory only", why);
     }
   }
   return members;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <ostream>
 #include <set>
@@ -336,9 +337,38 @@ std::string row_line(const Row& r, double per_phase) {
       r.max_loss_rel_diff);
 }
 
+nlohmann::ordered_json row_json(const Row& r, double per_phase) {
+  auto finite_or_null = [](double x) {
+    return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
+  };
+  return {{"variant", r.variant},
+          {"batch", r.batch},
+          {"images_per_second", r.images_per_second},
+          {"step_ms", r.step_ms},
+          {"tflops", r.tflops},
+          {"mfu", finite_or_null(r.mfu)},
+          {"peak_device_memory_gib", finite_or_null(r.peak_gib)},
+          {"phases_ms",
+           {{"teacher", per_phase * r.phases.teacher},
+            {"student", per_phase * r.phases.student},
+            {"loss", per_phase * r.phases.loss},
+            {"backward", per_phase * r.phases.backward},
+            {"update", per_phase * r.phases.update},
+            {"other", per_phase * r.phases.other}}},
+          {"losses", r.losses},
+          {"max_loss_rel_diff", finite_or_null(r.max_loss_rel_diff)},
+          {"out_of_memory", r.out_of_memory()},
+          {"config_keys", r.config_keys.empty() ? nullptr : nlohmann::ordered_json(r.config_keys)},
+          {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}};
+}
+
+// The JSON file: the measurement's options, and `rows` as measured so far. `running` names
+// the variant and batch being measured while one is (null otherwise): a process that ends
+// during it leaves that said, and --resume turns it into a failed row.
 std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
-                      const nlohmann::ordered_json& step, double flop_per_image, double per_phase,
-                      const std::vector<Row>& rows) {
+                      const nlohmann::ordered_json& step, double flop_per_image,
+                      const std::vector<nlohmann::ordered_json>& rows,
+                      const nlohmann::ordered_json& running) {
   nlohmann::ordered_json j = {{"config", o.config_path},
                               {"device", o.device},
                               {"device_name", device_name},
@@ -346,34 +376,82 @@ std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
                               {"flop_per_image", flop_per_image},
                               {"warmup", o.warmup},
                               {"steps", o.steps},
+                              {"phase_steps", o.phase_steps},
                               {"step", step},
-                              {"rows", nlohmann::ordered_json::array()}};
-  auto finite_or_null = [](double x) {
-    return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
-  };
-  for (const Row& r : rows) {
-    j["rows"].push_back(
-        {{"variant", r.variant},
-         {"batch", r.batch},
-         {"images_per_second", r.images_per_second},
-         {"step_ms", r.step_ms},
-         {"tflops", r.tflops},
-         {"mfu", finite_or_null(r.mfu)},
-         {"peak_device_memory_gib", finite_or_null(r.peak_gib)},
-         {"phases_ms",
-          {{"teacher", per_phase * r.phases.teacher},
-           {"student", per_phase * r.phases.student},
-           {"loss", per_phase * r.phases.loss},
-           {"backward", per_phase * r.phases.backward},
-           {"update", per_phase * r.phases.update},
-           {"other", per_phase * r.phases.other}}},
-         {"losses", r.losses},
-         {"max_loss_rel_diff", finite_or_null(r.max_loss_rel_diff)},
-         {"out_of_memory", r.out_of_memory()},
-         {"config_keys", r.config_keys.empty() ? nullptr : nlohmann::ordered_json(r.config_keys)},
-         {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}});
-  }
+                              {"running", running},
+                              {"rows", rows}};
   return j.dump(2) + "\n";
+}
+
+bool same_row(const nlohmann::ordered_json& row, const std::string& variant, int64_t batch) {
+  return row.at("variant") == variant && row.at("batch") == batch;
+}
+
+// A row's losses, a null (a NaN written to JSON) read back as NaN.
+std::vector<double> row_losses(const nlohmann::ordered_json& row) {
+  std::vector<double> losses;
+  for (const auto& loss : row.at("losses"))
+    losses.push_back(loss.is_number() ? loss.get<double>() : NAN);
+  return losses;
+}
+
+// --resume: the rows an earlier run of the same measurement left in o.json_path (one the
+// device lost or a fault killed), and its FLOPs per image; the variant it was measuring when
+// it ended becomes a failed row, so that no rerun measures it again.
+std::vector<nlohmann::ordered_json> resumed_rows(const StepBenchOptions& o, double per_phase,
+                                                 double& flop_per_image) {
+  if (!std::filesystem::exists(o.json_path)) {
+    return {};  // the run before ended before its first row: measure every variant
+  }
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(read_file_bytes(o.json_path));
+    const nlohmann::ordered_json expected = {{"config", o.config_path},
+                                             {"device", o.device},
+                                             {"warmup", o.warmup},
+                                             {"steps", o.steps},
+                                             {"phase_steps", o.phase_steps}};
+    for (const auto& [key, value] : expected.items()) {
+      if (!j.contains(key) || j[key] != value)
+        throw std::invalid_argument(fmt::format(
+            "--resume: {} was measured with {} = {}, this run has {}: its rows would not "
+            "compare (the same options, or another --json)",
+            o.json_path, key, j.contains(key) ? j[key].dump() : "nothing", value.dump()));
+    }
+    std::vector<nlohmann::ordered_json> rows = j.at("rows");
+    for (const auto& row : rows) row_losses(row);  // every field the comparisons read is there
+    flop_per_image = j.at("flop_per_image").get<double>();
+    const nlohmann::ordered_json& running = j.at("running");
+    if (!running.is_null()) {
+      const std::string variant = running.at("variant");
+      const int64_t batch = running.at("batch");
+      if (std::none_of(rows.begin(), rows.end(),
+                       [&](const auto& r) { return same_row(r, variant, batch); })) {
+        Row ended;
+        ended.variant = variant;
+        ended.batch = batch;
+        ended.failure = "the process ended while measuring it (a device fault or a kill)";
+        ended.max_loss_rel_diff = NAN;
+        rows.push_back(row_json(ended, per_phase));
+      }
+    }
+    return rows;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(
+        fmt::format("--resume: {} is not the JSON of a bench step: {}", o.json_path, e.what()));
+  }
+}
+
+// Whether the device still runs work: after a fault (an illegal address in a kernel) a CUDA
+// context is lost for good, and every later variant of this process would fail with it.
+bool device_usable(const torch::Device& device) {
+  try {
+    (torch::ones({1}, torch::TensorOptions().device(device)) + 1).sum().item<float>();
+    sync(device);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -411,8 +489,12 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       o.json_path.empty() ? nlohmann::ordered_json() : step_description(config, o, steps_per_epoch);
 
   // Rows are printed, and the JSON rewritten, as each variant finishes: a process the device
-  // kills (a fault in a kernel, the lease's time limit) keeps the figures measured before it.
+  // kills (a fault in a kernel, the lease's time limit) keeps the figures measured before it,
+  // and --resume measures the rest.
   const double per_phase = o.phase_steps > 0 ? 1e3 / o.phase_steps : 0;
+  double flop_per_image = 0;
+  std::vector<nlohmann::ordered_json> rows;  // as written to the JSON: resumed, then measured
+  if (o.resume) rows = resumed_rows(o, per_phase, flop_per_image);
   out << fmt::format("bench step: {} on {} ({}), {} timed steps after {} warm-up\n", o.config_path,
                      o.device, device_name, o.steps, o.warmup);
   out << fmt::format(
@@ -421,13 +503,22 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
              "variant", "batch", "images/s", "step ms", "TFLOP/s", "MFU", "GiB", "teacher",
              "student", "loss", "backward", "update", "other", "loss diff")
       << std::flush;
-  std::vector<Row> rows;
-  double flop_per_image = 0;
+  const auto write_json = [&](const nlohmann::ordered_json& running) {
+    if (!o.json_path.empty())
+      write_file_bytes(o.json_path, rows_json(o, device_name, step, flop_per_image, rows, running));
+  };
   for (const int64_t batch : batches) {
     if (batch < 1) throw std::invalid_argument("--batch: expected >= 1");
     std::vector<data::SslBatch> batches_of[2];  // cut by the data plane, by the trainer
-    const size_t first_row = rows.size();
     for (const Variant& v : variants) {
+      const auto kept = std::find_if(rows.begin(), rows.end(),
+                                     [&](const auto& r) { return same_row(r, v.name, batch); });
+      if (kept != rows.end()) {
+        const nlohmann::ordered_json& failure = kept->at("failure");
+        out << fmt::format("{:<40} {:>6}  kept from {}{}\n", v.name, batch, o.json_path,
+                           failure.is_null() ? "" : ": failed: " + failure.get<std::string>());
+        continue;
+      }
       std::vector<data::SslBatch>& data = batches_of[v.learner_cuts ? 1 : 0];
       if (data.empty())
         data = synthetic_batches(config, batch, 2, v.learner_cuts, o.image_width, o.image_height);
@@ -435,25 +526,28 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       row.variant = v.name;
       row.batch = batch;
       bool recorded = false;
-      // Into the table and the JSON at once: a process the device kills later keeps it.
+      // Into the table and the JSON at once: a process the device kills later keeps it. The
+      // losses are compared with the first row at this batch, measured or resumed.
       const auto record = [&] {
-        if (!row.failure.empty() || (rows.size() > first_row && !rows[first_row].failure.empty())) {
+        const auto reference = std::find_if(rows.begin(), rows.end(),
+                                            [&](const auto& r) { return r.at("batch") == batch; });
+        if (!row.failure.empty() ||
+            (reference != rows.end() && !reference->at("failure").is_null())) {
           row.max_loss_rel_diff = NAN;
-        } else if (rows.size() > first_row) {
-          const Row& reference = rows[first_row];
-          for (size_t i = 0; i < std::min(reference.losses.size(), row.losses.size()); ++i)
+        } else if (reference != rows.end()) {
+          const std::vector<double> losses = row_losses(*reference);
+          for (size_t i = 0; i < std::min(losses.size(), row.losses.size()); ++i)
             row.max_loss_rel_diff =
-                std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - reference.losses[i]) /
-                                                    std::max(1e-12, std::abs(reference.losses[i])));
+                std::max(row.max_loss_rel_diff, std::abs(row.losses[i] - losses[i]) /
+                                                    std::max(1e-12, std::abs(losses[i])));
         }
         row.config_keys = config_keys(config, v);
-        rows.push_back(row);
+        rows.push_back(row_json(row, per_phase));
         out << row_line(row, per_phase) << std::flush;
-        if (!o.json_path.empty())
-          write_file_bytes(o.json_path,
-                           rows_json(o, device_name, step, flop_per_image, per_phase, rows));
+        write_json(nullptr);
         recorded = true;
       };
+      write_json({{"variant", v.name}, {"batch", batch}});
       try {
         measure(o, config, v, steps_per_epoch, device, data,
                 !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
@@ -476,6 +570,14 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
                             ? Row::kOutOfMemory
                             : what.substr(0, what.find('\n'));
           record();
+        }
+        if (!device_usable(device)) {
+          fmt::print(stderr,
+                     "bench step: the device is lost after {} at batch {} (its CUDA context "
+                     "fails every call): the rest needs a new process, `--resume` with the "
+                     "same options measures it\n",
+                     v.name, batch);
+          return kStepBenchDeviceLost;
         }
       }
       model::set_fused_attention(true);

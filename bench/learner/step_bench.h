@@ -40,14 +40,22 @@ struct StepBenchOptions {
   int threads = 0;         // torch threads; 0 = the config's ssl.threads
   int image_width = 500;   // the noise images the views are cut from (ImageNet's median)
   int image_height = 375;
-  std::string json_path;  // also write the rows here
+  std::string json_path;  // also write the rows here, rewritten as each variant ends
+  // With json_path: keep the rows that file holds (a run of the same options the device lost
+  // or a fault killed) and measure only the variants and batches it lacks; the one it was
+  // measuring when it ended stays a failed row. Losses compare with the batch's first row.
+  bool resume = false;
   // A Kineto trace (Chrome JSON: CPU ops and device kernels) of one more step of the
   // last variant at the last batch, written here (LibTorch >= 2 only).
   std::string profile_path;
 };
 
-// Prints a table to `out`; returns 0. Throws std::invalid_argument on bad options
-// and saccade::ConfigError on a refused config.
+// The exit code when a variant left the GPU's context unusable (a fault in a kernel): the
+// rows so far are written, and a rerun with `resume` measures the rest (EX_TEMPFAIL).
+inline constexpr int kStepBenchDeviceLost = 75;
+
+// Prints a table to `out`; returns 0, or kStepBenchDeviceLost. Throws std::invalid_argument
+// on bad options and saccade::ConfigError on a refused config.
 int run_step_bench(const StepBenchOptions& options, std::ostream& out);
 
 }  // namespace saccade::bench

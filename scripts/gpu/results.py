@@ -7,6 +7,8 @@ machine's Python may have nothing else).
   results.py fastest-keys STEP_JSON TOLERANCE BATCH
                                                 the config keys of the fastest variant at BATCH
                                                 that trained the same (stdout; views.* left out)
+  results.py unpassed LIST GTEST_JSON           the tests of a --gtest_list_tests LIST that
+                                                GTEST_JSON does not say passed or skipped
   results.py profile TRACE OUT_JSON             where a Kineto trace's device time went
   results.py summary OUT CODES_JSON             OUT/summary.json: exit codes and every figure
   results.py report OUT                         OUT/report.md: the verdicts and tables (printed)
@@ -20,6 +22,8 @@ import sys
 
 MFU_TARGET = 0.30  # the training step on one H100 / H200 (docs/model.md)
 FEED_TARGET = 0.90  # a learner fed by data actors against the same learner fed from memory
+NOTES = {124: " (timed out)", 137: " (timed out)", 75: " (device lost: resumed)",
+         134: " (aborted)", 139: " (segmentation fault)"}  # exit codes' meaning in the report
 
 
 def load(path, default=None):
@@ -154,21 +158,63 @@ def number(x, digits=1):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+def gtest_results(path):
+    """{Suite.Test: "passed" | "failed" | "skipped"} of a GoogleTest JSON file, or None."""
+    data = load(path)
+    if not isinstance(data, dict):
+        return None
+    results = {}
+    for suite in data.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            result = "failed" if t.get("failures") else \
+                "skipped" if t.get("result") == "SKIPPED" else "passed"
+            results[f"{t.get('classname', suite.get('name', ''))}.{t['name']}"] = result
+    return results
+
+
+def unpassed(list_path, json_path):
+    """The tests of a --gtest_list_tests listing that the binary's JSON does not say passed
+    or skipped (all of them when it wrote none: the process died)."""
+    done = gtest_results(json_path) or {}
+    names, suite = [], ""
+    for line in open(list_path, errors="replace").read().splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            suite = line.split()[0]  # "Suite." (a typed suite adds "  # TypeParam = ...")
+        elif done.get(suite + line.split()[0]) not in ("passed", "skipped"):
+            names.append(suite + line.split()[0])
+    return names
+
+
 def test_lines(out):
     lines = []
-    for path in sorted(glob.glob(os.path.join(out, "*_tests.json"))):
-        data = load(path)
-        name = os.path.basename(path)[:-5]
-        if not isinstance(data, dict):
-            lines.append(f"- {name}: no result (it stopped before writing one)")
-            continue
-        tests = [t for s in data.get("testsuites", []) for t in s.get("testsuite", [])]
-        failed = [f"{t.get('classname', '')}.{t['name']}" for t in tests if t.get("failures")]
-        skipped = [t for t in tests if t.get("result") == "SKIPPED"]
-        ran = len(tests) - len(skipped)
-        text = f"- {name}: {ran - len(failed)} of {ran} passed"
-        text += f", {len(skipped)} skipped" if skipped else ""
-        text += f"; **failed**: {', '.join(failed)}" if failed else ""
+    # The binaries that ran (an exit code) or wrote results: one that died writes none.
+    names = {os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out, "*_tests.json"))}
+    names |= {os.path.basename(p) for p in glob.glob(os.path.join(out, "rc", "*_tests"))}
+    for name in sorted(names):
+        results = gtest_results(os.path.join(out, name + ".json"))
+        if results is None:
+            text = f"- {name}: no result (it stopped before writing one)"
+        else:
+            failed = [t for t, r in results.items() if r == "failed"]
+            skipped = [t for t, r in results.items() if r == "skipped"]
+            ran = len(results) - len(skipped)
+            text = f"- {name}: {ran - len(failed)} of {ran} passed"
+            text += f", {len(skipped)} skipped" if skipped else ""
+            text += f"; **failed**: {', '.join(failed)}" if failed else ""
+        # The tests it did not pass, each again in a process of its own (run.sh): which fail
+        # by themselves, and which only failed after another broke the process.
+        if os.path.isdir(os.path.join(out, name + "-alone")):
+            again = unpassed(os.path.join(out, name + "-list.txt"),
+                             os.path.join(out, name + ".json"))
+            alone = {t: (gtest_results(os.path.join(out, name + "-alone", t + ".json")) or {})
+                     .get(t, "died") for t in again}
+            passed = [t for t, r in alone.items() if r in ("passed", "skipped")]
+            failed = [f"{t}{' (died)' if r == 'died' else ''}" for t, r in alone.items()
+                      if r in ("failed", "died")]
+            text += f"; run alone: {len(passed)} of {len(again)} passed"
+            text += f", **failed alone**: {', '.join(failed)}" if failed else ""
         lines.append(text)
     return lines
 
@@ -322,7 +368,7 @@ def report(out, tolerance):
         exits = "all 0"
     else:
         exits = "**not 0**: " + ", ".join(
-            f"{k} {v}{' (timed out)' if v in (124, 137) else ''}" for k, v in failed.items())
+            f"{k} {v}{NOTES.get(v, '')}" for k, v in failed.items())
         exits += f"; 0: {len(codes) - len(failed)}"
     head = [f"# GPU checks: {'; '.join(s.get('gpus', [])) or 'no GPU listed'}", "",
             f"- Exit codes: {exits}"]
@@ -348,6 +394,9 @@ def main(argv):
         return losses(args[0], float(args[1]))
     if command == "fastest-keys" and len(args) == 3:
         return fastest_keys(args[0], float(args[1]), int(args[2]))
+    if command == "unpassed" and len(args) == 2:
+        print("\n".join(unpassed(args[0], args[1])))
+        return 0
     if command == "profile" and len(args) == 2:
         return profile(args[0], args[1])
     if command == "summary" and len(args) == 2:

@@ -4,6 +4,7 @@
 #   1. kernels_cuda_tests (CUDA extraction bit-identical to the CPU backend; the fused
 #      augmentation and residual add + LayerNorm against their CPU loops);
 #      pretrain_cuda_tests (CUDA graphs, staging, cutting and the fused LayerNorm train the same);
+#      a binary that failed runs the tests it did not pass again, one process each;
 #   2. saccade bench extract: the CUDA rows (table build at 4096^2, 100k patches) and
 #      the CPU rows on this machine's cores; extract_cpu: the CPU table against the pyramid
 #      on this host, 1 thread, 256^2..8192^2, fresh and warm gazes (the target "not slower
@@ -20,7 +21,8 @@
 #      (default 512,384,256: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory, or that it ran out of it; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
-#      (relative, default 0.02) on the same batches from the same weights;
+#      (relative, default 0.02) on the same batches from the same weights; a step bench that
+#      lost the device (exit 75) or died of a fault goes on in a new process (--resume);
 #   torch_step: the same step in plain PyTorch (scripts/gpu/torch_step.py, the model checked
 #      against the step check's description of saccade's), eager and under torch.compile
 #      (SACCADE_GPU_TORCH_VARIANTS, default eager,blocks) in bf16 at SACCADE_GPU_TORCH_BATCH
@@ -116,10 +118,41 @@ step() {  # step NAME CAP COMMAND...: runs it for at most CAP s (and within the 
   echo "${PIPESTATUS[0]}" >"$out/rc/$name"
 }
 wants() { [[ " $checks " == *" $1 "* ]]; }
-wants kernels_cuda_tests && step kernels_cuda_tests 150 "$bundle/bin/kernels_cuda_tests" \
-  --gtest_output="json:$out/kernels_cuda_tests.json"
-wants pretrain_cuda_tests && step pretrain_cuda_tests 90 "$bundle/bin/pretrain_cuda_tests" \
-  --gtest_output="json:$out/pretrain_cuda_tests.json"
+resumable() {  # resumable NAME CAP COMMAND...: step NAME, a `saccade bench step`; when it
+  # lost the device (exit 75: a fault left its CUDA context unusable) or a fault killed it
+  # (SIGABRT, SIGBUS, SIGFPE, SIGSEGV), a new process measures the variants left (--resume:
+  # the rows so far stay in its JSON, the one it ended in a failed row), within what is left
+  # of CAP: NAME-resumed-1, -2, ... One broken lever must not cost the others' rows.
+  local name=$1 cap=$2 begun attempt=0 run=$1 extra=()
+  shift 2
+  begun=$(date +%s)
+  while :; do
+    step "$run" "$((cap - ($(date +%s) - begun)))" "$@" "${extra[@]}"
+    case $(cat "$out/rc/$run") in 75 | 134 | 135 | 136 | 139) ;; *) return ;; esac
+    attempt=$((attempt + 1))
+    [ "$attempt" -le 8 ] || return
+    run=$name-resumed-$attempt extra=(--resume)
+  done
+}
+gtests() {  # gtests NAME CAP: a GPU test binary; when it fails, every test it did not pass
+  # runs again alone, one process each (NAME-alone/TEST.json): a fault in one test loses the
+  # CUDA context, or the process, for every test after it, which then says nothing of theirs.
+  local name=$1 cap=$2 begun again
+  begun=$(date +%s)
+  step "$name" "$cap" "$bundle/bin/$name" --gtest_output="json:$out/$name.json"
+  [ "$(cat "$out/rc/$name")" -eq 0 ] && return
+  "$bundle/bin/$name" --gtest_list_tests >"$out/$name-list.txt" 2>&1
+  again=$("$py" "$here/results.py" unpassed "$out/$name-list.txt" "$out/$name.json") || return
+  [ -n "$again" ] || return
+  mkdir -p "$out/$name-alone"
+  step "$name-alone" "$((cap - ($(date +%s) - begun)))" bash -c '
+    bin=$1 dir=$2 code=0
+    shift 2
+    for t in "$@"; do "$bin" --gtest_filter="$t" --gtest_output="json:$dir/$t.json" || code=1; done
+    exit $code' - "$bundle/bin/$name" "$out/$name-alone" $again
+}
+wants kernels_cuda_tests && gtests kernels_cuda_tests 150
+wants pretrain_cuda_tests && gtests pretrain_cuda_tests 90
 wants extract && step extract 120 "$bundle/bin/saccade" bench extract --no-photos \
   --sizes 256,4096 --threads 1,0 --no-baseline --accuracy-patches 0 \
   --cuda-sizes 1024,4096,8192 --json "$out/extract.json"
@@ -149,14 +182,14 @@ if wants step; then
   levers=$levers,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
-  step step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
+  resumable step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
   # Largest batch first: the profile is of the last, one that fits (measured on a CPU, the
   # fast path holds ~0.28-0.33 GB per image, so 512 may not fit an H200: docs/model.md).
   # Fewer steps: at these batches a step is long and steady.
-  step step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+  resumable step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
     --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
     --variants "$full+addnorm,$full+addnorm+mlp+bgrad" \

@@ -214,6 +214,14 @@ TEST(Cli, BenchRuntimeFeedsOneLearnerFromDataActorsAndFromMemory) {
   EXPECT_GT(run.at("host_cores").get<double>(), 0.1);
 }
 
+// `saccade bench step CONFIG` small and quick: batch 4 of views cut from 40 x 30 images, one
+// warm-up and one phase-timed step, one thread, rows into `json_path`.
+std::vector<std::string> tiny_step_args(const std::string& config, const std::string& json_path) {
+  return {"bench", "step",           config, "--batch",   "4",      "--warmup",
+          "1",     "--phase-steps",  "1",    "--threads", "1",      "--image-width",
+          "40",    "--image-height", "30",   "--json",    json_path};
+}
+
 // The full training step of the tiny config on the CPU, five lever variants from the same
 // weights on the same batches: figures, the analytic FLOPs, MFU from the peak given, and
 // losses that agree (the multi-tensor update is bit-exact with the per-parameter one, and
@@ -222,29 +230,12 @@ TEST(Cli, BenchRuntimeFeedsOneLearnerFromDataActorsAndFromMemory) {
 TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   const testing::TempDir scratch("cli-step");
   const std::string json_path = (scratch.path() / "step.json").string();
-  const auto r = saccade({"bench",
-                          "step",
-                          SACCADE_SOURCE_DIR "/configs/tiny.toml",
-                          "--batch",
-                          "4",
-                          "--variants",
-                          "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+sdpa+foreach+fold+batched",
-                          "--warmup",
-                          "1",
-                          "--steps",
-                          "2",
-                          "--phase-steps",
-                          "1",
-                          "--peak-tflops",
-                          "1",
-                          "--threads",
-                          "1",
-                          "--image-width",
-                          "40",
-                          "--image-height",
-                          "30",
-                          "--json",
-                          json_path});
+  std::vector<std::string> args =
+      tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+  args.insert(args.end(),
+              {"--variants", "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+sdpa+foreach+fold+batched",
+               "--steps", "2", "--peak-tflops", "1"});
+  const auto r = saccade(args);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("GFLOP per image"), std::string::npos) << r.out;
   std::ifstream in(json_path);
@@ -294,10 +285,9 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   const auto made = run_process(make);
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   const std::string as_config_json = (scratch.path() / "as-config.json").string();
-  const auto as_config =
-      saccade({"bench", "step", variant_path, "--batch", "4", "--warmup", "1", "--steps", "2",
-               "--phase-steps", "1", "--threads", "1", "--image-width", "40", "--image-height",
-               "30", "--json", as_config_json});
+  std::vector<std::string> as_config_args = tiny_step_args(variant_path, as_config_json);
+  as_config_args.insert(as_config_args.end(), {"--steps", "2"});
+  const auto as_config = saccade(as_config_args);
   ASSERT_EQ(as_config.exit_code, 0) << as_config.out << as_config.err;
   std::ifstream as_config_in(as_config_json);
   const nlohmann::json c = nlohmann::json::parse(as_config_in);
@@ -319,6 +309,66 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
     EXPECT_NE(on_cpu.err.find("--variants " + variant + ": " + why), std::string::npos)
         << on_cpu.err;
   }
+}
+
+// --resume takes up a run of the same options where it ended (the GPU call reruns a bench
+// whose device a lever lost): rows it holds are kept, not measured again; the variant it was
+// measuring when it ended becomes a failed row; the rest is measured, and its losses compare
+// with the batch's first row from the file. A file of other options is refused by name.
+TEST(Cli, BenchStepResumesWhereARunOfTheSameOptionsEnded) {
+  const testing::TempDir scratch("cli-step-resume");
+  const std::string json_path = (scratch.path() / "step.json").string();
+  const auto bench = [&](const std::string& variants, const std::vector<std::string>& more) {
+    std::vector<std::string> args =
+        tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+    args.insert(args.end(), {"--variants", variants});
+    args.insert(args.end(), more.begin(), more.end());
+    return saccade(args);
+  };
+  const auto read = [&] {
+    std::ifstream in(json_path);
+    return nlohmann::json::parse(in);
+  };
+  const auto first = bench("fp32,fp32+foreach", {"--steps", "2"});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  // As a process killed while measuring fp32+foreach leaves it.
+  nlohmann::json ended = read();
+  EXPECT_TRUE(ended.at("running").is_null());
+  const nlohmann::json fp32 = ended.at("rows")[0];
+  ended.at("rows").erase(1);
+  ended["running"] = {{"variant", "fp32+foreach"}, {"batch", 4}};
+  std::ofstream(json_path) << ended.dump();
+
+  const auto resumed = bench("fp32,fp32+foreach,bf16", {"--steps", "2", "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("fp32+foreach                                  4  kept from " +
+                             json_path + ": failed: the process ended while measuring it"),
+            std::string::npos)
+      << resumed.out;
+  const nlohmann::json j = read();
+  EXPECT_TRUE(j.at("running").is_null());
+  ASSERT_EQ(j.at("rows").size(), 3u);
+  EXPECT_EQ(j.at("rows")[0], fp32);  // kept as it was, not measured again
+  EXPECT_EQ(j.at("rows")[1].at("variant"), "fp32+foreach");
+  EXPECT_TRUE(j.at("rows")[1].at("images_per_second").get<double>() == 0 &&
+              !j.at("rows")[1].at("failure").is_null());
+  const nlohmann::json& bf16 = j.at("rows")[2];
+  EXPECT_EQ(bf16.at("variant"), "bf16");
+  EXPECT_TRUE(bf16.at("failure").is_null());
+  // Compared with fp32's losses from the file (it would be its own reference, 0, otherwise).
+  EXPECT_GT(bf16.at("max_loss_rel_diff").get<double>(), 1e-6);
+  EXPECT_LT(bf16.at("max_loss_rel_diff").get<double>(), 0.05);
+
+  const auto other = bench("fp32", {"--steps", "3", "--resume"});
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find(json_path + " was measured with steps = 2, this run has 3"),
+            std::string::npos)
+      << other.err;
+  EXPECT_EQ(read(), j);  // refused before anything was written
+  const auto no_json =
+      saccade({"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--resume"});
+  EXPECT_NE(no_json.exit_code, 0);
+  EXPECT_NE(no_json.err.find("--resume requires --json"), std::string::npos) << no_json.err;
 }
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and

@@ -3,7 +3,8 @@
 # with nvidia-smi and python's torch replaced and a payload of this build's saccade:
 # the training step runs every config at once on the bundle's data, each in its own
 # folder; the extract_cpu check writes fresh- and warm-gaze rows; the step budget stops a long run (exit 124, which still checkpoints, and its
-# checkpoint is exported as its backbone); the step check parses its variants, the feed check
+# checkpoint is exported as its backbone); a fault in a step variant or a GPU test costs only
+# itself; the step check parses its variants, the feed check
 # takes the fastest step variant's keys and refuses a bad key, without a GPU; packing
 # leaves only summary.json and tar.gz pieces, without what PACK_EXCLUDE names; an
 # unknown check, a missing config, nothing to run and no GPU are refused before anything runs.
@@ -23,8 +24,49 @@ mkdir -p "$dir/bundle" "$dir/stage/bin" "$dir/fake/bin" "$dir/fake/py/torch"
 cp "$script" "$dir/bundle/run.sh"
 cp "$(dirname "$script")/../config_variant.sh" "$(dirname "$script")/results.py" \
   "$(dirname "$script")/torch_step.py" "$dir/bundle/"
-ln -s "$saccade" "$dir/stage/bin/saccade"
+# saccade itself, but with FAKE_STEP=LOG a `bench step` that logs its arguments to LOG and, by
+# call, loses the device (exit 75), dies of a segmentation fault, then succeeds.
+cat >"$dir/stage/bin/saccade" <<SH
+#!/usr/bin/env bash
+if [ -n "\${FAKE_STEP:-}" ] && [ "\$1 \$2" = "bench step" ]; then
+  echo "\$*" >>"\$FAKE_STEP"
+  case \$(wc -l <"\$FAKE_STEP") in 1) exit 75 ;; 2) kill -SEGV \$\$ ;; *) exit 0 ;; esac
+fi
+exec "$saccade" "\$@"
+SH
 ln -s "$(dirname "$saccade")/libsaccade_torch.so" "$dir/stage/bin/libsaccade_torch.so"
+# GPU test binaries as GoogleTest's command line sees them. kernels_cuda_tests: Suite.B
+# fails and breaks the process, so Suite.C fails after it but passes alone;
+# pretrain_cuda_tests dies (no JSON), and alone Train.T1 passes and Train.T2 dies.
+cat >"$dir/stage/bin/fake_gtest" <<'SH'
+#!/usr/bin/env bash
+out="" only=""
+for a; do
+  case $a in
+    --gtest_list_tests) [ "$(basename "$0")" = kernels_cuda_tests ] &&
+      printf 'Suite.\n  A\n  B\n  C  # GetParam() = 1\n' || printf 'Train.\n  T1\n  T2\n'
+      exit 0 ;;
+    --gtest_output=json:*) out=${a#--gtest_output=json:} ;;
+    --gtest_filter=*) only=${a#--gtest_filter=} ;;
+  esac
+done
+case "$(basename "$0") $only" in
+  "kernels_cuda_tests ") results="Suite.A=1 Suite.B=0 Suite.C=0" ;;
+  "kernels_cuda_tests Suite.B") results="Suite.B=0" ;;
+  "pretrain_cuda_tests Train.T1" | "kernels_cuda_tests "*) results="$only=1" ;;
+  *) kill -SEGV $$ ;;
+esac
+python3 - "$out" $results <<'PY'
+import json, sys
+tests = [dict(name=t.split("=")[0].split(".")[1], classname=t.split(".")[0], result="COMPLETED",
+              **({} if t.endswith("=1") else {"failures": [{"failure": "x"}]})) for t in sys.argv[2:]]
+json.dump({"testsuites": [{"name": tests[0]["classname"], "testsuite": tests}]}, open(sys.argv[1], "w"))
+sys.exit(0 if all(t.endswith("=1") for t in sys.argv[2:]) else 1)
+PY
+SH
+chmod +x "$dir/stage/bin/saccade" "$dir/stage/bin/fake_gtest"
+ln -s fake_gtest "$dir/stage/bin/kernels_cuda_tests"
+ln -s fake_gtest "$dir/stage/bin/pretrain_cuda_tests"
 tar -C "$dir/stage" -chf "$dir/bundle/payload.tar.xz" bin
 ln -s "$fashion" "$dir/bundle/data"
 printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/fake/bin/nvidia-smi"
@@ -221,6 +263,26 @@ grep -qF 'best 29.0% (`good`, batch 512, 290.0 images/s, step_large); target >= 
   grep -qF 'saccade 290.0 images/s (`good`), PyTorch 300.0 (`torch blocks bf16`): 0.97x, **behind**' "$dir/short.txt" &&
   grep -qF 'best 89.0% of the memory-fed rate with 4 data actors; target >= 90%: **not met**' "$dir/short.txt" ||
   { cat "$dir/short.txt" >&2; fail "the report's verdicts (targets not met)"; }
+
+# A fault costs only what it hit. The step bench runs again with --resume after a lost
+# device (exit 75) and after a segmentation fault, until it ends otherwise; a GPU test binary
+# that failed runs the tests it did not pass again, each alone, and the report names the
+# tests that fail alone, not those that failed after another broke their process.
+if run faults SACCADE_GPU_CHECKS="kernels_cuda_tests pretrain_cuda_tests step" \
+  FAKE_STEP="$dir/fake-step.log"; then
+  fail "a call with failed tests and a lost device exited 0"
+fi
+[[ "$(cat "$dir/faults/rc/step") $(cat "$dir/faults/rc/step-resumed-1") $(cat "$dir/faults/rc/step-resumed-2") $(cat "$dir/faults/rc/step_large")" == "75 139 0 0" ]] ||
+  { cat "$dir/faults.txt" >&2; fail "the step check was not resumed after its faults"; }
+[[ $(grep -c -- "--resume" "$dir/fake-step.log") == 2 ]] &&
+  sed -n 1p "$dir/fake-step.log" | grep -qv -- "--resume" &&
+  sed -n 3p "$dir/fake-step.log" | grep -q -- "--json $dir/faults/step.json.*--resume$" &&
+  sed -n 4p "$dir/fake-step.log" | grep -qv -- "--resume" ||
+  { cat "$dir/fake-step.log" >&2; fail "--resume was not given to exactly the reruns"; }
+grep -qF -- '- kernels_cuda_tests: 1 of 3 passed; **failed**: Suite.B, Suite.C; run alone: 1 of 2 passed, **failed alone**: Suite.B' "$dir/faults.txt" &&
+  grep -qF -- '- pretrain_cuda_tests: no result (it stopped before writing one); run alone: 1 of 2 passed, **failed alone**: Train.T2 (died)' "$dir/faults.txt" &&
+  grep -qF 'step 75 (device lost: resumed), step-resumed-1 139 (segmentation fault)' "$dir/faults.txt" ||
+  { cat "$dir/faults.txt" >&2; fail "the report of the faults"; }
 
 # A step with no checkpoint is a failed export, named in the exit codes.
 if run nostep SACCADE_GPU_CHECKS=none SACCADE_GPU_TRAIN="$dir/a.toml" SACCADE_GPU_EXPORT_STEPS=7; then
