@@ -168,6 +168,10 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
                "With --json: keep the rows that file holds (a run of the same options the device "
                "lost, exit 75, or a fault killed) and measure only the variants it lacks")
       ->needs("--json");
+  st->add_option("--variant-timeout", step.variant_timeout_s,
+                 "Seconds one variant may run; past them the process ends with exit 75, the "
+                 "variant named running in --json, for --resume (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
   st->add_option("--profile", step.profile_path,
                  "Write a Kineto trace (Chrome JSON) of one more step of the last variant here "
                  "(LibTorch >= 2)");

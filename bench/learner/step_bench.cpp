@@ -9,13 +9,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <ostream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -430,7 +433,8 @@ std::vector<nlohmann::ordered_json> resumed_rows(const StepBenchOptions& o, doub
         Row ended;
         ended.variant = variant;
         ended.batch = batch;
-        ended.failure = "the process ended while measuring it (a device fault or a kill)";
+        ended.failure =
+            "the process ended while measuring it (a device fault, --variant-timeout, a kill)";
         ended.max_loss_rel_diff = NAN;
         rows.push_back(row_json(ended, per_phase));
       }
@@ -453,6 +457,66 @@ bool device_usable(const torch::Device& device) {
     return false;
   }
 }
+
+// Ends the process (exit kStepBenchDeviceLost) when one variant runs past `seconds`: a hung
+// lever (a wait on the device that never returns) costs only itself. The JSON then still
+// names the variant as running, which --resume turns into a failed row.
+class VariantWatchdog {
+ public:
+  explicit VariantWatchdog(double seconds) : seconds_(seconds) {
+    if (seconds > 0) thread_ = std::thread([this] { watch(); });
+  }
+  ~VariantWatchdog() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  VariantWatchdog(const VariantWatchdog&) = delete;
+  VariantWatchdog& operator=(const VariantWatchdog&) = delete;
+
+  void arm(const std::string& what) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    what_ = what;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(seconds_));
+    armed_ = true;
+    changed_.notify_all();
+  }
+  void disarm() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+    changed_.notify_all();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      if (!armed_) {
+        changed_.wait(lock);
+      } else if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+                 !stopping_ && std::chrono::steady_clock::now() >= deadline_) {
+        fmt::print(stderr,
+                   "bench step: {} still running after {} s (--variant-timeout): ending the "
+                   "process; --resume with the same options measures the rest\n",
+                   what_, seconds_);
+        std::_Exit(kStepBenchDeviceLost);
+      }
+    }
+  }
+
+  const double seconds_;
+  std::mutex mutex_;  // guards the fields below
+  std::condition_variable changed_;
+  bool armed_ = false, stopping_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;  // last: started once the fields above exist
+};
 
 }  // namespace
 
@@ -507,6 +571,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
     if (!o.json_path.empty())
       write_file_bytes(o.json_path, rows_json(o, device_name, step, flop_per_image, rows, running));
   };
+  VariantWatchdog watchdog(o.variant_timeout_s);
   for (const int64_t batch : batches) {
     if (batch < 1) throw std::invalid_argument("--batch: expected >= 1");
     std::vector<data::SslBatch> batches_of[2];  // cut by the data plane, by the trainer
@@ -548,6 +613,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
         recorded = true;
       };
       write_json({{"variant", v.name}, {"batch", batch}});
+      watchdog.arm(fmt::format("{} at batch {}", v.name, batch));
       try {
         measure(o, config, v, steps_per_epoch, device, data,
                 !o.profile_path.empty() && batch == batches.back() && &v == &variants.back(), row,
@@ -580,6 +646,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
           return kStepBenchDeviceLost;
         }
       }
+      watchdog.disarm();
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
     }

@@ -45,13 +45,17 @@ struct StepBenchOptions {
   // or a fault killed) and measure only the variants and batches it lacks; the one it was
   // measuring when it ended stays a failed row. Losses compare with the batch's first row.
   bool resume = false;
+  // > 0: a variant still running after this many seconds ends the process with
+  // kStepBenchDeviceLost (a hung lever costs only itself; `resume` measures the rest).
+  double variant_timeout_s = 0;
   // A Kineto trace (Chrome JSON: CPU ops and device kernels) of one more step of the
   // last variant at the last batch, written here (LibTorch >= 2 only).
   std::string profile_path;
 };
 
-// The exit code when a variant left the GPU's context unusable (a fault in a kernel): the
-// rows so far are written, and a rerun with `resume` measures the rest (EX_TEMPFAIL).
+// The exit code when a variant left the GPU's context unusable (a fault in a kernel) or ran
+// past variant_timeout_s: the rows so far are written, and a rerun with `resume` measures
+// the rest (EX_TEMPFAIL).
 inline constexpr int kStepBenchDeviceLost = 75;
 
 // Prints a table to `out`; returns 0, or kStepBenchDeviceLost. Throws std::invalid_argument

@@ -22,7 +22,8 @@
 #      peak device memory, or that it ran out of it; step_large); step_losses fails when a
 #      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights; a step bench that
-#      lost the device (exit 75) or died of a fault goes on in a new process (--resume);
+#      lost the device (exit 75), ran a variant past its timeout (SACCADE_GPU_STEP_VARIANT_TIMEOUT,
+#      default 90 s; _LARGE_: 120 s) or died of a fault goes on in a new process (--resume);
 #   torch_step: the same step in plain PyTorch (scripts/gpu/torch_step.py, the model checked
 #      against the step check's description of saccade's), eager and under torch.compile
 #      (SACCADE_GPU_TORCH_VARIANTS, default eager,blocks) in bf16 at SACCADE_GPU_TORCH_BATCH
@@ -182,7 +183,9 @@ if wants step; then
   levers=$levers,fp32+sdpa+foreach+fold
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
+  # A variant past its timeout (a hang) ends the bench, and the next process goes on.
   resumable step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
+    --variant-timeout "${SACCADE_GPU_STEP_VARIANT_TIMEOUT:-90}" \
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
     --json "$out/step.json"
@@ -190,6 +193,7 @@ if wants step; then
   # fast path holds ~0.28-0.33 GB per image, so 512 may not fit an H200: docs/model.md).
   # Fewer steps: at these batches a step is long and steady.
   resumable step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+    --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
     --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
     --variants "$full+addnorm,$full+addnorm+mlp+bgrad" \

@@ -371,6 +371,40 @@ TEST(Cli, BenchStepResumesWhereARunOfTheSameOptionsEnded) {
   EXPECT_NE(no_json.err.find("--resume requires --json"), std::string::npos) << no_json.err;
 }
 
+// A variant past --variant-timeout ends the process with exit 75 (as a lost device does), the
+// JSON naming it as running; --resume keeps it as a failed row and goes on with the next.
+TEST(Cli, BenchStepEndsAVariantPastItsTimeoutAndResumesAfterIt) {
+  const testing::TempDir scratch("cli-step-timeout");
+  const std::string json_path = (scratch.path() / "step.json").string();
+  std::vector<std::string> args =
+      tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+  // 20 steps of ~0.1 s each: past half a second whatever the machine.
+  args.insert(args.end(), {"--steps", "20", "--variant-timeout", "0.5", "--variants"});
+  args.push_back("fp32");
+  const auto hung = saccade(args);
+  EXPECT_EQ(hung.exit_code, 75) << hung.out << hung.err;
+  EXPECT_NE(hung.err.find("fp32 at batch 4 still running after 0.5 s (--variant-timeout)"),
+            std::string::npos)
+      << hung.err;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("running"), nlohmann::json({{"variant", "fp32"}, {"batch", 4}}));
+  EXPECT_TRUE(j.at("rows").empty());
+
+  args.back() = "fp32,fp32+foreach";
+  args.push_back("--resume");
+  args[std::find(args.begin(), args.end(), "--variant-timeout") - args.begin() + 1] = "0";
+  const auto resumed = saccade(args);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  std::ifstream again(json_path);
+  const nlohmann::json k = nlohmann::json::parse(again);
+  ASSERT_EQ(k.at("rows").size(), 2u);
+  EXPECT_NE(k.at("rows")[0].at("failure").get<std::string>().find("--variant-timeout"),
+            std::string::npos);
+  EXPECT_TRUE(k.at("rows")[1].at("failure").is_null());
+  EXPECT_EQ(k.at("rows")[1].at("variant"), "fp32+foreach");
+}
+
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and
 // once shipping the image for the learner to cut: every stage measured (a learner that cuts
 // builds the table itself), the frame's bytes per image those of what travels (plus a small
