@@ -250,6 +250,11 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   r->add_option("--device", runtime.device, "The feed runs' learner: cpu or cuda")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  r->add_option("--run-timeout", runtime.run_timeout_s,
+                "Seconds a run may take; one still going is killed (exit -1 in its row) and the "
+                "next runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   r->callback([] {
     runtime.throughput = !skip_throughput;
     runtime.recovery = !skip_recovery;

@@ -249,7 +249,7 @@ class RuntimeBench {
   void throughput(const Variant& v) {
     const fs::path config = write_variant(v);
     const auto t0 = Clock::now();
-    const int code = start(v, config)->wait(std::chrono::seconds(1800));
+    const int code = start(v, config)->wait(std::chrono::seconds(options_.run_timeout_s));
     const double wall = seconds_since(t0);
     const JobConfig c = load_config(config);
     const double ips =
@@ -322,7 +322,7 @@ class RuntimeBench {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    const int code = job->wait(std::chrono::seconds(1800));
+    const int code = job->wait(std::chrono::seconds(options_.run_timeout_s));
     double to_training = -1;
     int64_t resumed_from = -1;
     for (const MetricsLine& l : read_metrics(fs::path(c.job.work_dir) / c.logging.metrics_file)) {
@@ -480,7 +480,8 @@ class RuntimeBench {
                                            std::to_string(std::max<int64_t>(5, n / 2)),
                                            "--json",
                                            memory_json.string()};
-    const int code = Job(argv, root_ / "feed-from-memory.log").wait(std::chrono::seconds(1800));
+    const int code = Job(argv, root_ / "feed-from-memory.log")
+                         .wait(std::chrono::seconds(options_.run_timeout_s));
     double memory_rate = 0;
     if (code == 0) {
       const auto j = nlohmann::json::parse(std::ifstream(memory_json), nullptr, false);
@@ -502,7 +503,7 @@ class RuntimeBench {
       const fs::path config = write_variant(v);
       const double cpu_before = children_cpu_seconds();
       const auto t0 = Clock::now();
-      const int exit = start(v, config)->wait(std::chrono::seconds(1800));
+      const int exit = start(v, config)->wait(std::chrono::seconds(options_.run_timeout_s));
       const double wall = seconds_since(t0);
       const double cores = (children_cpu_seconds() - cpu_before) / std::max(wall, 1e-9);
       const JobConfig c = load_config(config);

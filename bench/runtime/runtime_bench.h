@@ -40,6 +40,8 @@ struct RuntimeBenchOptions {
   std::vector<int64_t> feed_actors;  // data-actor counts of the feed runs; empty = none
   int feed_images = 2000;            // generated 500 x 375 JPEGs in shards; 0 = the config's data
   std::string device = "cpu";        // the feed runs' learner: cpu or cuda (its first GPU)
+  int run_timeout_s = 1800;          // a run still going after this is killed (exit -1), and
+                                     // the next goes on: a hung run costs only itself
 };
 
 // Returns 0 when every run completed, 1 otherwise (the table says which).

@@ -342,7 +342,7 @@ def feed_section(out):
                 str(r["data_actors"]), number(r.get("images_per_second")),
                 percent(r.get("of_memory_fed")), percent(r.get("data_wait_share")),
                 number(None if wire is None else wire / 1e6), number(r.get("host_cores"), 2),
-                str(r.get("exit"))]) + " |")
+                f"{r.get('exit')}{' (timed out)' if r.get('exit') == -1 else ''}"]) + " |")
             if r.get("exit") == 0 and r.get("of_memory_fed") is not None:
                 ok.append(r)
         if ok:

@@ -37,7 +37,7 @@
 #      (default 128), the learner's levers those of the fastest `step` variant of the same call
 #      that trained the same (or config keys in SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params
 #      ssl.cuda_graphs=true ..."; "" for the config's own), against the same trainer fed from
-#      memory (saccade bench step):
+#      memory (saccade bench step), each run killed after SACCADE_GPU_FEED_RUN_TIMEOUT s (90):
 #      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores;
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
@@ -258,6 +258,7 @@ for side in learner data; do
   step $name 300 "$bundle/bin/saccade" bench runtime "$out/$name.toml" --no-throughput \
     --no-recovery --no-data-path --device cuda --feed "$actors" \
     --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
+    --run-timeout "${SACCADE_GPU_FEED_RUN_TIMEOUT:-90}" \
     --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
 done
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \

@@ -222,6 +222,25 @@ std::vector<std::string> tiny_step_args(const std::string& config, const std::st
           "40",    "--image-height", "30",   "--json",    json_path};
 }
 
+// A run past --run-timeout is killed (exit -1 in its row) and the next still runs: a hung
+// run costs a GPU call only its own share.
+TEST(Cli, BenchRuntimeKillsARunPastItsTimeoutAndGoesOn) {
+  const testing::TempDir scratch("cli-feed-timeout");
+  const std::string json_path = (scratch.path() / "feed.json").string();
+  const auto r = saccade({"bench", "runtime", SACCADE_SOURCE_DIR "/configs/tiny.toml",
+                          "--no-throughput", "--no-recovery", "--no-data-path", "--feed", "1,2",
+                          "--feed-images", "40", "--steps", "1000", "--run-timeout", "1",
+                          "--work-root", (scratch.path() / "runs").string(), "--json", json_path});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json feed = nlohmann::json::parse(in).at("feed");
+  ASSERT_EQ(feed.at("runs").size(), 2u);
+  for (const auto& run : feed.at("runs")) {
+    EXPECT_EQ(run.at("exit").get<int>(), -1) << run;
+    EXPECT_LT(run.at("wall_s").get<double>(), 30) << run;
+  }
+}
+
 // The full training step of the tiny config on the CPU, five lever variants from the same
 // weights on the same batches: figures, the analytic FLOPs, MFU from the peak given, and
 // losses that agree (the multi-tensor update is bit-exact with the per-parameter one, and

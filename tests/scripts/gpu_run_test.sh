@@ -172,6 +172,17 @@ assert codes["feed"] == 2 and codes["step"] != 0 and codes["step_large"] != 0, c
 assert codes["torch_step_model"] != 0 and codes["torch_step"] != 0, codes
 PY
 
+# The feed check's command line as the bundled binary parses it: it starts (generates its
+# JPEGs), and a run past SACCADE_GPU_FEED_RUN_TIMEOUT is killed (exit -1) without a GPU.
+if run feedargs SACCADE_GPU_CHECKS=feed SACCADE_GPU_FEED_KEYS="" SACCADE_GPU_FEED_ACTORS=1 \
+  SACCADE_GPU_FEED_IMAGES=40 SACCADE_GPU_FEED_STEPS=8 SACCADE_GPU_FEED_RUN_TIMEOUT=3; then
+  fail "the feed check passed without a GPU"
+fi
+grep -q "feed: 40 generated 500 x 375 JPEGs" "$dir/feedargs/feed.log" &&
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["feed"]["runs"]; assert [x["exit"] for x in r] == [-1], r' \
+    "$dir/feedargs/feed.json" ||
+  { cat "$dir/feedargs/feed.log" >&2; fail "the feed check's command line"; }
+
 # Unset, the feed's levers are the config keys of the fastest step variant of the same call
 # at the feed's batch that trained the same: not a failed row, not one whose losses moved,
 # not another batch's; views.* left out. (A bad key in them shows which row was taken.)
