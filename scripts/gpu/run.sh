@@ -24,7 +24,7 @@
 #      (relative, default 0.02) on the same batches from the same weights; a step bench that
 #      lost the device (exit 75), ran a variant past its timeout (SACCADE_GPU_STEP_VARIANT_TIMEOUT,
 #      default 90 s; _LARGE_: 120 s) or died of a fault goes on in a new process (--resume);
-#   torch_step: the same step in plain PyTorch (scripts/gpu/torch_step.py, the model checked
+#   torch_step (after the feed): the same step in plain PyTorch (scripts/gpu/torch_step.py, the model checked
 #      against the step check's description of saccade's), eager and under torch.compile
 #      (SACCADE_GPU_TORCH_VARIANTS, default eager,blocks) in bf16 at SACCADE_GPU_TORCH_BATCH
 #      (default 256): saccade's fastest step that trained the same against PyTorch's;
@@ -124,14 +124,18 @@ resumable() {  # resumable NAME CAP COMMAND...: step NAME, a `saccade bench step
   # (SIGABRT, SIGBUS, SIGFPE, SIGSEGV), a new process measures the variants left (--resume:
   # the rows so far stay in its JSON, the one it ended in a failed row), within what is left
   # of CAP: NAME-resumed-1, -2, ... One broken lever must not cost the others' rows.
-  local name=$1 cap=$2 begun attempt=0 run=$1 extra=()
+  local name=$1 cap=$2 begun attempt=0 run=$1 left extra=()
   shift 2
   begun=$(date +%s)
   while :; do
     step "$run" "$((cap - ($(date +%s) - begun)))" "$@" "${extra[@]}"
     case $(cat "$out/rc/$run") in 75 | 134 | 135 | 136 | 139) ;; *) return ;; esac
     attempt=$((attempt + 1))
-    [ "$attempt" -le 8 ] || return
+    left=$((cap - ($(date +%s) - begun)))
+    if [ "$attempt" -gt 8 ] || [ "$left" -le 0 ]; then
+      echo "== $name: not resumed again after $attempt runs ($left s of its $cap s left)"
+      return
+    fi
     run=$name-resumed-$attempt extra=(--resume)
   done
 }
@@ -209,22 +213,6 @@ if wants step; then
   step step_losses 10 "$py" "$here/results.py" losses "$out/step.json" \
     "${SACCADE_GPU_STEP_TOLERANCE:-0.02}"
 fi
-if wants torch_step; then
-  # Saccade's model as the step checks of this call described it, else a one-step bench of
-  # the config just for its description.
-  described=$out/step_large.json
-  [ -f "$described" ] || described=$out/step.json
-  if [ ! -f "$described" ]; then
-    described=$out/torch_step_model.json
-    step torch_step_model 60 "$bundle/bin/saccade" bench step \
-      "${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}" --device cuda --batch 2 \
-      --warmup 0 --steps 1 --phase-steps 0 --variants bf16 --json "$described"
-  fi
-  step torch_step 240 "$py" "$here/torch_step.py" "$described" --device cuda \
-    --batch "${SACCADE_GPU_TORCH_BATCH:-256}" --variants "${SACCADE_GPU_TORCH_VARIANTS:-eager,blocks}" \
-    --precision bf16 --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" \
-    --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" --json "$out/torch_step.json"
-fi
 # One learner on cuda:0 fed by 1..14 data actors (one core each) over the real runtime, on
 # generated ImageNet-size JPEGs in tar shards, against the same trainer fed from memory;
 # feed: views cut on the learner, feed_data: cut by the data actors.
@@ -261,6 +249,24 @@ for side in learner data; do
     --run-timeout "${SACCADE_GPU_FEED_RUN_TIMEOUT:-90}" \
     --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
 done
+# After the feed: in a call whose budget is short, the PyTorch comparison (its compiling
+# takes minutes) is the check that gets what is left, its rows written as each finishes.
+if wants torch_step; then
+  # Saccade's model as the step checks of this call described it, else a one-step bench of
+  # the config just for its description.
+  described=$out/step_large.json
+  [ -f "$described" ] || described=$out/step.json
+  if [ ! -f "$described" ]; then
+    described=$out/torch_step_model.json
+    step torch_step_model 60 "$bundle/bin/saccade" bench step \
+      "${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}" --device cuda --batch 2 \
+      --warmup 0 --steps 1 --phase-steps 0 --variants bf16 --json "$described"
+  fi
+  step torch_step 240 "$py" "$here/torch_step.py" "$described" --device cuda \
+    --batch "${SACCADE_GPU_TORCH_BATCH:-256}" --variants "${SACCADE_GPU_TORCH_VARIANTS:-eager,blocks}" \
+    --precision bf16 --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" \
+    --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" --json "$out/torch_step.json"
+fi
 wants allreduce_nccl && step allreduce_nccl 60 "$bundle/bin/saccade" bench allreduce \
   --device cuda --world-size "$gpus" --megabytes 1,16,64,256 --iterations 20 \
   --json "$out/allreduce_nccl.json"
