@@ -12,6 +12,7 @@
 #include "kernels/cuda/device_scope.h"
 
 #include <map>
+#include <mutex>
 #include <tuple>
 #endif
 
@@ -84,8 +85,11 @@ cublasLtHandle_t handle_for(int device) {
     }
   };
   thread_local Handles handles;
-  cublasLtHandle_t& h = handles.by_device[device];
-  if (h == nullptr) check(cublasLtCreate(&h), "create");
+  const auto it = handles.by_device.find(device);
+  if (it != handles.by_device.end()) return it->second;
+  cublasLtHandle_t h = nullptr;  // kept only once created: a failed create leaves no handle
+  check(cublasLtCreate(&h), "create");
+  handles.by_device.emplace(device, h);
   return h;
 }
 
@@ -160,25 +164,25 @@ class Product {
  public:
   // bias: read (GELU_*BIAS) or written (*BGRAD*); aux: written (GELU_AUX) or read (DGELU).
   Product(const Spec& s, const void* bias, const void* aux) {
-    check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
-    set(CUBLASLT_MATMUL_DESC_TRANSA, s.trans_a);
-    set(CUBLASLT_MATMUL_DESC_TRANSB, s.trans_b);
-    set(CUBLASLT_MATMUL_DESC_EPILOGUE, s.epilogue);
-    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-    if (s.aux_ld > 0) {
-      set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.aux_ld);
-      set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    try {
+      check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
+      set(CUBLASLT_MATMUL_DESC_TRANSA, s.trans_a);
+      set(CUBLASLT_MATMUL_DESC_TRANSB, s.trans_b);
+      set(CUBLASLT_MATMUL_DESC_EPILOGUE, s.epilogue);
+      set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+      if (s.aux_ld > 0) {
+        set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.aux_ld);
+        set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+      }
+      check(cublasLtMatrixLayoutCreate(&a_, s.type, s.a_rows, s.a_cols, s.a_rows), "layout A");
+      check(cublasLtMatrixLayoutCreate(&b_, s.type, s.b_rows, s.b_cols, s.b_rows), "layout B");
+      check(cublasLtMatrixLayoutCreate(&d_, s.type, s.m, s.n, s.m), "layout D");
+    } catch (...) {
+      release();  // a constructor that throws runs no destructor
+      throw;
     }
-    check(cublasLtMatrixLayoutCreate(&a_, s.type, s.a_rows, s.a_cols, s.a_rows), "layout A");
-    check(cublasLtMatrixLayoutCreate(&b_, s.type, s.b_rows, s.b_cols, s.b_rows), "layout B");
-    check(cublasLtMatrixLayoutCreate(&d_, s.type, s.m, s.n, s.m), "layout D");
   }
-  ~Product() {
-    if (d_ != nullptr) cublasLtMatrixLayoutDestroy(d_);
-    if (b_ != nullptr) cublasLtMatrixLayoutDestroy(b_);
-    if (a_ != nullptr) cublasLtMatrixLayoutDestroy(a_);
-    if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
-  }
+  ~Product() { release(); }
   Product(const Product&) = delete;
   Product& operator=(const Product&) = delete;
 
@@ -215,6 +219,14 @@ class Product {
   }
 
  private:
+  void release() {
+    if (d_ != nullptr) cublasLtMatrixLayoutDestroy(d_);
+    if (b_ != nullptr) cublasLtMatrixLayoutDestroy(b_);
+    if (a_ != nullptr) cublasLtMatrixLayoutDestroy(a_);
+    if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
+    d_ = b_ = a_ = nullptr;
+    op_ = nullptr;
+  }
   template <typename T>
   void set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
     check(cublasLtMatmulDescSetAttribute(op_, attribute, &value, sizeof value), "set attribute");
@@ -229,21 +241,30 @@ struct Algorithm {
   cublasLtMatmulAlgo_t algo{};
 };
 
-// The algorithm of each (device, product, workspace), found once per thread. Asked with bias
-// and auxiliary pointers set, as cuBLASLt's own examples do; the heuristic reads their
-// alignment from their values, so it is asked with placeholders aligned to exactly
-// kAlignment: what every call guarantees, whatever a first call's pointers happened to be.
-// Looked up before any descriptor is built: this runs at every call.
-const Algorithm& algorithm_for(const Spec& spec, int device, std::size_t workspace_bytes) {
+// The algorithm of each (device, product, workspace), found once per process: the support
+// check on the forward's thread and the backward on LibTorch's autograd thread get the same
+// answer (an algorithm is not bound to a handle). Asked with bias and auxiliary pointers
+// set, as cuBLASLt's own examples do; the heuristic reads their alignment from their values,
+// so it is asked with placeholders aligned to exactly kAlignment: what every call
+// guarantees, whatever a first call's pointers happened to be. A query that fails counts as
+// no algorithm (and is not asked again). Looked up before any descriptor is built: this runs
+// at every call.
+Algorithm algorithm_for(const Spec& spec, int device, std::size_t workspace_bytes) {
   using Key = decltype(std::tuple_cat(std::tuple{0, std::size_t{0}}, spec.key()));
-  thread_local std::map<Key, Algorithm> cache;
+  static std::mutex mutex;  // guards cache
+  static std::map<Key, Algorithm> cache;
   const Key key = std::tuple_cat(std::tuple{device, workspace_bytes}, spec.key());
+  const std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it == cache.end()) {
     const auto* placeholder = reinterpret_cast<const void*>((std::uintptr_t{1} << 20) + kAlignment);
-    const Product product(spec, placeholder, placeholder);
     Algorithm a;
-    a.found = product.find_algorithm(handle_for(device), workspace_bytes, a.algo);
+    try {
+      const Product product(spec, placeholder, placeholder);
+      a.found = product.find_algorithm(handle_for(device), workspace_bytes, a.algo);
+    } catch (const std::runtime_error&) {
+      a.found = false;  // no descriptor or handle on this device: no algorithm
+    }
     it = cache.emplace(key, a).first;
   }
   return it->second;
@@ -260,12 +281,8 @@ int current_device() {
 bool supported(std::initializer_list<Spec> specs, int device) {
   const cuda::DeviceScope scope(device, std::nothrow);
   if (!scope.ok()) return false;
-  try {
-    for (const Spec& spec : specs)
-      if (!algorithm_for(spec, device, kEpilogueWorkspaceBytes).found) return false;
-  } catch (const std::runtime_error&) {
-    return false;  // no cuBLASLt handle on this device: not supported
-  }
+  for (const Spec& spec : specs)
+    if (!algorithm_for(spec, device, kEpilogueWorkspaceBytes).found) return false;
   return true;
 }
 
@@ -273,7 +290,7 @@ void run_product(const Spec& spec, const void* a, const void* b, void* out, cons
                  const void* aux, void* workspace, std::size_t workspace_bytes, void* stream,
                  const char* what) {
   const int device = current_device();
-  const Algorithm& algorithm = algorithm_for(spec, device, workspace_bytes);
+  const Algorithm algorithm = algorithm_for(spec, device, workspace_bytes);
   if (!algorithm.found)
     throw std::runtime_error(std::string(what) + ": cuBLASLt has no algorithm for this shape (" +
                              std::to_string(spec.m) + " x " + std::to_string(spec.n) +
