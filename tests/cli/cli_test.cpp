@@ -227,10 +227,15 @@ std::vector<std::string> tiny_step_args(const std::string& config, const std::st
 TEST(Cli, BenchRuntimeKillsARunPastItsTimeoutAndGoesOn) {
   const testing::TempDir scratch("cli-feed-timeout");
   const std::string json_path = (scratch.path() / "feed.json").string();
-  const auto r = saccade({"bench", "runtime", SACCADE_SOURCE_DIR "/configs/tiny.toml",
-                          "--no-throughput", "--no-recovery", "--no-data-path", "--feed", "1,2",
-                          "--feed-images", "40", "--steps", "1000", "--run-timeout", "1",
-                          "--work-root", (scratch.path() / "runs").string(), "--json", json_path});
+  // Ports of its own: other tests run jobs of the tiny config at the same time.
+  const std::filesystem::path config = scratch.path() / "feed.toml";
+  std::ofstream(config) << "include = \"" SACCADE_SOURCE_DIR "/configs/tiny.toml\"\n"
+                        << "[cluster]\ncoordinator_port = 7640\ndata_port_base = 7650\n"
+                        << "rollout_port_base = 7700\n";
+  const auto r = saccade({"bench", "runtime", config.string(), "--no-throughput", "--no-recovery",
+                          "--no-data-path", "--feed", "1,2", "--feed-images", "40", "--steps",
+                          "1000", "--run-timeout", "1", "--work-root",
+                          (scratch.path() / "runs").string(), "--json", json_path});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   std::ifstream in(json_path);
   const nlohmann::json feed = nlohmann::json::parse(in).at("feed");

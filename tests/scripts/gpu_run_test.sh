@@ -174,7 +174,9 @@ PY
 
 # The feed check's command line as the bundled binary parses it: it starts (generates its
 # JPEGs), and a run past SACCADE_GPU_FEED_RUN_TIMEOUT is killed (exit -1) without a GPU.
-if run feedargs SACCADE_GPU_CHECKS=feed SACCADE_GPU_FEED_KEYS="" SACCADE_GPU_FEED_ACTORS=1 \
+# (Ports of its own: other tests run jobs on the configs' ports at the same time.)
+if run feedargs SACCADE_GPU_CHECKS=feed SACCADE_GPU_FEED_ACTORS=1 \
+  SACCADE_GPU_FEED_KEYS="cluster.coordinator_port=7740 cluster.data_port_base=7750 cluster.rollout_port_base=7820 cluster.metrics_port=0" \
   SACCADE_GPU_FEED_IMAGES=40 SACCADE_GPU_FEED_STEPS=8 SACCADE_GPU_FEED_RUN_TIMEOUT=3; then
   fail "the feed check passed without a GPU"
 fi
