@@ -43,24 +43,8 @@ data::SslBatch random_batch(const data::ViewOptions& views) {
   return b;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 void expect_bit_equal(const data::SslBatch& a, const data::SslBatch& b) {
-  EXPECT_EQ(a.batch_size, b.batch_size);
-  const data::PixelViews data::SslBatch::*sets[] = {
-      &data::SslBatch::teacher_global, &data::SslBatch::student_global,
-      &data::SslBatch::student_local, &data::SslBatch::teacher_seq, &data::SslBatch::student_seq};
-  for (auto set : sets) {
-    EXPECT_EQ((a.*set).views, (b.*set).views);
-    EXPECT_EQ((a.*set).tokens, (b.*set).tokens);
-    EXPECT_EQ((a.*set).pixels, (b.*set).pixels);
-    EXPECT_TRUE(same_bits((a.*set).positions, (b.*set).positions));
-    EXPECT_TRUE(same_bits((a.*set).augment, (b.*set).augment));
-  }
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.indices, b.indices);
+  testing::expect_same_batch(a, b);
   EXPECT_EQ(a.skipped_corrupt, b.skipped_corrupt);
 }
 
@@ -228,7 +212,7 @@ TEST_F(LearnerCutCodec, RoundTripCarriesImagesAndBoxes) {
     EXPECT_EQ(back->images[i].width, batch_.images[i].width);
     EXPECT_EQ(back->images[i].pixels, batch_.images[i].pixels);
   }
-  EXPECT_TRUE(same_bits(back->student_seq.boxes, batch_.student_seq.boxes));
+  EXPECT_TRUE(testing::same_bits(back->student_seq.boxes, batch_.student_seq.boxes));
   EXPECT_LE(out_.totalSize().wordCount * 8, batch_frame_bytes(views_, kImages));
 }
 

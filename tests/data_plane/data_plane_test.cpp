@@ -97,30 +97,9 @@ std::vector<data::LoadedBatch> local_batches(std::shared_ptr<const data::Dataset
   return out;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 void expect_same(const data::LoadedBatch& local, const data::LoadedBatch& remote) {
   EXPECT_EQ(local.position, remote.position);
-  const data::SslBatch& a = *local.batch;
-  const data::SslBatch& b = *remote.batch;
-  EXPECT_EQ(a.indices, b.indices);
-  EXPECT_EQ(a.labels, b.labels);
-  for (auto set : {&data::SslBatch::teacher_global, &data::SslBatch::student_global,
-                   &data::SslBatch::student_local, &data::SslBatch::teacher_seq,
-                   &data::SslBatch::student_seq}) {
-    EXPECT_EQ((a.*set).pixels, (b.*set).pixels);
-    EXPECT_TRUE(same_bits((a.*set).boxes, (b.*set).boxes));
-    EXPECT_TRUE(same_bits((a.*set).positions, (b.*set).positions));
-    EXPECT_TRUE(same_bits((a.*set).augment, (b.*set).augment));
-  }
-  ASSERT_EQ(a.images.size(), b.images.size());
-  for (size_t i = 0; i < a.images.size(); ++i) {
-    EXPECT_EQ(a.images[i].height, b.images[i].height);
-    EXPECT_EQ(a.images[i].width, b.images[i].width);
-    EXPECT_EQ(a.images[i].pixels, b.images[i].pixels);
-  }
+  testing::expect_same_batch(*local.batch, *remote.batch);
 }
 
 // Takes n batches, failing the test (not hanging) after 5 s.

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <opencv2/core.hpp>
+
+#include <cstring>
 
 #include "dataloader/dataset.h"
 #include "dataloader/views.h"
@@ -44,5 +47,34 @@ class GeneratedDataset : public data::Dataset {
 };
 
 using data::testing::small_views;
+
+// The same floats bit for bit (NaN payloads and signed zeros included).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Every view, image, label and index of `b` is `a`'s, bit for bit.
+inline void expect_same_batch(const data::SslBatch& a, const data::SslBatch& b) {
+  EXPECT_EQ(a.batch_size, b.batch_size);
+  EXPECT_EQ(a.indices, b.indices);
+  EXPECT_EQ(a.labels, b.labels);
+  for (auto set : {&data::SslBatch::teacher_global, &data::SslBatch::student_global,
+                   &data::SslBatch::student_local, &data::SslBatch::teacher_seq,
+                   &data::SslBatch::student_seq}) {
+    EXPECT_EQ((a.*set).views, (b.*set).views);
+    EXPECT_EQ((a.*set).tokens, (b.*set).tokens);
+    EXPECT_EQ((a.*set).pixels, (b.*set).pixels);
+    EXPECT_TRUE(same_bits((a.*set).boxes, (b.*set).boxes));
+    EXPECT_TRUE(same_bits((a.*set).positions, (b.*set).positions));
+    EXPECT_TRUE(same_bits((a.*set).augment, (b.*set).augment));
+  }
+  ASSERT_EQ(a.images.size(), b.images.size());
+  for (size_t i = 0; i < a.images.size(); ++i) {
+    EXPECT_EQ(a.images[i].height, b.images[i].height);
+    EXPECT_EQ(a.images[i].width, b.images[i].width);
+    EXPECT_EQ(a.images[i].pixels, b.images[i].pixels);
+  }
+}
 
 }  // namespace saccade::data_plane::testing
