@@ -238,8 +238,11 @@ struct Row {
   double peak_gib = NAN;        // device memory the allocator handed out at most; NaN off CUDA
   pretrain::StepPhases phases;  // per step, seconds
   std::vector<double> losses;
-  double max_loss_rel_diff = 0;  // against the first variant at this batch; NaN: none
-  std::string failure;           // why the row has no figures (kOutOfMemory, a device error)
+  // Against the first variant that ran at this batch (loss_reference; this row's own name
+  // when it is that variant). NaN: none, the row failed.
+  double max_loss_rel_diff = 0;
+  std::string loss_reference;
+  std::string failure;  // why the row has no figures (kOutOfMemory, a device error)
   std::vector<std::string> config_keys;  // a job that trains as this variant; empty: none
   static constexpr const char* kOutOfMemory = "out of device memory";
   bool out_of_memory() const { return failure == kOutOfMemory; }  // a figure, not a failure
@@ -360,6 +363,8 @@ nlohmann::ordered_json row_json(const Row& r, double per_phase) {
             {"other", per_phase * r.phases.other}}},
           {"losses", r.losses},
           {"max_loss_rel_diff", finite_or_null(r.max_loss_rel_diff)},
+          {"loss_reference",
+           r.loss_reference.empty() ? nullptr : nlohmann::ordered_json(r.loss_reference)},
           {"out_of_memory", r.out_of_memory()},
           {"config_keys", r.config_keys.empty() ? nullptr : nlohmann::ordered_json(r.config_keys)},
           {"failure", r.failure.empty() ? nullptr : nlohmann::ordered_json(r.failure)}};
@@ -592,14 +597,18 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       row.batch = batch;
       bool recorded = false;
       // Into the table and the JSON at once: a process the device kills later keeps it. The
-      // losses are compared with the first row at this batch, measured or resumed.
+      // losses are compared with the first row at this batch that ran, measured or resumed
+      // (a variant that faulted first leaves the rest compared with the next).
       const auto record = [&] {
-        const auto reference = std::find_if(rows.begin(), rows.end(),
-                                            [&](const auto& r) { return r.at("batch") == batch; });
-        if (!row.failure.empty() ||
-            (reference != rows.end() && !reference->at("failure").is_null())) {
+        const auto reference = std::find_if(rows.begin(), rows.end(), [&](const auto& r) {
+          return r.at("batch") == batch && r.at("failure").is_null();
+        });
+        if (!row.failure.empty()) {
           row.max_loss_rel_diff = NAN;
-        } else if (reference != rows.end()) {
+        } else if (reference == rows.end()) {
+          row.loss_reference = row.variant;
+        } else {
+          row.loss_reference = reference->at("variant").get<std::string>();
           const std::vector<double> losses = row_losses(*reference);
           for (size_t i = 0; i < std::min(losses.size(), row.losses.size()); ++i)
             row.max_loss_rel_diff =

@@ -42,9 +42,9 @@ def step_rows(path):
 
 def trained_the_same(row, tolerance):
     """A step row that ran and whose losses stayed within `tolerance` (relative) of its
-    call's first variant at its batch (null: it is that variant, or that variant failed)."""
+    call's first variant that ran at its batch (`loss_reference`; 0 for that variant)."""
     diff = row.get("max_loss_rel_diff")
-    return not row.get("failure") and (diff is None or diff <= tolerance)
+    return not row.get("failure") and diff is not None and diff <= tolerance
 
 
 def losses(path, tolerance):
@@ -230,16 +230,11 @@ def step_section(out, tolerance):
             continue
         gflop = (data.get("flop_per_image") or 0) / 1e9
         lines += ["", f"`{name}` ({data.get('device_name', '?')}, {gflop:.1f} GFLOP per image; "
-                      f"loss diff against the first variant at the same batch):", "",
+                      f"loss diff against the first variant that ran at the same batch):", "",
                   "| variant | batch | images/s | step ms | TFLOP/s | MFU | GiB | teacher | student"
                   " | loss | backward | update | other | loss diff |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        first_of_batch = {}
         for r in data["rows"]:
-            first_of_batch.setdefault(r["batch"], r)
-            # Its losses were compared with nothing: its batch's first variant failed.
-            r["_unchecked"] = r is not first_of_batch[r["batch"]] and \
-                r.get("max_loss_rel_diff") is None
             if r.get("failure"):
                 lines.append(f"| `{r['variant']}` | {r['batch']} | failed: {r['failure']} |"
                              + " |" * 11)
@@ -252,10 +247,11 @@ def step_section(out, tolerance):
                 number(r.get("peak_device_memory_gib")),
                 *[number(p.get(k), 0) for k in ("teacher", "student", "loss", "backward",
                                                  "update", "other")],
-                "unchecked" if r["_unchecked"] else "-" if diff is None else f"{diff:.1e}"])
+                # A row that ran has a loss diff (0 for its batch's reference): without one
+                # its losses were compared with nothing.
+                "unchecked" if diff is None else f"{diff:.1e}"])
                 + " |")
-            # A row whose losses were compared with nothing is no claim of the same training.
-            if trained_the_same(r, tolerance) and not r["_unchecked"]:
+            if trained_the_same(r, tolerance):
                 same.append((r, name))
     candidates = [(r, name) for r, name in same if r.get("mfu") is not None]
     if not lines:

@@ -20,7 +20,7 @@
 #      SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 512,384,256: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory, or that it ran out of it; step_large); step_losses fails when a
-#      variant's losses leave the first variant's by more than SACCADE_GPU_STEP_TOLERANCE
+#      variant's losses leave those of the first variant that ran by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights; a step bench that
 #      lost the device (exit 75), ran a variant past its timeout (SACCADE_GPU_STEP_VARIANT_TIMEOUT,
 #      default 90 s; _LARGE_: 120 s) or died of a fault goes on in a new process (--resume);
@@ -209,7 +209,7 @@ if wants step; then
   step step_profile 60 "$py" "$here/results.py" profile "${TMPDIR:-/tmp}/step-trace.json" \
     "$out/step_profile.json"
   # The fast path trains the same: every variant within the tolerance of the losses of its
-  # call's first variant at its batch (on the same batches from the same weights).
+  # call's first variant that ran at its batch (on the same batches from the same weights).
   step step_losses 10 "$py" "$here/results.py" losses "$out/step.json" \
     "${SACCADE_GPU_STEP_TOLERANCE:-0.02}"
 fi

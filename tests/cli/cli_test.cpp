@@ -415,18 +415,27 @@ TEST(Cli, BenchStepEndsAVariantPastItsTimeoutAndResumesAfterIt) {
   EXPECT_EQ(j.at("running"), nlohmann::json({{"variant", "fp32"}, {"batch", 4}}));
   EXPECT_TRUE(j.at("rows").empty());
 
-  args.back() = "fp32,fp32+foreach";
+  args.back() = "fp32,fp32+foreach,bf16";
   args.push_back("--resume");
   args[std::find(args.begin(), args.end(), "--variant-timeout") - args.begin() + 1] = "0";
   const auto resumed = saccade(args);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   std::ifstream again(json_path);
   const nlohmann::json k = nlohmann::json::parse(again);
-  ASSERT_EQ(k.at("rows").size(), 2u);
+  ASSERT_EQ(k.at("rows").size(), 3u);
   EXPECT_NE(k.at("rows")[0].at("failure").get<std::string>().find("--variant-timeout"),
             std::string::npos);
-  EXPECT_TRUE(k.at("rows")[1].at("failure").is_null());
-  EXPECT_EQ(k.at("rows")[1].at("variant"), "fp32+foreach");
+  EXPECT_TRUE(k.at("rows")[0].at("loss_reference").is_null());
+  // The first variant that ran is the losses' reference of the rest, not the failed one.
+  const nlohmann::json& foreach = k.at("rows")[1];
+  EXPECT_TRUE(foreach.at("failure").is_null());
+  EXPECT_EQ(foreach.at("variant"), "fp32+foreach");
+  EXPECT_EQ(foreach.at("loss_reference"), "fp32+foreach");
+  EXPECT_EQ(foreach.at("max_loss_rel_diff").get<double>(), 0.0);
+  const nlohmann::json& bf16 = k.at("rows")[2];
+  EXPECT_EQ(bf16.at("loss_reference"), "fp32+foreach");
+  EXPECT_GT(bf16.at("max_loss_rel_diff").get<double>(), 1e-6);
+  EXPECT_LT(bf16.at("max_loss_rel_diff").get<double>(), 0.05);
 }
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and

@@ -224,10 +224,10 @@ def row(variant, batch, mfu, diff=0.0, failure=None):
             "phases_ms": {"teacher": 1, "student": 2, "loss": 3, "backward": 4, "update": 5, "other": 6},
             "max_loss_rel_diff": diff, "failure": failure, "out_of_memory": False}
 json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
-           "rows": [row("reference", 128, 0.10, None), row("moved", 128, 0.50, 0.3)]},
+           "rows": [row("reference", 128, 0.10), row("moved", 128, 0.50, 0.3)]},
           open(os.path.join(out, "step.json"), "w"))
 json.dump({"device_name": "NVIDIA H200", "flop_per_image": 2.69e11,
-           "rows": [row("large reference", 256, 0.20, None), row("good", 512, mfu),
+           "rows": [row("large reference", 256, 0.20), row("good", 512, mfu),
                     dict(row("failed", 512, 0.9, None, "device error"), mfu=None),
                     dict(row("reference out of memory", 384, 0.9, None, "out of device memory"),
                          mfu=None, out_of_memory=True),
