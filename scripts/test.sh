@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, checks formatting, builds, runs the
-# whole test suite, then compiles the CUDA configuration.
+# whole test suite, compiles the CUDA configuration, then runs the process-level tests
+# again under ASan and UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -8,3 +9,4 @@ bash scripts/check_format.sh
 bash scripts/build.sh -DSACCADE_WERROR=ON
 ctest --test-dir build --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 900
 bash scripts/check_cuda.sh
+bash scripts/check_sanitizers.sh

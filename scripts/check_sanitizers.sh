@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds saccade and its process-level tests with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build-asan/ and runs them: the torch-free components'
+# tests (the code that reads frames, files, configs and checkpoints from outside the
+# process; leaks checked too), the runtime's tests (coordinator, agents and actors started,
+# killed and restarted as processes) and the jobs' and the CLI's (learners, probe, policy and
+# benches in real processes). A report from any process (child processes too: each writes
+# its own log) fails the check.
+#   scripts/check_sanitizers.sh [TEST_BINARY...]   (default: all of them)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build-asan}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+
+binaries=(common_tests schemas_tests storage_tests safetensors_tests kernels_tests
+  dataloader_tests data_plane_tests coordinator_unit_tests coordinator_runtime_tests
+  job_tests cli_tests)
+[ $# -gt 0 ] && binaries=("$@")
+# Their processes run LibTorch, whose OpenMP threads crash LeakSanitizer's tracer at exit
+# ("Tracer caught signal 11"): memory errors and undefined behaviour only.
+torch_processes=" job_tests cli_tests "
+
+flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSACCADE_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${binaries[@]}" saccade_test_actor
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+asan_options="log_path=$logs/asan:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+export OMP_WAIT_POLICY=passive
+failed=()
+for name in "${binaries[@]}"; do
+  binary=$(find "$BUILD_DIR/tests" -name "$name" -type f -perm -u+x | head -1)
+  if [ -z "$binary" ]; then
+    echo "check_sanitizers: $name: no such test binary in $BUILD_DIR/tests" >&2
+    exit 2
+  fi
+  leaks=1
+  [[ "$torch_processes" == *" $name "* ]] && leaks=0
+  start=$SECONDS
+  if ASAN_OPTIONS="detect_leaks=$leaks:$asan_options" "$binary" --gtest_brief=1 \
+    >"$logs/$name.out" 2>&1; then
+    echo "check_sanitizers: $name passed ($((SECONDS - start)) s)"
+  else
+    echo "check_sanitizers: $name FAILED ($((SECONDS - start)) s); its output:" >&2
+    tail -n 60 "$logs/$name.out" >&2
+    failed+=("$name")
+  fi
+done
+reports=$(find "$logs" -name 'asan.*' -o -name 'ubsan.*')
+if [ -n "$reports" ]; then
+  for report in $reports; do
+    echo "check_sanitizers: report $(basename "$report"):" >&2
+    head -n 60 "$report" >&2
+  done
+  failed+=("sanitizer reports")
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "check_sanitizers: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "check_sanitizers: ${#binaries[@]} test binaries clean under ASan and UBSan"
