@@ -337,8 +337,8 @@ void make_ssl_views(const ViewOptions& o, const cv::Mat& original, uint64_t seed
   add_sequence(batch.teacher_seq, {0.8f, 0.2f, 0.5f, 0.0f});
   add_sequence(batch.student_seq, {0.8f, 0.2f, 0.5f, 0.0f});
 
-  // 2. One extraction call for all of them (or their boxes and the image, for a learner
-  // that cuts); draw augmentations, round, scatter.
+  // 2. Every patch's crop box and the image's table (or the boxes and, below, the image, for
+  // a learner that cuts); draw augmentations, cut each view's rows into place.
   CutPatches cut = planned_cut(view, patches, /*build_table=*/!o.cut_on_learner);
   scatter_ssl(o, size, cut, slices, rng);
   if (o.cut_on_learner) {
