@@ -14,8 +14,7 @@ if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   exit 0
 fi
 export PATH=$PATH:/usr/local/cuda/bin
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+source scripts/ccache_env.sh
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSACCADE_CUDA=ON "$@"
 cmake --build build-cuda -j "${JOBS:-$(nproc)}" --target saccade_cuda_check
 echo "check_cuda: CUDA configuration compiled"

@@ -10,9 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-asan}
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+source scripts/ccache_env.sh
 
 binaries=(common_tests schemas_tests storage_tests safetensors_tests kernels_tests
   dataloader_tests data_plane_tests coordinator_unit_tests coordinator_runtime_tests

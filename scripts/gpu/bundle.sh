@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 prefix=$(bash scripts/gpu/fetch-torch.sh "${SACCADE_GPU_TORCH_DIR:-$PWD/.cache/torch-${SACCADE_GPU_TORCH_VERSION:-2.11.0}}")
 torch_root=$(dirname "$(dirname "$(dirname "$prefix")")")  # .../torch
 export PATH=$PATH:/usr/local/cuda/bin
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+source scripts/ccache_env.sh
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSACCADE_CUDA=ON \
   -DSACCADE_IMAGE_CODECS=OFF -DCMAKE_PREFIX_PATH="$prefix" >build-gpu.configure.log 2>&1 ||
   { cat build-gpu.configure.log >&2; exit 1; }

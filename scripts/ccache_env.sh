@@ -1,0 +1,5 @@
+# Sourced by the build scripts from the checkout's root: one ccache for every build tree,
+# with paths relative to the checkout, so a fresh clone (CI) hits the cache of an earlier one.
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
