@@ -3,3 +3,6 @@
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+# Without this ccache refuses every file compiled with the precompiled torch header
+# ("could not use precompiled header"; ccache manual, "Precompiled headers").
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
