@@ -379,7 +379,7 @@ std::optional<RoutedFrame> recv_routed(zmq::socket_t& router, const wire::Expect
     out.received.why = fmt::format("multi-part message with {} extra parts", extra);
     return out;
   }
-  out.received = wire::open_frame(frame, expect);
+  out.received = wire::open_frame(std::move(frame), expect);
   return out;
 }
 

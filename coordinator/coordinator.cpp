@@ -147,7 +147,7 @@ class Coordinator final : public PeerSender {
         drops_.refused(id, fmt::format("multi-part message with {} extra parts", extra));
         continue;
       }
-      wire::Received r = wire::open_frame(frame, expect_);
+      wire::Received r = wire::open_frame(std::move(frame), expect_);
       if (r.status != wire::RecvStatus::kOk) {
         drops_.refused(id, r.why);
         continue;

@@ -1,5 +1,7 @@
 #include "schemas/wire.h"
 
+#include "schemas/frame_pool.h"
+
 #include <capnp/dynamic.h>
 #include <capnp/schema.h>
 #include <fmt/format.h>
@@ -44,26 +46,48 @@ void read_everything(const capnp::DynamicValue::Reader& value) {
   }
 }
 
+// Why a frame of `size` bytes cannot be read, or "" if it can.
+std::string frame_size_problem(size_t size, size_t max_bytes) {
+  if (size == 0) return "empty frame";
+  if (size > max_bytes)
+    return fmt::format("frame of {} bytes exceeds the limit of {} bytes", size, max_bytes);
+  if (size % sizeof(capnp::word) != 0)
+    return fmt::format("frame of {} bytes is not a whole number of 8-byte words (truncated?)",
+                       size);
+  return "";
+}
+
 }  // namespace
 
 std::optional<AlignedFrame> AlignedFrame::copy_of(const void* data, size_t size, size_t max_bytes,
                                                   std::string& why) {
-  if (size == 0) {
-    why = "empty frame";
-    return std::nullopt;
-  }
-  if (size > max_bytes) {
-    why = fmt::format("frame of {} bytes exceeds the limit of {} bytes", size, max_bytes);
-    return std::nullopt;
-  }
-  if (size % sizeof(capnp::word) != 0) {
-    why = fmt::format("frame of {} bytes is not a whole number of 8-byte words (truncated?)", size);
-    return std::nullopt;
-  }
+  why = frame_size_problem(size, max_bytes);
+  if (!why.empty()) return std::nullopt;
   const size_t n = size / sizeof(capnp::word);
-  auto words = std::make_unique<capnp::word[]>(n);
-  std::memcpy(words.get(), data, size);
-  return AlignedFrame(std::move(words), n);
+  AlignedFrame frame;
+  frame.copied_ = std::make_unique_for_overwrite<capnp::word[]>(n);
+  std::memcpy(frame.copied_.get(), data, size);
+  frame.n_words_ = n;
+  return frame;
+}
+
+std::optional<AlignedFrame> AlignedFrame::adopt(zmq::message_t&& received, size_t max_bytes,
+                                                std::string& why) {
+  const size_t size = received.size();
+  const bool aligned = reinterpret_cast<uintptr_t>(received.data()) % alignof(capnp::word) == 0;
+  if (!aligned || size < kKeptBytes) return copy_of(received.data(), size, max_bytes, why);
+  why = frame_size_problem(size, max_bytes);
+  if (!why.empty()) return std::nullopt;
+  AlignedFrame frame;
+  frame.kept_ = std::move(received);
+  frame.n_words_ = size / sizeof(capnp::word);
+  return frame;
+}
+
+kj::ArrayPtr<const capnp::word> AlignedFrame::words() const {
+  const capnp::word* begin =
+      copied_ ? copied_.get() : static_cast<const capnp::word*>(kept_.data());
+  return {begin, n_words_};
 }
 
 Message::Message(std::unique_ptr<AlignedFrame> frame,
@@ -122,11 +146,11 @@ std::optional<Message> Message::open(AlignedFrame frame, const Expect& expect, s
   }
 }
 
-Received open_frame(const zmq::message_t& frame, const Expect& expect) {
+Received open_frame(zmq::message_t&& frame, const Expect& expect) {
   Received out;
   out.status = RecvStatus::kRefused;
   std::optional<AlignedFrame> aligned =
-      AlignedFrame::copy_of(frame.data(), frame.size(), expect.max_frame_bytes, out.why);
+      AlignedFrame::adopt(std::move(frame), expect.max_frame_bytes, out.why);
   if (!aligned) return out;
   out.message = Message::open(std::move(*aligned), expect, out.why);
   if (out.message) out.status = RecvStatus::kOk;
@@ -136,12 +160,13 @@ Received open_frame(const zmq::message_t& frame, const Expect& expect) {
 Received recv_message(zmq::socket_t& socket, const Expect& expect, zmq::recv_flags flags) {
   zmq::message_t frame;
   if (!socket.recv(frame, flags)) return {};
-  Received out = open_frame(frame, expect);
+  bool more = frame.more();
+  Received out = open_frame(std::move(frame), expect);
   int extra = 0;
-  while (frame.more()) {  // a sender that splits frames is not speaking our protocol
+  while (more) {  // a sender that splits frames is not speaking our protocol
     zmq::message_t rest;
     if (!socket.recv(rest, zmq::recv_flags::dontwait)) break;
-    frame = std::move(rest);
+    more = rest.more();
     ++extra;
   }
   if (extra > 0) {
@@ -197,11 +222,7 @@ const std::string& process_launch() {
 }
 
 zmq::message_t to_zmq(capnp::MessageBuilder& builder) {
-  auto* words = new kj::Array<capnp::word>(capnp::messageToFlatArray(builder));
-  const kj::ArrayPtr<const kj::byte> bytes = words->asBytes();
-  return zmq::message_t(
-      const_cast<kj::byte*>(bytes.begin()), bytes.size(),
-      [](void*, void* hint) { delete static_cast<kj::Array<capnp::word>*>(hint); }, words);
+  return FramePool::process().frame_of(builder);
 }
 
 int64_t now_ns() {

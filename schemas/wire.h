@@ -1,10 +1,10 @@
 // The wire: Cap'n Proto envelopes in ZeroMQ frames, validated on arrival.
 //
-// A received frame may sit at any address and hold anything: it is copied
-// into 8-byte-aligned words (Cap'n Proto reads whole words), bounded in size
-// and traversal, traversed whole once, and checked for version and job id
-// before anyone reads a field. Refusals return a reason instead of throwing,
-// so a bad peer costs one log line, never the process.
+// A received frame may sit at any address and hold anything: it is read in
+// place when 8-byte aligned and large, else copied into aligned words (Cap'n
+// Proto reads whole words), bounded in size and traversal, traversed whole once, and checked for
+// version and job id before anyone reads a field. Refusals return a reason instead of throwing, so
+// a bad peer costs one log line, never the process.
 #pragma once
 
 #include <capnp/message.h>
@@ -39,21 +39,27 @@ const std::string& process_launch();
 // This process's incarnation (Sender.incarnation): drawn at random once, never 0.
 uint64_t process_incarnation();
 
-// A frame copied into aligned words. Owns its memory.
+// A frame in 8-byte-aligned words (Cap'n Proto reads whole words). Owns its memory.
 class AlignedFrame {
  public:
-  // Copies `size` bytes; fails (nullopt, `why` set) if size is 0, over
-  // max_bytes, or not a whole number of 8-byte words.
+  // Both fail (nullopt, `why` set) if the size is 0, over max_bytes, or not a whole
+  // number of 8-byte words.
+  // Copies `size` bytes.
   static std::optional<AlignedFrame> copy_of(const void* data, size_t size, size_t max_bytes,
                                              std::string& why);
+  // Keeps a received frame of at least kKeptBytes whose data is aligned, without a copy
+  // (ZeroMQ gives each large frame an allocation of its own); copies any other.
+  static std::optional<AlignedFrame> adopt(zmq::message_t&& received, size_t max_bytes,
+                                           std::string& why);
+  static constexpr size_t kKeptBytes = size_t{64} << 10;
 
-  kj::ArrayPtr<const capnp::word> words() const { return {words_.get(), n_words_}; }
+  kj::ArrayPtr<const capnp::word> words() const;
   size_t size_bytes() const { return n_words_ * sizeof(capnp::word); }
 
  private:
-  AlignedFrame(std::unique_ptr<capnp::word[]> words, size_t n)
-      : words_(std::move(words)), n_words_(n) {}
-  std::unique_ptr<capnp::word[]> words_;
+  AlignedFrame() = default;
+  std::unique_ptr<capnp::word[]> copied_;  // owned: the words, when copied...
+  zmq::message_t kept_;                    // owned: ...or the received frame holding them
   size_t n_words_ = 0;
 };
 
@@ -94,8 +100,9 @@ struct Received {
 Received recv_message(zmq::socket_t& socket, const Expect& expect,
                       zmq::recv_flags flags = zmq::recv_flags::none);
 
-// Validates a frame already received (e.g. after a ROUTER identity part).
-Received open_frame(const zmq::message_t& frame, const Expect& expect);
+// Validates a frame already received (e.g. after a ROUTER identity part); the message
+// keeps the frame's memory when it can (AlignedFrame::adopt).
+Received open_frame(zmq::message_t&& frame, const Expect& expect);
 
 // Header fields every sender fills the same way.
 struct SenderInfo {
@@ -109,7 +116,8 @@ struct SenderInfo {
 Envelope::Builder start_envelope(capnp::MessageBuilder& builder, const SenderInfo& from,
                                  uint64_t generation, uint64_t seq);
 
-// Flattens a built message into a ZeroMQ message without a second copy.
+// Flattens a built message into a ZeroMQ message, large ones into the process's
+// FramePool (schemas/frame_pool.h).
 zmq::message_t to_zmq(capnp::MessageBuilder& builder);
 
 // CLOCK_REALTIME in nanoseconds, as carried in Envelope.sentAtNs.

@@ -43,7 +43,8 @@ struct FakeCoordinator {
       zmq::message_t id, frame;
       (void)router.recv(id);
       (void)router.recv(frame);
-      wire::Received r = wire::open_frame(frame, {"rt-test", static_cast<size_t>(limit)});
+      wire::Received r =
+          wire::open_frame(std::move(frame), {"rt-test", static_cast<size_t>(limit)});
       if (r.status == wire::RecvStatus::kOk)
         return std::pair{id.to_string(), std::move(*r.message)};
     }

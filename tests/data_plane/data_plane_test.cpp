@@ -360,7 +360,7 @@ class BadServer {
       if (!(item.revents & ZMQ_POLLIN)) continue;
       zmq::message_t id, frame;
       if (!socket_.recv(id) || !socket_.recv(frame)) continue;
-      wire::Received r = wire::open_frame(frame, expect());
+      wire::Received r = wire::open_frame(std::move(frame), expect());
       if (r.status != wire::RecvStatus::kOk) continue;
       const uint64_t batch_id = r.message->envelope().getBody().getBatchRequest().getBatchId();
       auto reply = [&](zmq::message_t m) {

@@ -207,7 +207,7 @@ TEST(Wire, RouterDealerCarriesIdentityThenFrame) {
     ASSERT_TRUE(router.recv(identity));
     ASSERT_TRUE(identity.more());
     ASSERT_TRUE(router.recv(frame));
-    Received r = open_frame(frame, kExpect);
+    Received r = open_frame(std::move(frame), kExpect);
     EXPECT_EQ(r.status == RecvStatus::kOk, expected_ok == 1) << r.why;
   }
 }
