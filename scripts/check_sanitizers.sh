@@ -47,7 +47,8 @@ for name in "${binaries[@]}"; do
     echo "check_sanitizers: $name passed ($((SECONDS - start)) s)"
   else
     echo "check_sanitizers: $name FAILED ($((SECONDS - start)) s); its output:" >&2
-    tail -n 60 "$logs/$name.out" >&2
+    grep -A 12 ': Failure$' "$logs/$name.out" | head -n 60 >&2 || true  # the assertions
+    tail -n 40 "$logs/$name.out" >&2
     failed+=("$name")
   fi
 done

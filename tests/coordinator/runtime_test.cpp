@@ -162,7 +162,9 @@ TEST_F(Runtime, TwoNodesRunToTheBudgetAndStatusListsEveryActor) {
 }
 
 TEST_F(Runtime, KilledActorsAreRestartedAndTheJobFinishes) {
-  TestJob job = two_node_job(400);
+  // Long enough (15 s of steps) that both kills land before the end on a loaded machine:
+  // at 400 steps a sanitizer build beside two compilers finished before the second kill.
+  TestJob job = two_node_job(1500);
   const fs::path config = write_config(job);
   Child& coord = coordinator(config);
   agent(config, job.port, "n0");
@@ -188,10 +190,10 @@ TEST_F(Runtime, KilledActorsAreRestartedAndTheJobFinishes) {
     ASSERT_TRUE(back) << role << " " << rank << " was not restarted";
   }
   auto finished = wait_status(
-      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 30s);
+      config, [](const Json& j) { return j.at("state").get<std::string>() == "finished"; }, 60s);
   ASSERT_TRUE(finished);
   EXPECT_EQ((*finished).at("generation").get<double>(), 2);  // one learner lost: one re-rendezvous
-  EXPECT_EQ((*actor(*finished, "learner", 1)).at("step").get<double>(), 400);
+  EXPECT_EQ((*actor(*finished, "learner", 1)).at("step").get<double>(), job.steps);
   EXPECT_EQ(coord.wait(15s), 0);
 }
 
