@@ -39,8 +39,6 @@ function(saccade_add_test name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest saccade_test_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${name} PRIVATE ${SACCADE_WARNINGS})
-  target_compile_definitions(${name} PRIVATE SACCADE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                             SACCADE_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(ARG_TORCH_PCH)
     saccade_use_torch_pch(${name})
   endif()

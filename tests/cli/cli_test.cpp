@@ -99,7 +99,7 @@ TEST(Cli, InfoNamesTheOpenblasCoreAndItIsOneForThisCpu) {
 }
 
 TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
-  const auto good = saccade({"config", "check", SACCADE_SOURCE_DIR "/configs/tiny.toml"});
+  const auto good = saccade({"config", "check", testing::source_path("configs/tiny.toml")});
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_NE(good.out.find("tiny.toml: ok"), std::string::npos);
 
@@ -184,7 +184,7 @@ TEST(Cli, BenchAllreduceChecksTheSumAcrossRealProcesses) {
 TEST(Cli, BenchRuntimeFeedsOneLearnerFromDataActorsAndFromMemory) {
   const testing::TempDir scratch("cli-feed");
   const std::filesystem::path config = scratch.path() / "feed.toml";
-  std::ofstream(config) << "include = \"" SACCADE_SOURCE_DIR "/configs/tiny.toml\"\n"
+  std::ofstream(config) << "include = \"" << testing::source_path("configs/tiny.toml") << "\"\n"
                         << "[ssl]\nbatch_size = 8\n";
   const std::string json_path = (scratch.path() / "feed.json").string();
   const auto r = saccade({"bench", "runtime", config.string(), "--no-throughput", "--no-recovery",
@@ -229,7 +229,7 @@ TEST(Cli, BenchRuntimeKillsARunPastItsTimeoutAndGoesOn) {
   const std::string json_path = (scratch.path() / "feed.json").string();
   // Ports of its own: other tests run jobs of the tiny config at the same time.
   const std::filesystem::path config = scratch.path() / "feed.toml";
-  std::ofstream(config) << "include = \"" SACCADE_SOURCE_DIR "/configs/tiny.toml\"\n"
+  std::ofstream(config) << "include = \"" << testing::source_path("configs/tiny.toml") << "\"\n"
                         << "[cluster]\ncoordinator_port = 7640\ndata_port_base = 7650\n"
                         << "rollout_port_base = 7700\n";
   const auto r = saccade({"bench", "runtime", config.string(), "--no-throughput", "--no-recovery",
@@ -255,7 +255,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   const testing::TempDir scratch("cli-step");
   const std::string json_path = (scratch.path() / "step.json").string();
   std::vector<std::string> args =
-      tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+      tiny_step_args(testing::source_path("configs/tiny.toml"), json_path);
   args.insert(args.end(),
               {"--variants", "fp32,fp32+foreach,fp32+cut,fp32+fold,fp32+sdpa+foreach+fold+batched",
                "--steps", "2", "--peak-tflops", "1"});
@@ -302,8 +302,8 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   std::vector<std::string> make = {"/usr/bin/env",
                                    "SACCADE=" + build_path("saccade"),
                                    "bash",
-                                   SACCADE_SOURCE_DIR "/scripts/config_variant.sh",
-                                   SACCADE_SOURCE_DIR "/configs/tiny.toml",
+                                   testing::source_path("scripts/config_variant.sh"),
+                                   testing::source_path("configs/tiny.toml"),
                                    variant_path};
   make.insert(make.end(), keys.begin(), keys.end());
   const auto made = run_process(make);
@@ -319,7 +319,7 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   EXPECT_EQ(c.at("rows")[0].at("config_keys"), j.at("rows")[4].at("config_keys"));
 
   const auto bad = saccade(
-      {"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", "bf16+turbo"});
+      {"bench", "step", testing::source_path("configs/tiny.toml"), "--variants", "bf16+turbo"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("unknown lever \"turbo\""), std::string::npos) << bad.err;
   // Levers that only a GPU has are refused on a CPU, naming the variant and the lever.
@@ -327,8 +327,8 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
            {"fp32+graphs", "CUDA graphs (ssl.cuda_graphs) need --device cuda"},
            {"fp32+prefetch",
             "prefetch (ssl.prefetch_to_device) stages batches to a GPU, needs --device cuda"}}) {
-    const auto on_cpu =
-        saccade({"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--variants", variant});
+    const auto on_cpu = saccade(
+        {"bench", "step", testing::source_path("configs/tiny.toml"), "--variants", variant});
     EXPECT_NE(on_cpu.exit_code, 0) << variant;
     EXPECT_NE(on_cpu.err.find("--variants " + variant + ": " + why), std::string::npos)
         << on_cpu.err;
@@ -344,7 +344,7 @@ TEST(Cli, BenchStepResumesWhereARunOfTheSameOptionsEnded) {
   const std::string json_path = (scratch.path() / "step.json").string();
   const auto bench = [&](const std::string& variants, const std::vector<std::string>& more) {
     std::vector<std::string> args =
-        tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+        tiny_step_args(testing::source_path("configs/tiny.toml"), json_path);
     args.insert(args.end(), {"--variants", variants});
     args.insert(args.end(), more.begin(), more.end());
     return saccade(args);
@@ -390,7 +390,7 @@ TEST(Cli, BenchStepResumesWhereARunOfTheSameOptionsEnded) {
       << other.err;
   EXPECT_EQ(read(), j);  // refused before anything was written
   const auto no_json =
-      saccade({"bench", "step", SACCADE_SOURCE_DIR "/configs/tiny.toml", "--resume"});
+      saccade({"bench", "step", testing::source_path("configs/tiny.toml"), "--resume"});
   EXPECT_NE(no_json.exit_code, 0);
   EXPECT_NE(no_json.err.find("--resume requires --json"), std::string::npos) << no_json.err;
 }
@@ -401,7 +401,7 @@ TEST(Cli, BenchStepEndsAVariantPastItsTimeoutAndResumesAfterIt) {
   const testing::TempDir scratch("cli-step-timeout");
   const std::string json_path = (scratch.path() / "step.json").string();
   std::vector<std::string> args =
-      tiny_step_args(SACCADE_SOURCE_DIR "/configs/tiny.toml", json_path);
+      tiny_step_args(testing::source_path("configs/tiny.toml"), json_path);
   // 20 steps of ~0.1 s each: past half a second whatever the machine.
   args.insert(args.end(), {"--steps", "20", "--variant-timeout", "0.5", "--variants"});
   args.push_back("fp32");
@@ -445,7 +445,7 @@ TEST(Cli, BenchStepEndsAVariantPastItsTimeoutAndResumesAfterIt) {
 TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
   const testing::TempDir scratch("cli-data");
   const std::string json_path = (scratch.path() / "data.json").string();
-  const auto r = saccade({"bench", "data", SACCADE_SOURCE_DIR "/configs/vit-s-imagenet.toml",
+  const auto r = saccade({"bench", "data", testing::source_path("configs/vit-s-imagenet.toml"),
                           "--generated", "4", "--generated-size", "64", "--generated-height", "48",
                           "--no-photos", "--batch", "2", "--json", json_path});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -482,7 +482,7 @@ TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
 }
 
 TEST(Cli, ConfigShowPrintsTheResolvedConfig) {
-  const auto r = saccade({"config", "show", SACCADE_SOURCE_DIR "/configs/tiny.toml"});
+  const auto r = saccade({"config", "show", testing::source_path("configs/tiny.toml")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("depth = 4"), std::string::npos);             // from the file
   EXPECT_NE(r.out.find("heartbeat_misses = 5"), std::string::npos);  // a default

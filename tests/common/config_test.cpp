@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/paths.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -51,14 +53,14 @@ TEST(Config, ShippedConfigsValidate) {
   int n = 0;
   // The presets and configs/ablations, whose files mostly include a base.
   for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(SACCADE_SOURCE_DIR "/configs")) {
+       std::filesystem::recursive_directory_iterator(testing::source_path("configs"))) {
     if (entry.path().extension() != ".toml") continue;
     SCOPED_TRACE(entry.path().string());
     EXPECT_NO_THROW(load_config(entry.path()));
     ++n;
   }
   EXPECT_GE(n, 40);
-  const JobConfig vit_s = load_config(SACCADE_SOURCE_DIR "/configs/vit-s-imagenet.toml");
+  const JobConfig vit_s = load_config(testing::source_path("configs/vit-s-imagenet.toml"));
   EXPECT_EQ(vit_s.cluster.nodes.size(), 8u);
   EXPECT_EQ(vit_s.cluster.nodes[7].gpus, 8);
   EXPECT_EQ(vit_s.ssl.precision, "bf16");
@@ -284,7 +286,7 @@ TEST(Config, MissingFileIsNamed) {
 
 TEST(Config, ShowRoundTrips) {
   for (const char* name : {"tiny.toml", "vit-s-imagenet.toml"}) {
-    const JobConfig c = load_config(std::string(SACCADE_SOURCE_DIR "/configs/") + name);
+    const JobConfig c = load_config(testing::source_path(std::string("configs/") + name));
     const std::string shown = to_toml(c);
     const JobConfig again = parse_config(shown, "shown.toml");
     EXPECT_EQ(to_toml(again), shown) << name;
@@ -396,7 +398,7 @@ TEST(Config, IncludeProblemsNameTheirFileAndLine) {
 }
 
 TEST(Config, ReferenceDocIsUpToDate) {
-  std::ifstream in(SACCADE_SOURCE_DIR "/docs/config.md");
+  std::ifstream in(testing::source_path("docs/config.md"));
   ASSERT_TRUE(in) << "docs/config.md missing: run `saccade config docs > docs/config.md`";
   std::stringstream text;
   text << in.rdbuf();

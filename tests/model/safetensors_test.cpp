@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/paths.h"
+
 #include <fstream>
 #include <iterator>
 
@@ -94,7 +96,7 @@ TEST(Safetensors, LayoutFollowsThePublishedFormat) {
 // package (0.8.0, safetensors.numpy.save_file) with five dtypes/shapes, a non-ASCII
 // name, an empty tensor and metadata; its data is ordered by dtype, not by name.
 TEST(Safetensors, LoadsAFileWrittenByThePythonPackage) {
-  std::ifstream in(std::string(SACCADE_SOURCE_DIR) + "/tests/model/data/python_written.safetensors",
+  std::ifstream in(testing::source_path("tests/model/data/python_written.safetensors"),
                    std::ios::binary);
   ASSERT_TRUE(in) << "fixture missing";
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -66,8 +66,4 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   return result;
 }
 
-std::string build_path(const std::string& relative) {
-  return std::string(SACCADE_BINARY_DIR) + "/" + relative;
-}
-
 }  // namespace saccade::testing

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/paths.h"
+
 namespace saccade::testing {
 
 struct ProcessResult {
@@ -19,8 +21,5 @@ struct ProcessResult {
 // it. Past `timeout` the child's whole process group is killed and reaped.
 ProcessResult run_process(const std::vector<std::string>& argv,
                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
-
-// Path of a binary of this build (e.g. "saccade" -> BUILD/saccade).
-std::string build_path(const std::string& relative);
 
 }  // namespace saccade::testing
