@@ -29,11 +29,9 @@ function(saccade_use_torch_pch target)
   endif()
 endfunction()
 
-# saccade_add_test(NAME SOURCES ... LIBS ... [TORCH_PCH] [LABELS ...])
+# saccade_add_test(NAME SOURCES ... LIBS ... [TORCH_PCH] [LABELS ...]); tests/ is only
+# added with SACCADE_BUILD_TESTS.
 function(saccade_add_test name)
-  if(NOT SACCADE_BUILD_TESTS)
-    return()
-  endif()
   cmake_parse_arguments(ARG "TORCH_PCH" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest saccade_test_main)
