@@ -105,13 +105,13 @@ void PatchBatch::resize(int64_t n, int64_t t, int64_t c, int64_t p) {
 }
 
 void PixelViews::resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t rows_per_view,
-                        bool cut_on_learner) {
+                        bool cut_on_learner, bool pixel_buffer) {
   views = n;
   tokens = t;
   channels = c;
   patch_size = p;
   pieces = rows_per_view;
-  pixels.assign(cut_on_learner ? 0 : static_cast<size_t>(n * t * c * p * p), 0);
+  pixels.assign(cut_on_learner || !pixel_buffer ? 0 : static_cast<size_t>(n * t * c * p * p), 0);
   boxes.assign(cut_on_learner ? static_cast<size_t>(n * t * 4) : 0, 0.0f);
   positions.assign(static_cast<size_t>(n * t * 3), 0.0f);
   augment.assign(static_cast<size_t>(n / pieces * kViewAugmentFloats), 0.0f);
@@ -119,18 +119,19 @@ void PixelViews::resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t rows
     encode_view_augment({}, augment.data() + a * kViewAugmentFloats);
 }
 
-void SslBatch::allocate(const ViewOptions& o, int64_t b) {
+void SslBatch::allocate(const ViewOptions& o, int64_t b, bool pixel_buffers) {
   batch_size = b;
   const int64_t gg = int64_t{o.global_grid} * o.global_grid,
                 lg = int64_t{o.local_grid} * o.local_grid;
   const bool learner = o.cut_on_learner;
-  teacher_global.resize(b, gg, o.channels, o.patch_size, 1, learner);
-  student_global.resize(b, gg, o.channels, o.patch_size, 1, learner);
-  student_local.resize(o.local_views * b, lg, o.channels, o.patch_size, 1, learner);
+  const bool own = pixel_buffers;  // false: read_batch borrows the pixels
+  teacher_global.resize(b, gg, o.channels, o.patch_size, 1, learner, own);
+  student_global.resize(b, gg, o.channels, o.patch_size, 1, learner, own);
+  student_local.resize(o.local_views * b, lg, o.channels, o.patch_size, 1, learner, own);
   teacher_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size, o.glimpses,
-                     learner);
+                     learner, own);
   student_seq.resize(o.glimpses * b, o.glimpse_tokens(), o.channels, o.patch_size, o.glimpses,
-                     learner);
+                     learner, own);
   images.assign(learner ? static_cast<size_t>(b) : 0, ShippedImage{});
   labels.assign(static_cast<size_t>(b), -1);
   indices.assign(static_cast<size_t>(b), -1);

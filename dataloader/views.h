@@ -10,6 +10,7 @@
 
 #include <opencv2/core/mat.hpp>
 
+#include "common/byte_buffer.h"
 #include "dataloader/augment.h"
 #include "kernels/integral_image.h"
 
@@ -70,19 +71,23 @@ struct PatchBatch {
 // one drawn augmentation per view (augment.h). A view is `pieces` rows, A apart
 // (step-major: a sequence of K glimpses is rows a, A + a, ..., (K - 1) A + a),
 // so N = pieces * A. The learner augments and normalises them on its device
-// (workers/ssl/view_augment.h). Owns its buffers.
+// (workers/ssl/view_augment.h). Owns its buffers, but for pixels read in place from a
+// received frame (data_plane::read_batch), which it keeps alive.
 struct PixelViews {
   int64_t views = 0;  // N rows
   int64_t tokens = 0;
   int64_t channels = 0;
   int64_t patch_size = 0;
-  int64_t pieces = 1;           // rows per view: K for sequences, else 1
-  std::vector<uint8_t> pixels;  // empty when the learner cuts
-  std::vector<float> boxes;     // empty when the data plane cuts
+  int64_t pieces = 1;        // rows per view: K for sequences, else 1
+  ByteBuffer pixels;         // empty when the learner cuts
+  std::vector<float> boxes;  // empty when the data plane cuts
   std::vector<float> positions;
   std::vector<float> augment;
 
-  void resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t pieces, bool cut_on_learner);
+  // Sizes every buffer for N = n rows; pixels only with `pixel_buffer` (when the data plane
+  // cuts: boxes otherwise).
+  void resize(int64_t n, int64_t t, int64_t c, int64_t p, int64_t pieces, bool cut_on_learner,
+              bool pixel_buffer = true);
   int64_t augmented_views() const { return views / pieces; }  // A
   int64_t patch_bytes() const { return channels * patch_size * patch_size; }
   uint8_t* pixels_of(int64_t row) { return pixels.data() + row * tokens * patch_bytes(); }
@@ -90,13 +95,14 @@ struct PixelViews {
   float* boxes_of(int64_t row) { return boxes.data() + row * tokens * 4; }
 };
 
-// A decoded image shipped to a learner that cuts its own views. Owns its pixels.
+// A decoded image shipped to a learner that cuts its own views. Owns its pixels, or borrows
+// them from a received frame.
 struct ShippedImage {
   int height = 0;
   int width = 0;
   // HWC, rows packed (width * channels bytes), then zeros up to a multiple of 8 bytes (so
   // the wire can reference the buffer instead of copying it).
-  std::vector<uint8_t> pixels;
+  ByteBuffer pixels;
 };
 
 // All views of a batch of B images. Sequential and local views are stored
@@ -114,8 +120,9 @@ struct SslBatch {
   std::vector<int64_t> indices;      // B dataset indices actually used
   int64_t skipped_corrupt = 0;       // corrupt files skipped while filling it
 
-  // Sizes every buffer for `b` images.
-  void allocate(const ViewOptions& options, int64_t b);
+  // Sizes every buffer for `b` images; pixel buffers only with `pixel_buffers` (false: for
+  // a reader that borrows them, data_plane::read_batch).
+  void allocate(const ViewOptions& options, int64_t b, bool pixel_buffers = true);
   bool cut_on_learner() const { return !images.empty(); }
 };
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -33,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 // Seconds per image of each stage, summed over a set of images.
 struct Stages {
   double read = 0, decode = 0, table = 0, cut = 0, augment = 0, encode = 0, send = 0;
+  double receive = 0;  // the learner's host side: validate the frame, read the batch out of it
 };
 
 struct SetRow {
@@ -42,6 +44,7 @@ struct SetRow {
   Stages per_image;                    // seconds
   double frame_bytes_per_image = 0;
   double decode_only_per_second = 0, pipeline_per_second = 0;
+  double receive_per_second = 0;  // images one learner host thread takes in (receive alone)
 };
 
 // The stages over `paths`, one image at a time on this thread; every `batch` images are
@@ -110,12 +113,22 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     data_plane::write_batch(views, 0, {-1, -1}, envelope.getBody().initBatch());
     zmq::message_t frame = wire::to_zmq(builder);
     total.encode += seconds_since(start);
-    frame_bytes += static_cast<double>(frame.size());
+    const size_t frame_size = frame.size();
+    frame_bytes += static_cast<double>(frame_size);
     start = Clock::now();
     push.send(frame, zmq::send_flags::none);
     zmq::message_t received;
     if (!pull.recv(received)) throw std::runtime_error("send: no frame came back");
     total.send += seconds_since(start);
+    // As a learner's link takes a frame (wire::open_frame) and its batch source reads it.
+    start = Clock::now();
+    wire::Received opened = wire::open_frame(std::move(received), {"bench", frame_size});
+    if (!opened.message) throw std::runtime_error("receive: frame refused: " + opened.why);
+    auto received_frame = std::make_shared<const wire::Message>(std::move(*opened.message));
+    if (!data_plane::read_batch(received_frame->envelope().getBody().getBatch(), augmented, slots,
+                                why, received_frame))
+      throw std::runtime_error("receive: batch refused: " + why);
+    total.receive += seconds_since(start);
     ++frames;
   }
   total.cut -= total.table;  // the build make_ssl_views did (data side), measured alone above
@@ -124,13 +137,14 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
   row.megapixels /= n;
   row.file_kb /= n;
   const double sent = static_cast<double>(frames) * slots;  // images encoded and sent
-  row.per_image = {total.read / n,    total.decode / n,    total.table / n,  total.cut / n,
-                   total.augment / n, total.encode / sent, total.send / sent};
+  row.per_image = {total.read / n,    total.decode / n,    total.table / n,   total.cut / n,
+                   total.augment / n, total.encode / sent, total.send / sent, total.receive / sent};
   row.frame_bytes_per_image = frame_bytes / sent;
   const Stages& s = row.per_image;
   row.decode_only_per_second = 1 / (s.read + s.decode);
   row.pipeline_per_second =
       1 / (s.read + s.decode + s.table + s.cut + s.augment + s.encode + s.send);
+  row.receive_per_second = 1 / s.receive;
   return row;
 }
 
@@ -184,24 +198,26 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
       config.views.glimpses, config.views.local_views, o.batch);
   out << fmt::format(
       "{:<34} {:>6} {:>6} {:>7}  {:>6} {:>7} {:>6} {:>6} {:>8} {:>7} {:>6}  {:>10} "
-      "{:>11} {:>7} {:>9}\n",
+      "{:>11} {:>7} {:>9}  {:>7} {:>10}\n",
       "images", "count", "MP", "KB", "read", "decode", "table", "cut", "augment", "encode", "send",
-      "decode/s", "pipeline/s", "share", "MB/image");
+      "decode/s", "pipeline/s", "share", "MB/image", "receive", "receive/s");
   for (const SetRow& r : rows) {
     const Stages& s = r.per_image;
     out << fmt::format(
         "{:<34} {:>6} {:>6.2f} {:>7.1f}  {:>6.2f} {:>7.2f} {:>6.2f} {:>6.2f} {:>8.2f} {:>7.2f} "
-        "{:>6.2f}  {:>10.1f} {:>11.1f} {:>6.1f}% {:>9.2f}\n",
+        "{:>6.2f}  {:>10.1f} {:>11.1f} {:>6.1f}% {:>9.2f}  {:>7.2f} {:>10.1f}\n",
         r.name, r.images, r.megapixels, r.file_kb, 1e3 * s.read, 1e3 * s.decode, 1e3 * s.table,
         1e3 * s.cut, 1e3 * s.augment, 1e3 * s.encode, 1e3 * s.send, r.decode_only_per_second,
         r.pipeline_per_second, 100 * r.pipeline_per_second / r.decode_only_per_second,
-        r.frame_bytes_per_image / 1e6);
+        r.frame_bytes_per_image / 1e6, 1e3 * s.receive, r.receive_per_second);
   }
   out << "data cuts: cut = the integral-image cut of every view, rounded to uint8; learner "
          "cuts: the views' geometry and the shipped image (downscaled to views.ship_max_side), "
          "the table and the cut left to the learner. augment = drawing each view's "
          "augmentation (applied on the learner). send is ZeroMQ over loopback to a receiver "
-         "in this process; share: the pipeline's images/s over decoding alone\n";
+         "in this process; share: the pipeline's images/s over decoding alone. receive (not "
+         "in the pipeline: the learner's host thread) = validating the frame and reading the "
+         "batch out of it, as a learner does\n";
   if (!o.json_path.empty()) {
     nlohmann::ordered_json j = {
         {"config", o.config_path}, {"batch", o.batch}, {"rows", nlohmann::ordered_json::array()}};
@@ -218,9 +234,11 @@ int run_data_bench(const DataBenchOptions& o, std::ostream& out) {
                              {"cut", 1e3 * s.cut},
                              {"augment", 1e3 * s.augment},
                              {"encode", 1e3 * s.encode},
-                             {"send", 1e3 * s.send}}},
+                             {"send", 1e3 * s.send},
+                             {"receive", 1e3 * s.receive}}},
                            {"decode_only_per_second", r.decode_only_per_second},
                            {"pipeline_per_second", r.pipeline_per_second},
+                           {"receive_per_second", r.receive_per_second},
                            {"bytes_per_image", r.frame_bytes_per_image}});
     }
     write_file_bytes(o.json_path, j.dump(2) + "\n");

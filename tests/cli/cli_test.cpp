@@ -440,8 +440,9 @@ TEST(Cli, BenchStepEndsAVariantPastItsTimeoutAndResumesAfterIt) {
 
 // The data plane's cost per stage on generated JPEGs, once with the data actor cutting and
 // once shipping the image for the learner to cut: every stage measured (a learner that cuts
-// builds the table itself), the frame's bytes per image those of what travels (plus a small
-// envelope), and the pipeline slower than decoding alone.
+// builds the table itself, and the receiving learner's side is timed too), the frame's bytes
+// per image those of what travels (plus a small envelope), and the pipeline slower than
+// decoding alone.
 TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
   const testing::TempDir scratch("cli-data");
   const std::string json_path = (scratch.path() / "data.json").string();
@@ -464,7 +465,8 @@ TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
     SCOPED_TRACE(row.at("images").get<std::string>());
     EXPECT_EQ(row.at("count").get<int>(), 4);
     EXPECT_NEAR(row.at("megapixels").get<double>(), 64 * 48 / 1e6, 1e-9);
-    for (const char* stage : {"read", "decode", "table", "cut", "augment", "encode", "send"}) {
+    for (const char* stage :
+         {"read", "decode", "table", "cut", "augment", "encode", "send", "receive"}) {
       if (side == 1 && std::string(stage) == "table") {
         EXPECT_EQ(row.at("ms_per_image").at(stage).get<double>(), 0);
       } else {
@@ -473,6 +475,8 @@ TEST(Cli, BenchDataMeasuresEveryStageOfTheDataPlanePerImage) {
     }
     EXPECT_LT(row.at("pipeline_per_second").get<double>(),
               row.at("decode_only_per_second").get<double>());
+    EXPECT_NEAR(row.at("receive_per_second").get<double>(),
+                1e3 / row.at("ms_per_image").at("receive").get<double>(), 1e-6);
     const double bytes = row.at("bytes_per_image").get<double>();
     EXPECT_GE(bytes, shipped[side]);
     EXPECT_LT(bytes, shipped[side] + 2000);

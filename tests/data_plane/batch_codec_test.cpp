@@ -8,9 +8,12 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <utility>
 
+#include "schemas/wire.h"
 #include "test_data.h"
 
 namespace saccade::data_plane {
@@ -66,6 +69,23 @@ class BatchCodec : public ::testing::Test {
     return out_.getTensors()[0];
   }
 
+  // batch_ sent as a learner receives it: flattened into a frame, which read_batch reads in
+  // place. `watch` sees the frame's lifetime; the test keeps no reference to it.
+  std::optional<data::SslBatch> read_in_place(std::weak_ptr<const wire::Message>& watch) {
+    capnp::MallocMessageBuilder builder;
+    auto envelope = wire::start_envelope(builder, {"job", wire::Role::DATA, 0, "node"}, 0, 0);
+    write_batch(batch_, 99, {2, 17}, envelope.getBody().initBatch());
+    wire::Received received = wire::open_frame(wire::to_zmq(builder), {"job", size_t{1} << 30});
+    if (!received.message) ADD_FAILURE() << received.why;
+    if (!received.message) return std::nullopt;
+    auto frame = std::make_shared<const wire::Message>(std::move(*received.message));
+    watch = frame;
+    std::string why;
+    auto back = read_batch(frame->envelope().getBody().getBatch(), views_, kImages, why, frame);
+    EXPECT_TRUE(back.has_value()) << why;
+    return back;
+  }
+
   // Expects a refusal whose reason names `needle`.
   void expect_refused(const std::string& needle) {
     std::string why;
@@ -92,6 +112,26 @@ TEST_F(BatchCodec, RoundTripIsBitExact) {
   const auto back = read_batch(out_.asReader(), views_, kImages, why);
   ASSERT_TRUE(back.has_value()) << why;
   expect_bit_equal(batch_, *back);
+}
+
+// In place, the pixels are the frame's bytes (not a copy), the frame lives as long as the
+// batch does, and the batch is the one sent, bit for bit.
+TEST_F(BatchCodec, ReadInPlaceBorrowsThePixelsAndKeepsTheFrame) {
+  std::weak_ptr<const wire::Message> frame;
+  auto back = read_in_place(frame);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(frame.expired());
+  expect_bit_equal(batch_, *back);
+  for (const data::PixelViews* p : {&back->teacher_global, &back->student_global,
+                                    &back->student_local, &back->teacher_seq, &back->student_seq})
+    EXPECT_TRUE(p->pixels.borrowed());
+  EXPECT_THROW(back->student_seq.pixels_of(0), std::logic_error);  // read-only
+  data::SslBatch copy = *back;                                     // shares the frame
+  back.reset();
+  EXPECT_FALSE(frame.expired());
+  expect_bit_equal(batch_, copy);
+  copy = {};
+  EXPECT_TRUE(frame.expired());
 }
 
 TEST_F(BatchCodec, TensorOrderDoesNotMatter) {
@@ -214,6 +254,19 @@ TEST_F(LearnerCutCodec, RoundTripCarriesImagesAndBoxes) {
   }
   EXPECT_TRUE(testing::same_bits(back->student_seq.boxes, batch_.student_seq.boxes));
   EXPECT_LE(out_.totalSize().wordCount * 8, batch_frame_bytes(views_, kImages));
+}
+
+// Shipped images are read in place too, with the zeros after them to the next word.
+TEST_F(LearnerCutCodec, ReadInPlaceBorrowsTheImages) {
+  std::weak_ptr<const wire::Message> frame;
+  const auto back = read_in_place(frame);
+  ASSERT_TRUE(back.has_value());
+  expect_bit_equal(batch_, *back);
+  for (const data::ShippedImage& image : back->images) {
+    EXPECT_TRUE(image.pixels.borrowed());
+    EXPECT_EQ(image.pixels.size() % 8, 0u);
+  }
+  EXPECT_TRUE(back->teacher_global.pixels.empty());  // boxes travel instead
 }
 
 TEST_F(LearnerCutCodec, RefusesAnImageOverTheCapOrOfOtherChannels) {

@@ -72,7 +72,7 @@ class EchoProtocol : public RequestProtocol {
       out.getBody().initCredit().setBatches(static_cast<uint32_t>(id));
     });
   }
-  Answer accept(size_t, const wire::Message& m) override {
+  Answer accept(size_t, wire::Message&& m) override {
     if (m.kind() == Body::HEARTBEAT)
       return {Answer::Kind::kRetry, 0, "came back malformed", "a Heartbeat"};
     if (m.kind() != Body::CREDIT) return {Answer::Kind::kIgnored, 0, "", "unexpected"};

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "workers/data_plane/batch_codec.h"
 
@@ -103,7 +105,7 @@ bool RemoteBatchSource::send(uint64_t id, size_t /*peer*/, runtime::PeerLink& li
   });
 }
 
-runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, const wire::Message& message) {
+runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, wire::Message&& message) {
   using Kind = runtime::Answer::Kind;
   const auto env = message.envelope();
   if (message.kind() != Body::BATCH || env.getSender().getRole() != wire::Role::DATA) {
@@ -117,7 +119,11 @@ runtime::Answer RemoteBatchSource::accept(size_t /*peer*/, const wire::Message& 
   // Stale (a batch already taken, or never asked for), or a duplicate of a re-sent request.
   if (request == nullptr || request->batch) return {};
   std::string why;
-  std::optional<data::SslBatch> batch = read_batch(in, options_.views, options_.batch_size, why);
+  // The batch reads its pixels in place and keeps the frame they are in (`in` stays valid:
+  // moving the message does not move the frame it reads).
+  auto frame = std::make_shared<const wire::Message>(std::move(message));
+  std::optional<data::SslBatch> batch =
+      read_batch(in, options_.views, options_.batch_size, why, frame);
   if (!batch) return {Kind::kRetry, request->id, "came back malformed", why};
   request->batch = std::move(batch);
   return {Kind::kDone, request->id, "", ""};

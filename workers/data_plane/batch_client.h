@@ -53,7 +53,7 @@ class RemoteBatchSource : private runtime::RequestProtocol {
   void refill();
   Request* find(uint64_t id);  // nullptr: taken already, or never asked for
   bool send(uint64_t id, size_t peer, runtime::PeerLink& link) override;
-  runtime::Answer accept(size_t peer, const wire::Message& message) override;
+  runtime::Answer accept(size_t peer, wire::Message&& message) override;
 
   RemoteSourceOptions options_;
   data::ShardedSampler sampler_;                    // positioned after the last batch requested

@@ -22,8 +22,10 @@ namespace {
 template <class Byte>
 struct TensorSlot {
   wire::TensorSpec spec;
-  Byte* data;           // not owned: a buffer of the batch
-  size_t buffer_bytes;  // the buffer's size, >= the tensor's bytes
+  Byte* data;                      // not owned: a buffer of the batch
+  size_t buffer_bytes;             // the buffer's size, >= the tensor's bytes
+  ByteBuffer* borrower = nullptr;  // not owned: the batch's buffer, when it can borrow (uint8)
+  bool word_padded = false;        // the buffer is the tensor, then zeros to a multiple of 8 bytes
 };
 
 // The five view sets of a batch with their wire names.
@@ -44,6 +46,8 @@ auto slots_of(Batch& batch) {
     slots.push_back({{std::move(name), dtype, std::move(shape)},
                      reinterpret_cast<Byte*>(values.data()),
                      values.size() * sizeof(*values.data())});
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(values)>, ByteBuffer>)
+      slots.back().borrower = &values;
   };
   const bool learner_cuts = batch.cut_on_learner();
   auto add_views = [&](const char* name, auto& views) {
@@ -68,6 +72,7 @@ auto slots_of(Batch& batch) {
     auto& image = batch.images[i];
     add(fmt::format("image.{}", i), wire::DType::UINT8,
         {image.height, image.width, batch.teacher_global.channels}, image.pixels);
+    slots.back().word_padded = true;
   }
   return slots;
 }
@@ -122,14 +127,15 @@ void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosit
 }
 
 std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::ViewOptions& views,
-                                         int64_t expected_images, std::string& why) {
+                                         int64_t expected_images, std::string& why,
+                                         std::shared_ptr<const void> frame) {
   if (in.getImages() != expected_images) {
     why = fmt::format("batch {}: {} images, expected {}", in.getBatchId(), in.getImages(),
                       expected_images);
     return std::nullopt;
   }
   data::SslBatch batch;
-  batch.allocate(views, expected_images);
+  batch.allocate(views, expected_images, /*pixel_buffers=*/frame == nullptr);
   batch.skipped_corrupt = in.getSkippedCorrupt();
   // Shipped images (the learner cuts): each "image.i" is [H, W, C], no side over the cap.
   for (size_t i = 0; i < batch.images.size(); ++i) {
@@ -145,8 +151,9 @@ std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::Vie
     }
     batch.images[i].height = static_cast<int>((*shape)[0]);
     batch.images[i].width = static_cast<int>((*shape)[1]);
-    batch.images[i].pixels.assign(
-        static_cast<size_t>((*shape)[0] * (*shape)[1] * views.channels + 7) / 8 * 8, 0);
+    if (!frame)
+      batch.images[i].pixels.assign(
+          static_cast<size_t>((*shape)[0] * (*shape)[1] * views.channels + 7) / 8 * 8, 0);
   }
   const auto slots = slots_of(batch);
   std::vector<wire::TensorSpec> specs;
@@ -156,7 +163,12 @@ std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::Vie
   if (!data) return std::nullopt;
   for (size_t i = 0; i < slots.size(); ++i) {
     const size_t bytes = wire::tensor_bytes(slots[i].spec);
-    if (bytes > 0) std::memcpy(slots[i].data, (*data)[i], bytes);
+    // A word-padded buffer borrows the padding too: Cap'n Proto stores a blob in whole words.
+    if (frame && slots[i].borrower)
+      slots[i].borrower->borrow(reinterpret_cast<const uint8_t*>((*data)[i]),
+                                slots[i].word_padded ? (bytes + 7) / 8 * 8 : bytes, frame);
+    else if (bytes > 0)
+      std::memcpy(slots[i].data, (*data)[i], bytes);
   }
   // Each view's augmentation must be one the data plane could have drawn, and each box
   // one the learner's cut accepts.

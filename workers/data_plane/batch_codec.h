@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -36,8 +37,13 @@ void write_batch(const data::SslBatch& batch, uint64_t batch_id, data::DataPosit
                  wire::Batch::Builder out);
 
 // The batch in `in`, or nullopt with `why` set when it is not exactly a batch
-// of `expected_images` images cut with `views`.
+// of `expected_images` images cut with `views`. Given `frame`, what keeps `in`'s bytes
+// alive (the received wire::Message), the batch reads its pixels and shipped images in
+// place and keeps `frame` alive while it needs them; otherwise it copies them. In place is
+// what a learner does: the pixels are 2 MB per image at the paper's views, and a copy into
+// fresh buffers cost it about 1 ms per image (`saccade bench data`, docs/data.md).
 std::optional<data::SslBatch> read_batch(wire::Batch::Reader in, const data::ViewOptions& views,
-                                         int64_t expected_images, std::string& why);
+                                         int64_t expected_images, std::string& why,
+                                         std::shared_ptr<const void> frame = nullptr);
 
 }  // namespace saccade::data_plane

@@ -109,7 +109,7 @@ bool RolloutClient::send(uint64_t id, size_t peer, runtime::PeerLink& link) {
   return true;
 }
 
-runtime::Answer RolloutClient::accept(size_t peer, const wire::Message& message) {
+runtime::Answer RolloutClient::accept(size_t peer, wire::Message&& message) {
   using Kind = runtime::Answer::Kind;
   const auto env = message.envelope();
   if (message.kind() == Body::ACK) {

@@ -51,7 +51,7 @@ class RolloutClient : public RolloutSource, private runtime::RequestProtocol {
 
   Part* find(uint64_t id);  // a part of the batch in flight; nullptr when none
   bool send(uint64_t id, size_t peer, runtime::PeerLink& link) override;
-  runtime::Answer accept(size_t peer, const wire::Message& message) override;
+  runtime::Answer accept(size_t peer, wire::Message&& message) override;
   void redialed(size_t peer) override;
 
   RolloutClientOptions options_;

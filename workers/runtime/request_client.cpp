@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 namespace saccade::runtime {
 
@@ -202,7 +203,7 @@ void RequestClient::receive(size_t index, int64_t now) {
       drops_.refused(peer.endpoint, r.why);
       continue;
     }
-    const Answer answer = protocol_.accept(index, *r.message);
+    const Answer answer = protocol_.accept(index, std::move(*r.message));
     if (!answer.dropped.empty()) drops_.refused(peer.endpoint, answer.dropped);
     const auto found = requests_.find(answer.request);
     if (answer.kind == Answer::Kind::kIgnored || found == requests_.end())

@@ -69,8 +69,9 @@ class RequestProtocol {
   virtual ~RequestProtocol() = default;
   // Sends request `id` to peer `peer`; false when the connection is not up yet.
   virtual bool send(uint64_t id, size_t peer, PeerLink& link) = 0;
-  // What the valid message `message` from peer `peer` means. May throw to abort.
-  virtual Answer accept(size_t peer, const wire::Message& message) = 0;
+  // What the valid message `message` from peer `peer` means; the protocol may keep the
+  // message (e.g. a batch read in place). May throw to abort.
+  virtual Answer accept(size_t peer, wire::Message&& message) = 0;
   // Peer `peer` got a fresh socket: whatever it held (e.g. weights) is gone.
   virtual void redialed(size_t /*peer*/) {}
 };
