@@ -1,36 +1,60 @@
 #!/usr/bin/env bash
-# Builds saccade and its process-level tests with AddressSanitizer and
-# UndefinedBehaviorSanitizer into build-asan/ and runs them: the torch-free components'
-# tests (the code that reads frames, files, configs and checkpoints from outside the
-# process; leaks checked too), the runtime's tests (coordinator, agents and actors started,
-# killed and restarted as processes) and the jobs' and the CLI's (learners, probe, policy and
-# benches in real processes). A report from any process (child processes too: each writes
-# its own log) fails the check.
-#   scripts/check_sanitizers.sh [TEST_BINARY...]   (default: all of them)
+# Builds saccade and its process-level tests with sanitizers and runs them. A report from any
+# process (child processes too: each writes its own log) fails the check.
+#   scripts/check_sanitizers.sh [--thread] [TEST_BINARY...]   (default: all of the mode's)
+# Default: AddressSanitizer and UndefinedBehaviorSanitizer, into build-asan/: the torch-free
+# components' tests (the code that reads frames, files, configs and checkpoints from outside
+# the process; leaks checked too), the runtime's tests (coordinator, agents and actors
+# started, killed and restarted as processes) and the jobs' and the CLI's (learners, probe,
+# policy and benches in real processes).
+# --thread: ThreadSanitizer, into build-tsan/: the torch-free test binaries, whose code runs
+# threads (the kernels' thread pool, the loader's workers, the data actor's threads, the
+# learner's batch source and ZeroMQ's I/O threads handing frames back to the frame pool, the
+# coordinator's services). Not the runtime's processes by default: slowed down 5-15 times
+# they miss their heartbeats (`--thread coordinator_runtime_tests` runs them, without the
+# LibTorch plugin: LibTorch is not built with ThreadSanitizer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build-asan}
 source scripts/ccache_env.sh
 
-binaries=(common_tests schemas_tests storage_tests safetensors_tests kernels_tests
-  dataloader_tests data_plane_tests coordinator_unit_tests coordinator_runtime_tests
-  job_tests cli_tests)
+mode=address
+if [ "${1:-}" = "--thread" ]; then
+  mode=thread
+  shift
+fi
+if [ $mode = thread ]; then
+  BUILD_DIR=${BUILD_DIR:-build-tsan}
+  binaries=(common_tests schemas_tests storage_tests kernels_tests dataloader_tests
+    data_plane_tests coordinator_unit_tests)
+  flags="-fsanitize=thread -fno-omit-frame-pointer"
+  link="-fsanitize=thread"
+  plugin=OFF
+  label="ThreadSanitizer"
+else
+  BUILD_DIR=${BUILD_DIR:-build-asan}
+  binaries=(common_tests schemas_tests storage_tests safetensors_tests kernels_tests
+    dataloader_tests data_plane_tests coordinator_unit_tests coordinator_runtime_tests
+    job_tests cli_tests)
+  flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  link="-fsanitize=address,undefined"
+  plugin=ON
+  label="ASan and UBSan"
+fi
 [ $# -gt 0 ] && binaries=("$@")
 # Their processes run LibTorch, whose OpenMP threads crash LeakSanitizer's tracer at exit
 # ("Tracer caught signal 11"): memory errors and undefined behaviour only.
 torch_processes=" job_tests cli_tests "
 
-flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSACCADE_CUDA=OFF \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  -DSACCADE_TORCH_PLUGIN=$plugin -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${binaries[@]}" saccade_test_actor
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 asan_options="log_path=$logs/asan:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+export TSAN_OPTIONS="log_path=$logs/tsan:second_deadlock_stack=1:history_size=7:suppressions=$PWD/scripts/tsan.supp"
 export OMP_WAIT_POLICY=passive
 failed=()
 for name in "${binaries[@]}"; do
@@ -52,7 +76,7 @@ for name in "${binaries[@]}"; do
     failed+=("$name")
   fi
 done
-reports=$(find "$logs" -name 'asan.*' -o -name 'ubsan.*')
+reports=$(find "$logs" -name 'asan.*' -o -name 'ubsan.*' -o -name 'tsan.*')
 if [ -n "$reports" ]; then
   for report in $reports; do
     echo "check_sanitizers: report $(basename "$report"):" >&2
@@ -64,4 +88,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "check_sanitizers: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "check_sanitizers: ${#binaries[@]} test binaries clean under ASan and UBSan"
+echo "check_sanitizers: ${#binaries[@]} test binaries clean under $label"

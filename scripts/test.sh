@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, checks formatting, builds, runs the
 # whole test suite, compiles the CUDA configuration, then runs the process-level tests
-# again under ASan and UBSan.
+# again under ASan and UBSan, and the threaded torch-free ones under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -10,3 +10,4 @@ bash scripts/build.sh -DSACCADE_WERROR=ON
 ctest --test-dir build --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 900
 bash scripts/check_cuda.sh
 bash scripts/check_sanitizers.sh
+bash scripts/check_sanitizers.sh --thread

@@ -120,7 +120,9 @@ std::vector<data::LoadedBatch> take(RemoteBatchSource& source, int n) {
 TEST(DataPlane, RemoteBatchesEqualTheLocalLoadersBitForBit) {
   auto ds = std::make_shared<GeneratedDataset>(23, std::vector<int64_t>{3, 4, 9});
   ServerThread server(ds);
-  RemoteBatchSource source(client_options(shard_of(23), {server.endpoint()}), {0, 0});
+  RemoteSourceOptions o = client_options(shard_of(23), {server.endpoint()});
+  o.request_timeout = 3s;  // no request goes twice, even on a slow (sanitized) build
+  RemoteBatchSource source(o, {0, 0});
   const auto remote = take(source, 13);  // two epochs and a bit (23 / 4)
   const auto local = local_batches(ds, {0, 0}, 13);
   ASSERT_EQ(remote.size(), 13u);
