@@ -9,6 +9,7 @@ option(SACCADE_BUILD_TESTS "Build the GoogleTest suite" ON)
 option(SACCADE_BUILD_BENCH "Build the benchmarks" ON)
 option(SACCADE_IMAGE_CODECS "Decode image files with OpenCV imgcodecs (image-folder data sets, the extraction bench's photos); OFF drops imgcodecs and its ~100 libraries, e.g. for the GPU bundle (scripts/gpu/bundle.sh)" ON)
 option(SACCADE_TORCH_PLUGIN "Build the saccade executable's LibTorch commands (libsaccade_torch.so) with it; OFF builds the torch-free runtime alone, e.g. for ThreadSanitizer (scripts/check_sanitizers.sh --thread)" ON)
+option(SACCADE_FUZZ "Build the libFuzzer targets of the parsers of outside input (tests/fuzz/; needs clang): scripts/fuzz.sh" OFF)
 
 find_program(SACCADE_CCACHE ccache)
 if(SACCADE_CCACHE)

@@ -177,7 +177,8 @@ std::optional<std::vector<TarMember>> read_index(const std::string& index_path,
     std::string text;
     if (!(fields >> m.offset >> m.size >> text) || fields.get() != ' ') return std::nullopt;
     std::getline(fields, m.name);
-    if (m.name.empty() || m.offset + m.size > tar.size) return std::nullopt;
+    // (offset + size may wrap around: each is compared with the tar's size on its own.)
+    if (m.name.empty() || m.size > tar.size || m.offset > tar.size - m.size) return std::nullopt;
     if (text != "-") m.inline_text = text;
     members.push_back(std::move(m));
   }

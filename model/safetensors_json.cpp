@@ -76,6 +76,8 @@ void read_safetensors_header(std::string_view text, RawTensorMap& tensors,
     if (what.find("; expected end of input") != std::string::npos)  // not "unexpected end"
       fail("trailing bytes after the header object at offset " + std::to_string(e.byte - 1));
     fail("malformed header JSON: " + what);
+  } catch (const Json::exception& e) {  // a number out of double's range ("1e999")
+    fail(std::string("malformed header JSON: ") + e.what());
   }
   if (!header.is_object()) fail("malformed header JSON: expected the header to start with '{'");
   if (!duplicate.empty()) fail("duplicate tensor name \"" + duplicate + "\"");

@@ -7,7 +7,8 @@
 # the process; leaks checked too), the runtime's tests (coordinator, agents and actors
 # started, killed and restarted as processes) and the jobs' and the CLI's (learners, probe,
 # policy and benches in real processes).
-# --thread: ThreadSanitizer, into build-tsan/: the torch-free test binaries, whose code runs
+# --thread: ThreadSanitizer (with GCC's float-cast-overflow check, which -fsanitize=undefined
+# leaves out), into build-tsan/: the torch-free test binaries, whose code runs
 # threads (the kernels' thread pool, the loader's workers, the data actor's threads, the
 # learner's batch source and ZeroMQ's I/O threads handing frames back to the frame pool, the
 # coordinator's services). Not the runtime's processes by default: slowed down 5-15 times
@@ -26,8 +27,8 @@ if [ $mode = thread ]; then
   BUILD_DIR=${BUILD_DIR:-build-tsan}
   binaries=(common_tests schemas_tests storage_tests kernels_tests dataloader_tests
     data_plane_tests coordinator_unit_tests)
-  flags="-fsanitize=thread -fno-omit-frame-pointer"
-  link="-fsanitize=thread"
+  flags="-fsanitize=thread,float-cast-overflow -fno-omit-frame-pointer"
+  link="-fsanitize=thread,float-cast-overflow"
   plugin=OFF
   label="ThreadSanitizer"
 else

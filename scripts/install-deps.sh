@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-format python3
+  # clang's libFuzzer for the parsers of outside input (scripts/fuzz.sh)
+  clang libclang-rt-14-dev
   # plots of the demo and the documents (scripts/plot_*.py)
   python3-matplotlib
   # the training step in plain PyTorch (scripts/gpu/torch_step.py), tested on the CPU

@@ -263,6 +263,16 @@ TEST(TarShardDataset, TheIndexIsReusedAndRebuiltWhenTheShardChanges) {
   write_text(tar_index_path(tar), "garbage\n");
   EXPECT_EQ(load_tar_index(tar, &rebuilt).size(), 4u);
   EXPECT_TRUE(rebuilt);
+  // So is one whose header still names this tar but whose member runs past its end, also
+  // where offset + size wraps around 2^64 (found by tests/fuzz/fuzz_tar_index).
+  std::string header;
+  std::getline(std::ifstream(tar_index_path(tar)), header);
+  for (const std::string member :
+       {"18446744073709551615 2 - x.png", "512 99999999 - x.png", "-1 2 - x.png"}) {
+    write_text(tar_index_path(tar), header + "\n" + member + "\n");
+    EXPECT_EQ(load_tar_index(tar, &rebuilt), scan_tar(tar)) << member;
+    EXPECT_TRUE(rebuilt) << member;
+  }
 }
 
 // An index that cannot be written (a read-only folder; as root, who writes anywhere, a

@@ -203,6 +203,11 @@ TEST(Safetensors, CorruptedBytesAreRefusedWithAReason) {
   EXPECT_NE(parse_error(with_header(R"({"__metadata__":{"k":1}})", "")).find("string value"),
             std::string::npos);
   EXPECT_NE(parse_error(with_header(good + "x", data)).find("trailing"), std::string::npos);
+  // A number past double's range is nlohmann's out_of_range, not a parse error (found by
+  // tests/fuzz/fuzz_safetensors): refused as malformed like the rest.
+  EXPECT_NE(parse_error(with_header(R"({"__metadata__":{"k":"v"},"w":9.9E9998})", data))
+                .find("malformed header JSON"),
+            std::string::npos);
   // Shape product overflow must not wrap around to a small size.
   EXPECT_NE(parse_error(
                 with_header(
