@@ -254,7 +254,8 @@ void JobState::update_stragglers() {
     a.straggler = false;
     if (a.phase == Phase::kRunning) by_role[k.first].push_back(&a);
   }
-  for (auto& [role, list] : by_role) {
+  for (auto& role_actors : by_role) {
+    const std::vector<ActorRecord*>& list = role_actors.second;  // (a lambda captures it)
     if (list.size() < 2) continue;
     auto median = [&](auto field) {
       std::vector<double> v;

@@ -3,7 +3,8 @@
 # UndefinedBehaviorSanitizer (clang's, which includes float-cast-overflow), into build-fuzz/:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: 60 s each; every target)
 # Targets (tests/fuzz/): fuzz_frame (a frame from the network: the envelope, then a batch
-# read in place and copied on either cut side, a checkpoint chunk, a checkpoint request),
+# read in place and copied on either cut side, a checkpoint chunk, a checkpoint request, a
+# rendezvous store request, a status reply as `saccade status` prints it),
 # fuzz_config (a job config; what parses writes back to the same config), fuzz_safetensors
 # (checkpoint blobs and backbones; what parses serialises back to the same tensors),
 # fuzz_tar (a tar shard's headers), fuzz_tar_index (the index cached beside a shard: a good

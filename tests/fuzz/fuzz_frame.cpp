@@ -1,8 +1,10 @@
 // A frame from the network, as every process receives one: wire::open_frame (segment
 // table, traversal limits, version, job), then what reads a body's contents further: a
 // batch (data_plane::read_batch, in place and copied, either cut side), a checkpoint
-// chunk (control::CheckpointAssembler) and a checkpoint request (control::read_query).
-// Whatever the bytes, no crash, no sanitizer report, and a batch read is whole.
+// chunk (control::CheckpointAssembler), a checkpoint request (control::read_query), a
+// rendezvous store request (control::RendezvousStore) and a status reply (what `saccade
+// status` prints of it). Whatever the bytes, no crash and no sanitizer report; a batch read
+// is whole, and the status as JSON is JSON.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -10,7 +12,11 @@
 
 #include <zmq.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "control/checkpoint_transfer.h"
+#include "control/rendezvous_store.h"
+#include "coordinator/status.h"
 #include "dataloader/augment.h"
 #include "schemas/wire.h"
 #include "tests/fuzz/fuzz_inputs.h"
@@ -66,6 +72,26 @@ void read_body(const std::shared_ptr<const wire::Message>& message) {
     case wire::Envelope::Body::CHECKPOINT_REQUEST:
       (void)control::describe(control::read_query(body.getCheckpointRequest()));
       break;
+    case wire::Envelope::Body::STORE_REQUEST: {
+      const wire::StoreRequest::Reader request = body.getStoreRequest();
+      control::StoreQuery query;
+      try {
+        query = control::read_store_request(request);
+      } catch (const std::invalid_argument&) {
+        break;  // refused, naming what is wrong
+      }
+      control::RendezvousStore store;
+      (void)store.apply("a:learner/0", request.getId(), request.getGeneration(), query, 0);
+      (void)store.expire(int64_t{1} << 62);
+      break;
+    }
+    case wire::Envelope::Body::STATUS_REPLY: {
+      const coordinator::JobStatus status = coordinator::read_status(body.getStatusReply());
+      (void)coordinator::status_table(status);
+      (void)coordinator::status_prometheus(status);
+      if (!nlohmann::json::accept(coordinator::status_json(status))) std::abort();
+      break;
+    }
     default:
       break;
   }

@@ -15,6 +15,8 @@
 
 #include "common/file_bytes.h"
 #include "control/checkpoint_transfer.h"
+#include "control/rendezvous_store.h"
+#include "coordinator/status.h"
 #include "dataloader/idx_dataset.h"
 #include "model/safetensors.h"
 #include "schemas/wire.h"
@@ -76,6 +78,25 @@ int main(int argc, char** argv) {
   write_frame(dir / "frame" / "checkpoint-request", [](wire::Envelope::Body::Builder body) {
     control::write_query({7, {"teacher", "optimizer"}, wire::CheckpointSource::INPUT_FILE},
                          body.initCheckpointRequest());
+  });
+
+  write_frame(dir / "frame" / "store-request", [](wire::Envelope::Body::Builder body) {
+    control::StoreQuery query;
+    query.op = wire::StoreOp::COMPARE_SET;
+    query.keys = {"nccl-id"};
+    query.value = "abc";
+    control::write_store_request(9, 0, query, body.initStoreRequest());
+  });
+  write_frame(dir / "frame" / "status-reply", [](wire::Envelope::Body::Builder body) {
+    coordinator::JobStatus status;
+    status.job_id = fuzz::kJobId;
+    status.stage = "pretrain";
+    status.stages = {{"pretrain", "running", 12.5, 40}, {"probe", "pending", 0, -1}};
+    status.state = "running";
+    status.metrics = {{"loss", 6.5}, {"flop_per_image", 2.69e11}, {"mfu", 0.078}};
+    status.actors = {{"learner", 0, "n0", 41, "running", 12, 1, 40, 250.0, false}};
+    status.nodes = {{"n0", "10.0.0.1", 16, 1, 1ull << 37, "registered", 7}};
+    coordinator::write_status(status, body.initStatusReply());
   });
 
   model::RawTensorMap tensors;
