@@ -87,7 +87,8 @@ struct DataConfig {
   std::string val_idx_images;
   std::string val_idx_labels;
   int64_t channels{};
-  int64_t canvas_size{};  // translated / cluttered canvas side
+  int64_t max_image_pixels{};  // folder and shards: larger images are skipped and counted
+  int64_t canvas_size{};       // translated / cluttered canvas side
   int64_t clutter_pieces{};
   int64_t clutter_size{};
   double item_scale{};  // translated / cluttered: digits resized by this before they are placed

@@ -20,15 +20,15 @@ std::shared_ptr<Dataset> make_plain(const std::string& kind, const DatasetSpec& 
     if (spec.root.empty()) {
       throw std::invalid_argument("make_dataset: root is required for a folder dataset");
     }
-    return std::make_shared<ImageFolderDataset>(
-        ImageFolderOptions{spec.root, spec.channels == 0 ? 3 : spec.channels});
+    return std::make_shared<ImageFolderDataset>(ImageFolderOptions{
+        spec.root, spec.channels == 0 ? 3 : spec.channels, spec.max_image_pixels});
   }
   if (kind == "shards") {
     if (spec.shards.empty()) {
       throw std::invalid_argument("make_dataset: shards is required for a shards dataset");
     }
-    return std::make_shared<TarShardDataset>(
-        TarShardOptions{spec.shards, spec.channels == 0 ? 3 : spec.channels});
+    return std::make_shared<TarShardDataset>(TarShardOptions{
+        spec.shards, spec.channels == 0 ? 3 : spec.channels, spec.max_image_pixels});
   }
   if (kind == "idx") {
     if (spec.images_path.empty()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dataloader/dataset.h"
+#include "dataloader/image_decode.h"
 
 namespace saccade::data {
 
@@ -24,6 +25,8 @@ struct DatasetSpec {
   std::string base_kind = "idx";
   // 0: the format's own (folder and shards 3, idx 1); else 1 (grey) or 3 (RGB).
   int channels = 0;
+  // folder and shards: images of more pixels are skipped and counted (data.max_image_pixels).
+  int64_t max_image_pixels = kMaxImagePixels;
   // translated / cluttered (RAM protocol); n_clutter is ignored by "translated".
   int canvas_size = 60;
   int n_clutter = 4;

@@ -12,9 +12,6 @@
 namespace saccade::data {
 namespace {
 
-// OpenCV's own limit on decoded pixels (CV_IO_MAX_IMAGE_PIXELS), kept for JPEGs too.
-constexpr int64_t kMaxPixels = int64_t{1} << 30;
-
 bool is_jpeg(const void* bytes, size_t size) {
   const auto* b = static_cast<const unsigned char*>(bytes);
   return size >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
@@ -32,7 +29,15 @@ tjhandle thread_handle(bool decompress) {
 
 // The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set. A warning (a
 // truncated scan, say) still gives the image, as libjpeg's default does for OpenCV.
-cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, std::string* reason) {
+// "W x H pixels exceed the limit of N" when they do, else "".
+std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
+  if (width * height <= max_pixels) return "";
+  return std::to_string(width) + " x " + std::to_string(height) + " pixels exceed the limit of " +
+         std::to_string(max_pixels) + " (data.max_image_pixels)";
+}
+
+cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, int64_t max_pixels,
+                    std::string* reason) {
   tjhandle h = thread_handle(true);
   const auto* jpeg = static_cast<const unsigned char*>(bytes);
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
@@ -41,9 +46,8 @@ cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, std::string* r
     *reason = std::string("TurboJPEG: ") + tjGetErrorStr2(h);
     return {};
   }
-  if (static_cast<int64_t>(width) * height > kMaxPixels) {
-    *reason = "TurboJPEG: " + std::to_string(width) + " x " + std::to_string(height) +
-              " pixels exceed the limit of 2^30";
+  if (const std::string over = over_limit(width, height, max_pixels); !over.empty()) {
+    *reason = "TurboJPEG: " + over;
     return {};
   }
   cv::Mat image(height, width, channels == 1 ? CV_8UC1 : CV_8UC3);
@@ -59,16 +63,17 @@ cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, std::string* r
 
 }  // namespace
 
-cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* reason) {
+cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_pixels,
+                     std::string* reason) {
   if (size == 0) {
     *reason = "empty member";
     return {};
   }
   std::string turbojpeg;  // why TurboJPEG refused a JPEG that OpenCV then tries
   if (is_jpeg(bytes, size)) {
-    cv::Mat image = decode_jpeg(bytes, size, channels, &turbojpeg);
+    cv::Mat image = decode_jpeg(bytes, size, channels, max_pixels, &turbojpeg);
     if (!image.empty()) return image;
-    if (!SACCADE_HAS_IMAGE_CODECS) {
+    if (!SACCADE_HAS_IMAGE_CODECS || turbojpeg.find(" exceed the limit") != std::string::npos) {
       *reason = turbojpeg;
       return image;
     }
@@ -89,6 +94,10 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* 
               : SACCADE_HAS_IMAGE_CODECS ? "not a decodable image"
                                          : "not a JPEG, and this build has no other image "
                                            "codecs (SACCADE_IMAGE_CODECS=OFF)";
+    return {};
+  }
+  if (const std::string over = over_limit(image.cols, image.rows, max_pixels); !over.empty()) {
+    *reason = "OpenCV: " + over;
     return {};
   }
   if (channels == 3) cv::cvtColor(image, image, cv::COLOR_BGR2RGB);

@@ -13,10 +13,16 @@
 
 namespace saccade::data {
 
+// The most pixels an image may have: OpenCV's own limit on decoding (CV_IO_MAX_IMAGE_PIXELS).
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 30;
+
 // `channels` 1: 8-bit gray; 3: 8-bit RGB. An empty Mat, with `reason` set, when the
-// bytes are empty or do not decode. EXIF orientation is not applied (as PIL and
-// TurboJPEG read files).
-cv::Mat decode_image(const void* bytes, size_t size, int channels, std::string* reason);
+// bytes are empty, do not decode, or hold an image of more than `max_pixels` pixels (a
+// corrupt or hostile header declaring a giant image: a JPEG's is refused before anything
+// is allocated, other formats' after OpenCV decoded them, within kMaxImagePixels). EXIF
+// orientation is not applied (as PIL and TurboJPEG read files).
+cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_pixels,
+                     std::string* reason);
 
 // A JPEG of `image` (8-bit gray, or RGB) at `quality` (1..100), 4:2:0 for colour.
 // Throws std::runtime_error when TurboJPEG fails.

@@ -25,7 +25,7 @@ bool has_image_extension(const fs::path& path) {
 }
 
 // The image at path, or an empty Mat with the reason when it cannot be read or decoded.
-cv::Mat decode(const std::string& path, int channels, std::string* reason) {
+cv::Mat decode(const std::string& path, int channels, int64_t max_pixels, std::string* reason) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec) {
@@ -43,7 +43,7 @@ cv::Mat decode(const std::string& path, int channels, std::string* reason) {
     *reason = e.what();
     return {};
   }
-  return decode_image(bytes.data(), bytes.size(), channels, reason);
+  return decode_image(bytes.data(), bytes.size(), channels, max_pixels, reason);
 }
 
 }  // namespace
@@ -168,7 +168,7 @@ std::optional<Sample> ImageFolderDataset::get(int64_t index) const {
   if (corrupt.load(std::memory_order_acquire)) return std::nullopt;
   const std::string& path = impl_->paths[i];
   std::string reason;
-  cv::Mat image = decode(path, impl_->options.channels, &reason);
+  cv::Mat image = decode(path, impl_->options.channels, impl_->options.max_image_pixels, &reason);
   if (image.empty()) {
     // Only the thread that flips the state counts and logs: once per file.
     if (!corrupt.exchange(true, std::memory_order_acq_rel)) {

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "dataloader/dataset.h"
+#include "dataloader/image_decode.h"
 
 namespace saccade::data {
 
 struct ImageFolderOptions {
   std::string root;  // folder holding one subfolder per class
   int channels = 3;  // 3: RGB (IMREAD_COLOR, BGR->RGB), 1: IMREAD_GRAYSCALE
+  int64_t max_image_pixels = kMaxImagePixels;  // larger images are skipped and counted
 };
 
 // The files of an image folder in the order ImageFolderDataset indexes them (also

@@ -265,7 +265,8 @@ std::optional<Sample> TarShardDataset::get(int64_t index) const {
     done += static_cast<size_t>(got);
   }
   std::string why;
-  cv::Mat image = decode_image(bytes.data(), bytes.size(), impl_->options.channels, &why);
+  cv::Mat image = decode_image(bytes.data(), bytes.size(), impl_->options.channels,
+                               impl_->options.max_image_pixels, &why);
   if (image.empty()) {
     impl_->fail(i, why);
     return std::nullopt;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dataloader/dataset.h"
+#include "dataloader/image_decode.h"
 
 namespace saccade::data {
 
@@ -28,7 +29,8 @@ struct TarShardOptions {
   // A folder (every *.tar in it), one .tar file, or a glob pattern such as
   // "/data/train/shard-*.tar".
   std::string shards;
-  int channels = 3;  // 3: RGB, 1: grayscale
+  int channels = 3;                            // 3: RGB, 1: grayscale
+  int64_t max_image_pixels = kMaxImagePixels;  // larger images are skipped and counted
 };
 
 // The shard files `shards` names, sorted. Throws std::invalid_argument naming the

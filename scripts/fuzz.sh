@@ -8,7 +8,8 @@
 # fuzz_config (a job config; what parses writes back to the same config), fuzz_safetensors
 # (checkpoint blobs and backbones; what parses serialises back to the same tensors),
 # fuzz_tar (a tar shard's headers), fuzz_tar_index (the index cached beside a shard: a good
-# shard opens whatever it holds), fuzz_idx (an IDX images file, gzipped or not).
+# shard opens whatever it holds), fuzz_idx (an IDX images file, gzipped or not), fuzz_image
+# (an image file: TurboJPEG, then OpenCV).
 # Seeds: valid inputs (fuzz_seeds; the repository's configs; tars written by GNU tar and by
 # Python's tarfile). Each target's corpus grows in build-fuzz/corpus/TARGET from run to run.
 # A crash, a sanitizer report, a leak, an uncaught exception or an input that takes over 10 s
@@ -20,7 +21,7 @@ source scripts/ccache_env.sh
 
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-targets=(fuzz_frame fuzz_config fuzz_safetensors fuzz_tar fuzz_tar_index fuzz_idx)
+targets=(fuzz_frame fuzz_config fuzz_safetensors fuzz_tar fuzz_tar_index fuzz_idx fuzz_image)
 [ $# -gt 0 ] && targets=("$@")
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 
@@ -64,11 +65,21 @@ for name, fmt in (("python-gnu", tarfile.GNU_FORMAT), ("python-pax", tarfile.PAX
     open(f"{out}/{name}.tar", "wb").write(buf.getvalue())
 PY
 
+# A PNG (8-bit RGB, 3 x 2), for OpenCV's side of the image decoder.
+python3 - "$seeds/image/rgb.png" <<'PY'
+import struct, sys, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+rows = b"".join(b"\0" + bytes(range(r * 9, r * 9 + 9)) for r in range(2))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 3, 2, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+open(sys.argv[1], "wb").write(png)
+PY
 # The body of the index fuzz_tar_index's shard has (its members a.jpg, 600 bytes, and a.cls).
 printf '512 600 - a.jpg\n1536 1 3 a.cls\n' >"$seeds/tar_index/index"
 
 declare -A seed_dir=([fuzz_frame]=frame [fuzz_config]=config [fuzz_safetensors]=safetensors
-  [fuzz_tar]=tar [fuzz_tar_index]=tar_index [fuzz_idx]=idx)
+  [fuzz_tar]=tar [fuzz_tar_index]=tar_index [fuzz_idx]=idx [fuzz_image]=image)
 failed=()
 for target in "${targets[@]}"; do
   corpus=$BUILD_DIR/corpus/$target
@@ -78,7 +89,9 @@ for target in "${targets[@]}"; do
   rm -rf "$scratch"
   mkdir -p "$scratch"
   # The tars' seeds are 10-20 KB: inputs may grow to 64 KB for every target.
-  if TMPDIR=$scratch "$BUILD_DIR/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # OpenCV refuses images over 2^20 pixels before decoding them, as fuzz_image asks of JPEGs.
+  if TMPDIR=$scratch OPENCV_IO_MAX_IMAGE_PIXELS=1048576 "$BUILD_DIR/tests/fuzz/$target" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$BUILD_DIR/artifacts/$target-" \
     "$corpus" "$seeds/${seed_dir[$target]}" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')

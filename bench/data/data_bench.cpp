@@ -72,7 +72,8 @@ SetRow measure_set(const std::string& name, const std::vector<fs::path>& paths,
     total.read += seconds_since(start);
     start = Clock::now();
     std::string why;
-    const cv::Mat image = data::decode_image(bytes.data(), bytes.size(), augmented.channels, &why);
+    const cv::Mat image = data::decode_image(bytes.data(), bytes.size(), augmented.channels,
+                                             config.data.max_image_pixels, &why);
     total.decode += seconds_since(start);
     if (image.empty()) throw std::runtime_error(paths[i].string() + ": " + why);
     row.megapixels += image.rows * static_cast<double>(image.cols) / 1e6;

@@ -34,12 +34,12 @@ TEST(ImageDecode, JpegsDecodeAsOpenCvDecodesThem) {
   std::vector<uint8_t> jpeg;
   ASSERT_TRUE(cv::imencode(".jpg", bgr, jpeg, {cv::IMWRITE_JPEG_QUALITY, 85}));
   std::string why;
-  const cv::Mat colour = decode_image(jpeg.data(), jpeg.size(), 3, &why);
+  const cv::Mat colour = decode_image(jpeg.data(), jpeg.size(), 3, kMaxImagePixels, &why);
   ASSERT_FALSE(colour.empty()) << why;
   cv::Mat expected = cv::imdecode(jpeg, cv::IMREAD_COLOR);
   cv::cvtColor(expected, expected, cv::COLOR_BGR2RGB);
   EXPECT_EQ(cv::norm(colour, expected, cv::NORM_INF), 0);
-  const cv::Mat gray = decode_image(jpeg.data(), jpeg.size(), 1, &why);
+  const cv::Mat gray = decode_image(jpeg.data(), jpeg.size(), 1, kMaxImagePixels, &why);
   ASSERT_EQ(gray.channels(), 1);
   EXPECT_EQ(cv::norm(gray, cv::imdecode(jpeg, cv::IMREAD_GRAYSCALE), cv::NORM_INF), 0);
 }
@@ -48,14 +48,15 @@ TEST(ImageDecode, EncodedJpegsRoundTripCloseToTheImage) {
   const cv::Mat rgb = photo(60, 80);
   const std::vector<uint8_t> jpeg = encode_jpeg(rgb, 95);
   std::string why;
-  const cv::Mat back = decode_image(jpeg.data(), jpeg.size(), 3, &why);
+  const cv::Mat back = decode_image(jpeg.data(), jpeg.size(), 3, kMaxImagePixels, &why);
   ASSERT_FALSE(back.empty()) << why;
   ASSERT_EQ(back.size(), rgb.size());
   EXPECT_LT(cv::norm(back, rgb, cv::NORM_L1) / rgb.total() / 3, 6.0);  // grey levels, mean
   cv::Mat single;
   cv::cvtColor(rgb, single, cv::COLOR_RGB2GRAY);
   const std::vector<uint8_t> gray_jpeg = encode_jpeg(single, 95);
-  EXPECT_EQ(decode_image(gray_jpeg.data(), gray_jpeg.size(), 3, &why).channels(), 3);
+  EXPECT_EQ(decode_image(gray_jpeg.data(), gray_jpeg.size(), 3, kMaxImagePixels, &why).channels(),
+            3);
   EXPECT_THROW(encode_jpeg(cv::Mat(), 90), std::invalid_argument);
 }
 
@@ -65,15 +66,50 @@ TEST(ImageDecode, EncodedJpegsRoundTripCloseToTheImage) {
 TEST(ImageDecode, BrokenJpegsAreRefusedOrPaddedAsLibjpegDoes) {
   const std::vector<uint8_t> jpeg = encode_jpeg(photo(64, 64), 90);
   std::string why;
-  EXPECT_TRUE(decode_image(jpeg.data(), 20, 3, &why).empty());
+  EXPECT_TRUE(decode_image(jpeg.data(), 20, 3, kMaxImagePixels, &why).empty());
   EXPECT_NE(why.find("TurboJPEG"), std::string::npos) << why;
-  const cv::Mat cut = decode_image(jpeg.data(), jpeg.size() * 3 / 4, 3, &why);
+  const cv::Mat cut = decode_image(jpeg.data(), jpeg.size() * 3 / 4, 3, kMaxImagePixels, &why);
   EXPECT_EQ(cut.rows, 64);
   const std::vector<uint8_t> fake = {0xFF, 0xD8, 0xFF, 1, 2, 3, 4, 5, 6, 7};
-  EXPECT_TRUE(decode_image(fake.data(), fake.size(), 3, &why).empty());
+  EXPECT_TRUE(decode_image(fake.data(), fake.size(), 3, kMaxImagePixels, &why).empty());
   const std::string text = "not an image at all";
-  EXPECT_TRUE(decode_image(text.data(), text.size(), 3, &why).empty());
+  EXPECT_TRUE(decode_image(text.data(), text.size(), 3, kMaxImagePixels, &why).empty());
   EXPECT_FALSE(why.empty());
+}
+
+// An image over the pixel limit (data.max_image_pixels) is refused with the limit named: a
+// JPEG from its header, before anything is allocated, so that a damaged or hostile header
+// declaring a giant image (a decompression bomb) costs nothing; other formats once OpenCV
+// has decoded them.
+TEST(ImageDecode, ImagesOverThePixelLimitAreRefusedNamingIt) {
+  const cv::Mat rgb = photo(64, 48);
+  const std::vector<uint8_t> jpeg = encode_jpeg(rgb, 90);
+  std::string why;
+  EXPECT_EQ(decode_image(jpeg.data(), jpeg.size(), 3, 64 * 48, &why).rows, 64) << why;
+  EXPECT_TRUE(decode_image(jpeg.data(), jpeg.size(), 3, 64 * 48 - 1, &why).empty());
+  EXPECT_NE(why.find("TurboJPEG: 48 x 64 pixels exceed the limit of 3071 (data.max_image_pixels)"),
+            std::string::npos)
+      << why;
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", rgb, png));
+  EXPECT_EQ(decode_image(png.data(), png.size(), 1, 64 * 48, &why).cols, 48) << why;
+  EXPECT_TRUE(decode_image(png.data(), png.size(), 1, 100, &why).empty());
+  EXPECT_NE(why.find("OpenCV: 48 x 64 pixels exceed the limit of 100"), std::string::npos) << why;
+
+  // The same JPEG declaring 30,000 x 30,000 pixels in its frame header (SOF0: FF C0, length,
+  // precision, then height and width): under OpenCV's 2^30, over the default limit. Refused
+  // from the header; decoding it would have filled 2.7 GB.
+  std::vector<uint8_t> bomb = jpeg;
+  size_t sof = 2;
+  while (sof + 9 < bomb.size() && !(bomb[sof] == 0xFF && bomb[sof + 1] == 0xC0)) ++sof;
+  ASSERT_LT(sof + 9, bomb.size()) << "no SOF0 marker";
+  for (const size_t at : {sof + 5, sof + 7}) {
+    bomb[at] = 30000 >> 8;
+    bomb[at + 1] = 30000 & 0xFF;
+  }
+  EXPECT_TRUE(decode_image(bomb.data(), bomb.size(), 3, 178956970, &why).empty());
+  EXPECT_NE(why.find("30000 x 30000 pixels exceed the limit of 178956970"), std::string::npos)
+      << why;
 }
 
 }  // namespace

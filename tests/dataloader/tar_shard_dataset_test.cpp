@@ -203,6 +203,22 @@ TEST(TarShardDataset, ACorruptImageMemberIsSkippedAndCounted) {
   EXPECT_EQ(get_or_next_good(dataset, 1).source, tar + ":" + m.long_key + ".png");
 }
 
+// Members over data.max_image_pixels are skipped and counted like corrupt ones: 000.png
+// (20 x 12, decoded by OpenCV) and 001.jpg (9 x 30, refused from its header) over 200.
+TEST(TarShardDataset, ImagesOverThePixelLimitAreSkippedAndCounted) {
+  Members m;
+  const std::string tar = (m.dir.path() / "big.tar").string();
+  run("cd " + m.files.string() + " && tar -cf " + tar + " " + m.list());
+  TarShardDataset dataset({tar, 3, 200});
+  ASSERT_EQ(dataset.size(), 4);
+  EXPECT_FALSE(dataset.get(0));
+  EXPECT_FALSE(dataset.get(1));
+  EXPECT_TRUE(dataset.get(2));
+  EXPECT_TRUE(dataset.get(3));
+  EXPECT_EQ(dataset.stats().skipped_paths(),
+            (std::vector<std::string>{tar + ":000.png", tar + ":001.jpg"}));
+}
+
 TEST(TarShardDataset, TruncatedAndNonTarFilesAreRefusedWithPathAndOffset) {
   Members m;
   const std::string tar = (m.dir.path() / "whole.tar").string();

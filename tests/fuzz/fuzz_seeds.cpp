@@ -1,7 +1,7 @@
 // Writes the seed inputs of the fuzz targets that cannot be had as files (scripts/fuzz.sh
 // adds configs and tars made by GNU tar and Python): valid frames of each kind the frame
 // target reads further, safetensors files and IDX files, gzipped or not.
-//   fuzz_seeds DIR   ->   DIR/frame/*, DIR/safetensors/*, DIR/idx/*
+//   fuzz_seeds DIR   ->   DIR/frame/*, DIR/safetensors/*, DIR/idx/*, DIR/image/*
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <fmt/format.h>
@@ -18,6 +18,7 @@
 #include "control/rendezvous_store.h"
 #include "coordinator/status.h"
 #include "dataloader/idx_dataset.h"
+#include "dataloader/image_decode.h"
 #include "model/safetensors.h"
 #include "schemas/wire.h"
 #include "tests/fuzz/fuzz_inputs.h"
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path dir = argv[1];
-  for (const char* target : {"frame", "safetensors", "idx"}) fs::create_directories(dir / target);
+  for (const char* target : {"frame", "safetensors", "idx", "image"})
+    fs::create_directories(dir / target);
 
   write_batch_frame(dir / "frame" / "batch-data-cuts", false);
   write_batch_frame(dir / "frame" / "batch-learner-cuts", true);
@@ -113,6 +115,16 @@ int main(int argc, char** argv) {
   for (const bool gzip : {false, true}) {
     data::write_idx_images((dir / "idx" / (gzip ? "images.gz" : "images")).string(), 3, 4, 5,
                            pixels, gzip);
+  }
+
+  // Small JPEGs, colour (4:2:0) and gray: the decoder's input at its smallest.
+  cv::Mat colour(12, 20, CV_8UC3), gray(9, 7, CV_8UC1);
+  cv::randu(colour, 0, 256);
+  cv::randu(gray, 0, 256);
+  for (const auto& [name, image] : {std::pair{"colour.jpg", colour}, std::pair{"gray.jpg", gray}}) {
+    const std::vector<uint8_t> jpeg = data::encode_jpeg(image, 80);
+    write_file_bytes(dir / "image" / name,
+                     std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
   }
   return 0;
 }

@@ -34,6 +34,7 @@ JobConfig config_of_odd_values() {
   c.data.val_idx_labels = "val-labels";
   c.data.loader_threads = 3;
   c.data.queue_depth = 5;
+  c.data.max_image_pixels = 4321;
   c.model.patch_size = 7;
   c.views.vit_grid = 6;
   c.cluster.max_message_bytes = 12345;
@@ -196,6 +197,17 @@ TEST(JobOptions, ShardsAndTheLoaderComeFromJobAndData) {
   EXPECT_EQ(l.threads, 3);
   EXPECT_EQ(l.queue_depth, 5);
   EXPECT_EQ(l.seed, job_options::view_seed_root(c));
+}
+
+TEST(JobOptions, DatasetsComeFromData) {
+  const JobConfig c = config_of_odd_values();
+  for (const bool validation : {false, true}) {
+    const data::DatasetSpec d = job_options::dataset_spec(c, validation);
+    EXPECT_EQ(d.kind, "idx");
+    EXPECT_EQ(d.images_path, validation ? "val-images" : "train-images");
+    EXPECT_EQ(d.labels_path, validation ? "val-labels" : "train-labels");
+    EXPECT_EQ(d.max_image_pixels, 4321);
+  }
 }
 
 TEST(JobOptions, PeerLinksCarryTheActorTheJobAndItsKeys) {

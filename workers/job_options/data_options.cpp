@@ -13,6 +13,7 @@ data::DatasetSpec dataset_spec(const JobConfig& config, bool validation) {
   data::DatasetSpec spec;
   spec.kind = d.dataset;
   spec.channels = static_cast<int>(d.channels);
+  spec.max_image_pixels = d.max_image_pixels;
   spec.canvas_size = static_cast<int>(d.canvas_size);
   spec.n_clutter = static_cast<int>(d.clutter_pieces);
   spec.clutter_size = static_cast<int>(d.clutter_size);
