@@ -27,8 +27,6 @@ tjhandle thread_handle(bool decompress) {
   return h.get();
 }
 
-// The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set. A warning (a
-// truncated scan, say) still gives the image, as libjpeg's default does for OpenCV.
 // "W x H pixels exceed the limit of N" when they do, else "".
 std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
   if (width * height <= max_pixels) return "";
@@ -36,8 +34,12 @@ std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
          std::to_string(max_pixels) + " (data.max_image_pixels)";
 }
 
+// The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set; `too_large` says that
+// its header declared more than `max_pixels` pixels (then nothing was allocated, and no
+// other decoder should try). A warning (a truncated scan, say) still gives the image, as
+// libjpeg's default does for OpenCV.
 cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, int64_t max_pixels,
-                    std::string* reason) {
+                    std::string* reason, bool* too_large) {
   tjhandle h = thread_handle(true);
   const auto* jpeg = static_cast<const unsigned char*>(bytes);
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
@@ -48,6 +50,7 @@ cv::Mat decode_jpeg(const void* bytes, size_t size, int channels, int64_t max_pi
   }
   if (const std::string over = over_limit(width, height, max_pixels); !over.empty()) {
     *reason = "TurboJPEG: " + over;
+    *too_large = true;
     return {};
   }
   cv::Mat image(height, width, channels == 1 ? CV_8UC1 : CV_8UC3);
@@ -71,9 +74,10 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_p
   }
   std::string turbojpeg;  // why TurboJPEG refused a JPEG that OpenCV then tries
   if (is_jpeg(bytes, size)) {
-    cv::Mat image = decode_jpeg(bytes, size, channels, max_pixels, &turbojpeg);
+    bool too_large = false;
+    cv::Mat image = decode_jpeg(bytes, size, channels, max_pixels, &turbojpeg, &too_large);
     if (!image.empty()) return image;
-    if (!SACCADE_HAS_IMAGE_CODECS || turbojpeg.find(" exceed the limit") != std::string::npos) {
+    if (!SACCADE_HAS_IMAGE_CODECS || too_large) {
       *reason = turbojpeg;
       return image;
     }
