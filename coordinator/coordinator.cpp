@@ -90,7 +90,7 @@ class Coordinator final : public PeerSender {
     if (job_.finished()) {
       spdlog::info("job \"{}\" already finished in {}; start it over with --fresh",
                    config_.job.name, config_.job.work_dir);
-      stages_.end_without_linger(control::steady_ms());
+      stages_.skip_linger();
     }
     int64_t next_tick = 0;
     while (!stages_.done()) {
@@ -325,6 +325,11 @@ class Coordinator final : public PeerSender {
 
   void on_signal(int signal) {
     if (signal == 0) return;
+    stages_.skip_linger();  // asked to stop: no status served after the job ends
+    if (job_.ended()) {
+      spdlog::info("{}: the job has ended; serving status no longer", strsignal(signal));
+      return;
+    }
     if (++signals_seen_ == 1) {
       stages_.begin_drain(fmt::format("coordinator received {}", strsignal(signal)),
                           control::steady_ms());

@@ -61,10 +61,6 @@ void StageRunner::end_now(int64_t now) {
   done_ = true;
 }
 
-void StageRunner::end_without_linger(int64_t now) {
-  ended_ms_ = now - config_.cluster.status_linger_ms;
-}
-
 StageProgress StageRunner::progress() const {
   StageProgress p;
   bool all_done = true, any_completes = false;
@@ -141,7 +137,7 @@ void StageRunner::finish_when_quiet(int64_t now) {
       peers_.shutdown(control::agent_identity(name), false);
     }
   }
-  const int64_t linger = config_.cluster.status_linger_ms;
+  const int64_t linger = linger_ ? config_.cluster.status_linger_ms : 0;
   const int64_t hard = ended_ms_ + config_.cluster.drain_timeout_s * 1000 + linger;
   if ((agents_gone && now >= ended_ms_ + linger) || now >= hard) done_ = true;
 }

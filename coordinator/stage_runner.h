@@ -38,9 +38,10 @@ class StageRunner {
   void end_job(JobPhase state, const std::string& why, int64_t now);
   // Ends the job drained and the loop at once (a second signal).
   void end_now(int64_t now);
-  // The job finished in an earlier launch: the loop ends once its agents are told,
-  // without lingering for status.
-  void end_without_linger(int64_t now);
+  // Once the job has ended, the loop ends when its agents are told, without lingering for
+  // status (cluster.status_linger_ms): the job finished in an earlier launch, or a signal
+  // asked the coordinator to stop.
+  void skip_linger() { linger_ = false; }
 
   // The actors' phases before this tick's starts (an actor started now has not run).
   StageProgress progress() const;
@@ -71,6 +72,7 @@ class StageRunner {
   int64_t stage_ending_ms_ = -1;  // when the running stage's learners were all done; -1: not yet
   int64_t ended_ms_ = -1;         // when the job ended; -1: not yet
   bool done_ = false;
+  bool linger_ = true;  // serve status for status_linger_ms after the job ends
 };
 
 }  // namespace saccade::coordinator

@@ -2,6 +2,7 @@
 
 #include <turbojpeg.h>
 
+#include <cstring>
 #include <memory>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
@@ -32,6 +33,49 @@ std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
   if (width * height <= max_pixels) return "";
   return std::to_string(width) + " x " + std::to_string(height) + " pixels exceed the limit of " +
          std::to_string(max_pixels) + " (data.max_image_pixels)";
+}
+
+uint32_t le(const unsigned char* b, int bytes) {
+  uint32_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | b[i];
+  return v;
+}
+
+// The size a PNG, BMP or WebP header declares, as {format, width, height}; {} for other
+// formats or a header too short to say. Read before OpenCV decodes: its decoders allocate
+// the whole image first, so a few hundred bytes declaring a giant one would cost gigabytes.
+struct DeclaredSize {
+  const char* format = nullptr;
+  int64_t width = 0, height = 0;
+};
+DeclaredSize declared_size(const void* bytes, size_t size) {
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  auto starts = [&](const char* magic, size_t at = 0) {
+    const size_t n = std::strlen(magic);
+    return size >= at + n && std::memcmp(b + at, magic, n) == 0;
+  };
+  // PNG: the signature, then the IHDR chunk (length, type, big-endian width and height).
+  if (starts("\x89PNG\r\n\x1a\n") && starts("IHDR", 12) && size >= 24)
+    return {"PNG", __builtin_bswap32(le(b + 16, 4)), __builtin_bswap32(le(b + 20, 4))};
+  // BMP: the file header, then the DIB header (its size says which: 12 is OS/2's, 16-bit
+  // sizes; the others have signed 32-bit ones, a negative height meaning top-down rows).
+  if (starts("BM") && size >= 26) {
+    if (le(b + 14, 4) == 12) return {"BMP", le(b + 18, 2), le(b + 20, 2)};
+    const auto height = static_cast<int32_t>(le(b + 22, 4));
+    return {"BMP", static_cast<int32_t>(le(b + 18, 4)),
+            height < 0 ? -static_cast<int64_t>(height) : height};
+  }
+  // WebP (RIFF container, Google's "WebP Container Specification"): the first chunk says.
+  if (starts("RIFF") && starts("WEBP", 8) && size >= 30) {
+    if (starts("VP8X", 12)) return {"WebP", le(b + 24, 3) + 1, le(b + 27, 3) + 1};
+    if (starts("VP8L", 12) && b[20] == 0x2f) {
+      const uint32_t bits = le(b + 21, 4);
+      return {"WebP", (bits & 0x3fff) + 1, (bits >> 14 & 0x3fff) + 1};
+    }
+    if (starts("VP8 ", 12) && b[23] == 0x9d && b[24] == 0x01 && b[25] == 0x2a)
+      return {"WebP", le(b + 26, 2) & 0x3fff, le(b + 28, 2) & 0x3fff};
+  }
+  return {};
 }
 
 // The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set; `too_large` says that
@@ -80,6 +124,12 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_p
     if (!SACCADE_HAS_IMAGE_CODECS || too_large) {
       *reason = turbojpeg;
       return image;
+    }
+  }
+  if (const DeclaredSize d = declared_size(bytes, size); d.format != nullptr) {
+    if (const std::string over = over_limit(d.width, d.height, max_pixels); !over.empty()) {
+      *reason = std::string(d.format) + " header: " + over;
+      return {};
     }
   }
   cv::Mat image;

@@ -74,6 +74,8 @@ for name in "${binaries[@]}"; do
   else
     echo "check_sanitizers: $name FAILED ($((SECONDS - start)) s); its output:" >&2
     grep -A 12 ': Failure$' "$logs/$name.out" | head -n 60 >&2 || true  # the assertions
+    # What the processes of the failed tests warned of (restarts, missed heartbeats, refusals).
+    grep -E '\[(warning|error|critical)\]' "$logs/$name.out" | head -n 80 >&2 || true
     tail -n 40 "$logs/$name.out" >&2
     failed+=("$name")
   fi

@@ -341,6 +341,25 @@ TEST_F(Runtime, RestartCapFailsTheJobWithItsReason) {
   EXPECT_EQ(a1.wait(10s), 0);
 }
 
+// Once the job has ended the coordinator only serves status (cluster.status_linger_ms);
+// SIGTERM then ends it at once, with the job's exit code, rather than after the linger.
+TEST_F(Runtime, SigtermEndsTheStatusLinger) {
+  TestJob job;
+  job.port = free_port();
+  job.steps = 10;
+  job.status_linger_ms = 600000;
+  job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
+  const fs::path config = write_config(job);
+  Child& coord = coordinator(config);
+  Child& node = agent(config, job.port, "n0");
+  ASSERT_TRUE(wait_status(config, finished, 30s));
+  EXPECT_EQ(node.wait(15s), 0) << "the agent is told to stop when the job ends";
+  EXPECT_TRUE(status(config)) << "status is served after the end";
+  coord.signal(SIGTERM);
+  EXPECT_EQ(coord.wait(10s), 0);
+  EXPECT_NE(coord.log().find("the job has ended; serving status no longer"), std::string::npos);
+}
+
 TEST_F(Runtime, SigtermToRunDrainsWithAFinalCheckpoint) {
   TestJob job;
   job.port = free_port();

@@ -1,7 +1,9 @@
 #include "dataloader/image_decode.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -90,10 +92,11 @@ TEST(ImageDecode, ImagesOverThePixelLimitAreRefusedNamingIt) {
   EXPECT_NE(why.find("TurboJPEG: 48 x 64 pixels exceed the limit of 3071 (data.max_image_pixels)"),
             std::string::npos)
       << why;
-  std::vector<uint8_t> png;
-  ASSERT_TRUE(cv::imencode(".png", rgb, png));
-  EXPECT_EQ(decode_image(png.data(), png.size(), 1, 64 * 48, &why).cols, 48) << why;
-  EXPECT_TRUE(decode_image(png.data(), png.size(), 1, 100, &why).empty());
+  // A format whose header saccade does not read (PPM): checked once OpenCV decoded it.
+  std::vector<uint8_t> ppm;
+  ASSERT_TRUE(cv::imencode(".ppm", rgb, ppm));
+  EXPECT_EQ(decode_image(ppm.data(), ppm.size(), 1, 64 * 48, &why).cols, 48) << why;
+  EXPECT_TRUE(decode_image(ppm.data(), ppm.size(), 1, 100, &why).empty());
   EXPECT_NE(why.find("OpenCV: 48 x 64 pixels exceed the limit of 100"), std::string::npos) << why;
 
   // The same JPEG declaring 30,000 x 30,000 pixels in its frame header (SOF0: FF C0, length,
@@ -110,6 +113,65 @@ TEST(ImageDecode, ImagesOverThePixelLimitAreRefusedNamingIt) {
   EXPECT_TRUE(decode_image(bomb.data(), bomb.size(), 3, 178956970, &why).empty());
   EXPECT_NE(why.find("30000 x 30000 pixels exceed the limit of 178956970"), std::string::npos)
       << why;
+}
+
+void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+}
+
+// PNG, BMP and WebP headers are read before OpenCV decodes (its decoders allocate the whole
+// image first): one declaring more pixels than the limit is refused by its header, and the
+// reason says so. Without that, each of these would have OpenCV allocate 0.8-2.7 GB.
+TEST(ImageDecode, PngBmpAndWebpOverThePixelLimitAreRefusedByTheirHeader) {
+  const cv::Mat bgr = photo(64, 48);
+  std::string why;
+  // PNG: IHDR's width and height (big-endian at 16 and 20), its CRC made right again, so
+  // that libpng itself would accept the header.
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", bgr, png));
+  EXPECT_EQ(decode_image(png.data(), png.size(), 3, 64 * 48, &why).rows, 64) << why;
+  EXPECT_TRUE(decode_image(png.data(), png.size(), 3, 64 * 48 - 1, &why).empty());
+  EXPECT_NE(why.find("PNG header: 48 x 64 pixels exceed the limit of 3071"), std::string::npos)
+      << why;
+  put_be32(png, 16, 30000);
+  put_be32(png, 20, 30000);
+  put_be32(png, 29, static_cast<uint32_t>(crc32(0, png.data() + 12, 17)));
+  EXPECT_TRUE(decode_image(png.data(), png.size(), 3, 178956970, &why).empty());
+  EXPECT_NE(why.find("PNG header: 30000 x 30000 pixels exceed the limit of 178956970"),
+            std::string::npos)
+      << why;
+
+  // BMP: signed little-endian width and height at 18 and 22 (negative: rows top-down).
+  std::vector<uint8_t> bmp;
+  ASSERT_TRUE(cv::imencode(".bmp", bgr, bmp));
+  EXPECT_EQ(decode_image(bmp.data(), bmp.size(), 3, 64 * 48, &why).cols, 48) << why;
+  const int32_t size[] = {30000, -30000};
+  std::memcpy(bmp.data() + 18, size, sizeof size);
+  EXPECT_TRUE(decode_image(bmp.data(), bmp.size(), 3, 178956970, &why).empty());
+  EXPECT_NE(why.find("BMP header: 30000 x 30000 pixels exceed"), std::string::npos) << why;
+
+  // WebP, lossy (VP8: 14-bit sizes at 26 and 28) and lossless (VP8L: 14-bit sizes less one
+  // from bit 0 of byte 21): the largest they can declare, 16,383 (16,384) squared.
+  for (const int quality : {90, 101}) {
+    std::vector<uint8_t> webp;
+    ASSERT_TRUE(cv::imencode(".webp", bgr, webp, {cv::IMWRITE_WEBP_QUALITY, quality}));
+    EXPECT_EQ(decode_image(webp.data(), webp.size(), 3, 64 * 48, &why).rows, 64) << why;
+    EXPECT_TRUE(decode_image(webp.data(), webp.size(), 3, 64 * 48 - 1, &why).empty());
+    EXPECT_NE(why.find("WebP header: 48 x 64 pixels exceed"), std::string::npos) << why;
+    if (quality > 100) {
+      ASSERT_EQ(std::string(webp.begin() + 12, webp.begin() + 16), "VP8L");
+      uint32_t bits = 0;
+      std::memcpy(&bits, webp.data() + 21, 4);  // little-endian, as this machine
+      bits = (bits & ~((1u << 28) - 1)) | 16383 | 16383u << 14;
+      std::memcpy(webp.data() + 21, &bits, 4);
+    } else {
+      ASSERT_EQ(std::string(webp.begin() + 12, webp.begin() + 16), "VP8 ");
+      webp[26] = webp[28] = 0xFF;
+      webp[27] = webp[29] = 0x3F;
+    }
+    EXPECT_TRUE(decode_image(webp.data(), webp.size(), 3, 178956970, &why).empty());
+    EXPECT_NE(why.find("WebP header: 16"), std::string::npos) << why;
+  }
 }
 
 }  // namespace

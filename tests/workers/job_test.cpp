@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -496,10 +497,13 @@ TEST_F(Job, EveryStageRunsAsOneJob) {
   }
   for (const char* port : {"control", "metrics", "data 0", "data 1", "rollout 0", "eval 0"})
     EXPECT_TRUE(covered.count(port)) << port << " never seen listening";
+  // Generation 1 unless a learner was restarted (a missed heartbeat on a loaded machine,
+  // under a sanitizer): then the two joined in a later one.
+  EXPECT_TRUE(std::regex_search(log, std::regex("generation [0-9]+: joined 2 learners over gloo")))
+      << log;
   for (const char* what :
-       {"generation 1: joined 2 learners over gloo", "stage pretrain finished",
-        "stage 2/4 probe begins", "stage probe finished", "stage 3/4 policy begins",
-        "stage policy finished", "stage 4/4 eval begins",
+       {"stage pretrain finished", "stage 2/4 probe begins", "stage probe finished",
+        "stage 3/4 policy begins", "stage policy finished", "stage 4/4 eval begins",
         "probe done: head for checkpoint 4 committed", "eval: glimpse traces on 1 eval actor(s)",
         "eval done: report for checkpoint 4 committed (24 images, 8 in the sweep)",
         "eval actor stops: "})
