@@ -81,8 +81,18 @@ CheckpointQuery read_query(wire::CheckpointRequest::Reader in) {
 }
 
 std::string describe(const CheckpointQuery& query) {
+  // The names come from a peer: at most kShown of them, each cut to kLength bytes, so
+  // that a request of thousands of long names still makes one readable log line.
+  constexpr size_t kShown = 4, kLength = 64;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(query.blobs.size(), kShown); ++i) {
+    const std::string& name = query.blobs[i];
+    shown.push_back(name.size() > kLength ? name.substr(0, kLength) + "..." : name);
+  }
+  const std::string more =
+      query.blobs.size() > kShown ? fmt::format(" and {} more", query.blobs.size() - kShown) : "";
   const std::string names =
-      query.blobs.empty() ? "" : fmt::format(" ({})", fmt::join(query.blobs, ", "));
+      shown.empty() ? "" : fmt::format(" ({}{})", fmt::join(shown, ", "), more);
   switch (query.source) {
     case wire::CheckpointSource::INPUT_FILE:
       return fmt::format("input file(s){}", names);

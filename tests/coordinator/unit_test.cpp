@@ -357,6 +357,22 @@ TEST(CheckpointTransfer, ChunksReassembleExactlyAndCorruptionIsRefused) {
 
 // A sender that starts the same checkpoint again (its coordinator restarted
 // mid-transfer) replaces the partial blobs instead of failing as out of order.
+// A request's names come from a peer: its description stays one short line however many
+// names, and however long, it holds.
+TEST(CheckpointTransfer, AQueryIsDescribedInOneShortLine) {
+  control::CheckpointQuery q;
+  q.step = 7;
+  q.source = wire::CheckpointSource::INPUT_CHECKPOINT;
+  q.blobs = {"teacher"};
+  EXPECT_EQ(control::describe(q), "checkpoint 7 (teacher) of the stage's input");
+  q.blobs.assign(5000, std::string(5000, 'x'));
+  q.blobs[0] = "student";
+  const std::string line = control::describe(q);
+  EXPECT_LT(line.size(), 400u) << line;
+  EXPECT_EQ(line.find("checkpoint 7 (student, xxx"), 0u) << line;
+  EXPECT_NE(line.find("... and 4996 more) of the stage's input"), std::string::npos) << line;
+}
+
 TEST(CheckpointTransfer, ASecondSendOfTheSameStepReplacesThePartialOne) {
   std::string big(10000, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 5 + 1);
