@@ -128,8 +128,12 @@ TEST(Grpo, TeachesAGazePolicyWhereTheRewardIs) {
   const torch::Tensor state = torch::randn({B * G, o.n_state, o.in_dim});
   const torch::Tensor extent = torch::ones({B * G, 2});
   const torch::Tensor target = torch::tensor({0.8f, 0.25f});
+  // Wide enough (sigma 0.16) that the draws of every state's mixture earn some reward, so
+  // every state gets an advantage to follow. With 0.02 a state whose mixture settled far
+  // from the target earned none and stayed there, and float rounding decided which: on
+  // OpenBLAS's Haswell kernels a third of the states, on SkylakeX's 3%.
   auto reward_of = [&](const torch::Tensor& gaze) {
-    return torch::exp(-(gaze - target).square().sum(-1) / 0.02);
+    return torch::exp(-(gaze - target).square().sum(-1) / 0.05);
   };
   torch::Generator gen = at::detail::createCPUGenerator(5);
   double first_reward = 0, last_reward = 0;
@@ -160,11 +164,10 @@ TEST(Grpo, TeachesAGazePolicyWhereTheRewardIs) {
   const torch::Tensor best = out.logits.argmax(1);
   const torch::Tensor mode =
       out.means.gather(1, best.view({-1, 1, 1}).expand({-1, 1, 2})).squeeze(1);
-  // Most images' heaviest component sits on the target. Not every one: which
-  // component wins for a few states depends on float rounding (BLAS kernels differ
-  // by CPU; on Zen kernels 85% of the 128 are within 0.1, on SkylakeX all of them).
+  // Every image's heaviest component sits on the target (all 128 of them on OpenBLAS's
+  // Haswell, SkylakeX, Cooperlake and Sandybridge kernels alike).
   const torch::Tensor miss = (mode - target).norm(2, -1);
-  EXPECT_GT(miss.lt(0.1).to(torch::kFloat).mean().item<double>(), 0.75) << miss;
+  EXPECT_GT(miss.lt(0.1).to(torch::kFloat).mean().item<double>(), 0.95) << miss;
   EXPECT_LT(miss.median().item<double>(), 0.05) << miss;
 }
 
