@@ -8,12 +8,16 @@
 # started, killed and restarted as processes) and the jobs' and the CLI's (learners, probe,
 # policy and benches in real processes).
 # --thread: ThreadSanitizer (with GCC's float-cast-overflow check, which -fsanitize=undefined
-# leaves out), into build-tsan/: the torch-free test binaries, whose code runs
-# threads (the kernels' thread pool, the loader's workers, the data actor's threads, the
-# learner's batch source and ZeroMQ's I/O threads handing frames back to the frame pool, the
-# coordinator's services). Not the runtime's processes by default: slowed down 5-15 times
-# they miss their heartbeats (`--thread coordinator_runtime_tests` runs them, without the
-# LibTorch plugin: LibTorch is not built with ThreadSanitizer).
+# leaves out), into build-tsan/, without the LibTorch plugin (LibTorch is not built with
+# ThreadSanitizer): the torch-free test binaries, whose code runs threads (the kernels'
+# thread pool, the loader's workers, the data actor's threads, the learner's batch source
+# and ZeroMQ's I/O threads handing frames back to the frame pool, the coordinator's
+# services). Not the runtime's processes by default: `--thread coordinator_runtime_tests`
+# runs them, 5-15 times slower, with their tests' waits and their jobs' heartbeat, stall and
+# drain timeouts scaled by SACCADE_TEST_SLOWDOWN (default 10 here;
+# tests/support/subprocess.h). Of the first 17 (stopped there, after 20 minutes) 10 passed
+# and none reported a race; the fault tests that time a restart, a drain window, a
+# coordinator's restart or a 2,000-chunk transfer failed on timing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ccache_env.sh
@@ -27,6 +31,7 @@ if [ $mode = thread ]; then
   BUILD_DIR=${BUILD_DIR:-build-tsan}
   binaries=(common_tests schemas_tests storage_tests kernels_tests dataloader_tests
     data_plane_tests coordinator_unit_tests)
+  export SACCADE_TEST_SLOWDOWN=${SACCADE_TEST_SLOWDOWN:-10}
   flags="-fsanitize=thread,float-cast-overflow -fno-omit-frame-pointer"
   link="-fsanitize=thread,float-cast-overflow"
   plugin=OFF

@@ -118,7 +118,7 @@ TEST(ActorLink, MessagesPostedWhileARefusedUploadFillsTheSocketStillGoOut) {
         break;
     }
   };
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  const auto deadline = std::chrono::steady_clock::now() + scaled(30s);
   while (std::chrono::steady_clock::now() < deadline &&
          (metrics_steps.empty() || *metrics_steps.rbegin() < 60))
     serve(100ms);

@@ -13,6 +13,7 @@
 
 #include "control/control.h"
 #include "schemas/wire.h"
+#include "tests/support/subprocess.h"
 
 namespace saccade::testing {
 
@@ -32,10 +33,10 @@ struct FakeCoordinator {
     router.set(zmq::sockopt::router_handover, 1);  // as the coordinator: reconnects keep their id
     router.bind(fmt::format("tcp://127.0.0.1:{}", port));
   }
-  // Next (identity, message) within `timeout`, skipping refused frames.
+  // Next (identity, message) within `timeout` (scaled), skipping refused frames.
   std::optional<std::pair<std::string, wire::Message>> next_message(
       std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = std::chrono::steady_clock::now() + scaled(timeout);
     while (std::chrono::steady_clock::now() < deadline) {
       zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(50));
@@ -70,8 +71,9 @@ struct FakeCoordinator {
     parts.push_back(envelope("rt-test", wire::Role::COORDINATOR, 0, fill, generation));
     send(id, std::move(parts));
   }
+  // Reads and drops what arrives for `d` (scaled).
   void drain_for(std::chrono::milliseconds d) {
-    const auto until = std::chrono::steady_clock::now() + d;
+    const auto until = std::chrono::steady_clock::now() + scaled(d);
     while (std::chrono::steady_clock::now() < until) next(std::chrono::milliseconds(20));
   }
   const int limit;

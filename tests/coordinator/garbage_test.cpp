@@ -98,7 +98,8 @@ TEST_F(Garbage, CoordinatorDropsBadFramesAndTheJobFinishes) {
               dir.path() / "a.log");
   ASSERT_TRUE(wait_until(
       [&] {
-        return run_process({kSaccade, "status", "--config", cfg.string(), "--timeout-ms", "500"})
+        return run_process({kSaccade, "status", "--config", cfg.string(), "--timeout-ms",
+                            std::to_string(scaled(500ms).count())})
                    .exit_code == 0;
       },
       10s));

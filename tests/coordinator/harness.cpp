@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/support/subprocess.h"
+
 namespace saccade::testing {
 
 Child::Child(std::vector<std::string> argv, std::filesystem::path log, std::vector<std::string> env)
@@ -120,7 +122,7 @@ int free_ports(int count) {
 }
 
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + scaled(timeout);
   for (;;) {
     if (done()) return true;
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -229,9 +231,10 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
       "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
       job.name, work_dir.string(), fmt::join(job.stages, "\", \""), job.port, job.metrics_port,
-      free_ports(16), job.heartbeat_misses, job.max_restarts, job.stall_timeout_s,
-      job.drain_timeout_s, job.status_linger_ms, job.cluster_extra, nodes, job.steps,
-      job.checkpoint_every, job.ssl_extra, job.extra);
+      free_ports(16), job.heartbeat_misses * test_slowdown(), job.max_restarts,
+      job.stall_timeout_s * test_slowdown(), job.drain_timeout_s * test_slowdown(),
+      job.status_linger_ms, job.cluster_extra, nodes, job.steps, job.checkpoint_every,
+      job.ssl_extra, job.extra);
 }
 
 }  // namespace saccade::testing

@@ -50,7 +50,7 @@ inline int free_port() {
   return free_ports(1);
 }
 
-// Polls `done` every 20 ms until it holds or `timeout` passes.
+// Polls `done` every 20 ms until it holds or `timeout` (scaled by test_slowdown()) passes.
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
 // Every process whose parent chain leads to this process (zombies included).
@@ -74,7 +74,8 @@ std::vector<Listener> listening_sockets(pid_t pid);
 
 using testing::TempDir;  // tests/support/temp_dir.h
 
-// Shortest runtime config for tests: loopback, 50 ms heartbeats. `nodes` are
+// Shortest runtime config for tests: loopback, 50 ms heartbeats (the heartbeat, stall and
+// drain timeouts scaled by test_slowdown(), tests/support/subprocess.h). `nodes` are
 // [[cluster.nodes]] tables without the header; `extra` is appended as is.
 struct TestJob {
   std::string name = "rt-test";

@@ -182,7 +182,7 @@ TEST_F(OddFields, AnAgentLivesOnAndStopsCleanly) {
   ASSERT_FALSE(node.poll()) << "the agent ended";
   fake.send("n:n0", [](wire::Envelope::Builder e) { e.getBody().initAck().setOk(false); });
   bool registered = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (auto deadline = std::chrono::steady_clock::now() + scaled(10s);
        !registered && std::chrono::steady_clock::now() < deadline;) {
     auto m = fake.next(1s);
     registered = m && m->first == "n:n0" && m->second == Body::REGISTER_NODE;
@@ -190,7 +190,7 @@ TEST_F(OddFields, AnAgentLivesOnAndStopsCleanly) {
   EXPECT_TRUE(registered) << "the agent did not register again when asked";
   fake.send("n:n0",
             [](wire::Envelope::Builder e) { e.getBody().initShutdown().setReason("test over"); });
-  const auto until = std::chrono::steady_clock::now() + 30s;
+  const auto until = std::chrono::steady_clock::now() + scaled(30s);
   while (!node.poll() && std::chrono::steady_clock::now() < until) fake.drain_for(100ms);
   EXPECT_EQ(node.wait(1s), 0);
   EXPECT_NE(node.log().find("dropped a message"), std::string::npos);
@@ -220,7 +220,7 @@ TEST_F(OddFields, ActorsLiveOnAndDrainOnShutdown) {
     // checkpoints learner uploads. Returns whether the actor beat within `d`.
     const auto serve = [&](std::chrono::milliseconds d) {
       bool beat = false;
-      for (const auto until = std::chrono::steady_clock::now() + d;
+      for (const auto until = std::chrono::steady_clock::now() + scaled(d);
            std::chrono::steady_clock::now() < until;) {
         fake.send(id, [](wire::Envelope::Builder e) { e.getBody().initHeartbeat(); });
         auto m = fake.next_message(20ms);
@@ -248,7 +248,7 @@ TEST_F(OddFields, ActorsLiveOnAndDrainOnShutdown) {
     fake.send(id,
               [](wire::Envelope::Builder e) { e.getBody().initShutdown().setReason("test over"); });
     // The learner drains with a final checkpoint, committed by serve().
-    for (const auto until = std::chrono::steady_clock::now() + 30s;
+    for (const auto until = std::chrono::steady_clock::now() + scaled(30s);
          !actor.poll() && std::chrono::steady_clock::now() < until;)
       serve(100ms);
     EXPECT_EQ(actor.wait(1s), 0);

@@ -87,9 +87,9 @@ Child& RuntimeFixture::run(const fs::path& config, std::vector<std::string> extr
 }
 
 std::optional<Json> RuntimeFixture::status(const fs::path& config, int* exit_code) {
-  ProcessResult r = run_process(
-      {saccade_binary(), "status", "--config", config.string(), "--json", "--timeout-ms", "1000"},
-      10s);
+  ProcessResult r = run_process({saccade_binary(), "status", "--config", config.string(), "--json",
+                                 "--timeout-ms", std::to_string(scaled(1s).count())},
+                                10s);
   if (exit_code) *exit_code = r.exit_code;
   if (r.timed_out || r.signal != 0)  // neither an answer nor a refusal: say what happened
     ADD_FAILURE() << "saccade status --config " << config.string()

@@ -308,7 +308,8 @@ TEST_F(Runtime, HungActorsAreKilledAndRestartedWithinTheTimeout) {
   ASSERT_TRUE(back);
   const auto took = std::chrono::steady_clock::now() - t0;
   // Timeout 6 x 50 ms, backoff 50 ms, process start; generous for a loaded 2-core machine.
-  EXPECT_LT(took, 3s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  EXPECT_LT(took, scaled(3s))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
   auto stalled = wait_status(
       config,
       [&](const Json& j) { return (*actor(j, "data", 1)).at("restarts").get<double>() == 1; }, 10s);
@@ -799,7 +800,7 @@ std::vector<wire::Envelope::Body::Which> try_the_store(const fs::path& config_fi
       writer.make(generation, [](wire::Envelope::Builder e) { e.getBody().initStatusRequest(); }),
       zmq::send_flags::dontwait);
   std::vector<wire::Envelope::Body::Which> got;
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  const auto deadline = std::chrono::steady_clock::now() + scaled(2s);
   while (std::chrono::steady_clock::now() < deadline) {
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, 50ms);
@@ -883,15 +884,16 @@ TEST_F(Runtime, PeersOfAnotherJobOrNodeAreRefusedAtOnceWithTheReason) {
   const std::string address = "127.0.0.1:" + std::to_string(job.port);
 
   // Status for another job name: answered with the name of the job this coordinator runs.
-  const ProcessResult other = run_process({kSaccade, "status", "--coordinator", address, "--job",
-                                           "someone-else", "--timeout-ms", "3000"});
+  const ProcessResult other =
+      run_process({kSaccade, "status", "--coordinator", address, "--job", "someone-else",
+                   "--timeout-ms", std::to_string(scaled(3s).count())});
   EXPECT_EQ(other.exit_code, 1);
   EXPECT_NE(other.err.find("runs job \"rt-test\", not \"someone-else\""), std::string::npos)
       << other.err;
   EXPECT_NE(other.err.find("--job rt-test"), std::string::npos) << other.err;
   // The README's plain form (no --job, no --config) shows whichever job runs there.
-  const ProcessResult plain =
-      run_process({kSaccade, "status", "--coordinator", address, "--json", "--timeout-ms", "3000"});
+  const ProcessResult plain = run_process({kSaccade, "status", "--coordinator", address, "--json",
+                                           "--timeout-ms", std::to_string(scaled(3s).count())});
   EXPECT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("\"job\":\"rt-test\""), std::string::npos) << plain.out;
 

@@ -6,9 +6,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace saccade::testing {
+
+int test_slowdown() {
+  static const int factor = [] {
+    const char* v = std::getenv("SACCADE_TEST_SLOWDOWN");
+    if (v == nullptr || *v == '\0') return 1;
+    char* end = nullptr;
+    const long f = std::strtol(v, &end, 10);
+    if (*end != '\0' || f < 1 || f > 100) {
+      std::fprintf(stderr, "SACCADE_TEST_SLOWDOWN=%s: expected a whole factor in 1 .. 100\n", v);
+      std::abort();
+    }
+    return static_cast<int>(f);
+  }();
+  return factor;
+}
 
 ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   int out_pipe[2], err_pipe[2];
@@ -30,7 +47,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   close(out_pipe[1]);
   close(err_pipe[1]);
   ProcessResult result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + scaled(timeout);
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   std::string* sinks[2] = {&result.out, &result.err};
   int open_fds = 2;
