@@ -35,6 +35,7 @@ std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
          std::to_string(max_pixels) + " (data.max_image_pixels)";
 }
 
+// The little-endian unsigned integer in `bytes` bytes at `b`.
 uint32_t le(const unsigned char* b, int bytes) {
   uint32_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = v << 8 | b[i];
