@@ -2,6 +2,7 @@
 
 #include <turbojpeg.h>
 
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <opencv2/imgproc.hpp>
@@ -30,9 +31,35 @@ tjhandle thread_handle(bool decompress) {
 
 // "W x H pixels exceed the limit of N" when they do, else "".
 std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
-  if (width * height <= max_pixels) return "";
+  // Divided, not multiplied: a header's sizes reach 2^32 - 1 each. A size of 0 or less is
+  // no giant image (the decoder refuses it).
+  if (width <= 0 || height <= 0 || height <= max_pixels / width) return "";
   return std::to_string(width) + " x " + std::to_string(height) + " pixels exceed the limit of " +
          std::to_string(max_pixels) + " (data.max_image_pixels)";
+}
+
+// Whether `magic` (a C string) is at offset `at` of the file.
+bool has_at(const unsigned char* b, size_t size, const char* magic, size_t at = 0) {
+  const size_t n = std::strlen(magic);
+  return size >= at + n && std::memcmp(b + at, magic, n) == 0;
+}
+
+// The formats handed to OpenCV: JPEG (those TurboJPEG refuses), PNG, BMP, WebP, TIFF and
+// PNM (PBM, PGM, PPM, PAM). Its other decoders go unused by image datasets and act on what
+// a file declares before any check of ours: a 153-byte "DICOM" file had GDCM allocate
+// 2.3 GB, or fail an assertion (fuzz_image). OpenCV picks a decoder by the first signature
+// that matches, and DICOM's is at offset 128, so a file with it is refused whatever its
+// first bytes say.
+bool opencv_format(const unsigned char* b, size_t size) {
+  if (has_at(b, size, "DICM", 128)) return false;
+  const bool tiff =
+      size >= 4 &&
+      ((b[0] == 'I' && b[1] == 'I' && (b[2] == 42 || b[2] == 43) &&
+        b[3] == 0) ||  // little-endian TIFF, BigTIFF
+       (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43)));  // big-endian
+  return is_jpeg(b, size) || has_at(b, size, "\x89PNG\r\n\x1a\n") || has_at(b, size, "BM") ||
+         (has_at(b, size, "RIFF") && has_at(b, size, "WEBP", 8)) || tiff ||
+         (size >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7' && std::isspace(b[2]));
 }
 
 // The little-endian unsigned integer in `bytes` bytes at `b`.
@@ -51,10 +78,7 @@ struct DeclaredSize {
 };
 DeclaredSize declared_size(const void* bytes, size_t size) {
   const auto* b = static_cast<const unsigned char*>(bytes);
-  auto starts = [&](const char* magic, size_t at = 0) {
-    const size_t n = std::strlen(magic);
-    return size >= at + n && std::memcmp(b + at, magic, n) == 0;
-  };
+  auto starts = [&](const char* magic, size_t at = 0) { return has_at(b, size, magic, at); };
   // PNG: the signature, then the IHDR chunk (length, type, big-endian width and height).
   if (starts("\x89PNG\r\n\x1a\n") && starts("IHDR", 12) && size >= 24)
     return {"PNG", __builtin_bswap32(le(b + 16, 4)), __builtin_bswap32(le(b + 20, 4))};
@@ -126,6 +150,10 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_p
       *reason = turbojpeg;
       return image;
     }
+  }
+  if (!opencv_format(static_cast<const unsigned char*>(bytes), size)) {
+    *reason = "not a JPEG, PNG, BMP, WebP, TIFF or PNM image";
+    return {};
   }
   if (const DeclaredSize d = declared_size(bytes, size); d.format != nullptr) {
     if (const std::string over = over_limit(d.width, d.height, max_pixels); !over.empty()) {

@@ -1,7 +1,8 @@
 // Image file bytes to pixels and back: the one decoder of bytes in memory (image
 // folders, tar members, benchmarks). JPEGs go through libjpeg-turbo's TurboJPEG API
-// (straight to RGB or gray, the decoder fast loaders use); other formats, and JPEGs
-// TurboJPEG refuses (CMYK, say), through OpenCV's imgcodecs when the build has them.
+// (straight to RGB or gray, the decoder fast loaders use); PNG, BMP, WebP, TIFF and PNM, and
+// JPEGs TurboJPEG refuses (CMYK, say), through OpenCV's imgcodecs when the build has them.
+// Other formats are refused unread.
 #pragma once
 
 #include <cstddef>

@@ -115,6 +115,29 @@ TEST(ImageDecode, ImagesOverThePixelLimitAreRefusedNamingIt) {
       << why;
 }
 
+// OpenCV's decoders of formats no image dataset uses act on what a file declares before
+// any check: they are not handed anything. A 153-byte DICOM file (the "DICM" magic at 128)
+// had GDCM allocate 2.3 GB (fuzz_image); TIFF and PNM, which datasets do use, still decode.
+TEST(ImageDecode, OnlyDatasetFormatsReachOpenCv) {
+  std::string why;
+  std::vector<uint8_t> dicom(153, 0xFF);
+  std::memcpy(dicom.data() + 128, "DICM", 4);
+  EXPECT_TRUE(decode_image(dicom.data(), dicom.size(), 3, kMaxImagePixels, &why).empty());
+  EXPECT_EQ(why, "not a JPEG, PNG, BMP, WebP, TIFF or PNM image");
+  std::memcpy(dicom.data(), "RIFF=\0\0\xbcWEBP", 12);  // OpenCV would still pick GDCM
+  EXPECT_TRUE(decode_image(dicom.data(), dicom.size(), 3, kMaxImagePixels, &why).empty());
+  EXPECT_EQ(why, "not a JPEG, PNG, BMP, WebP, TIFF or PNM image");
+  const cv::Mat bgr = photo(20, 30);
+  cv::Mat gray;
+  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
+  for (const char* ext : {".tiff", ".pgm", ".ppm"}) {
+    std::vector<uint8_t> file;
+    ASSERT_TRUE(cv::imencode(ext, std::string(ext) == ".pgm" ? gray : bgr, file)) << ext;
+    EXPECT_EQ(decode_image(file.data(), file.size(), 3, kMaxImagePixels, &why).cols, 30)
+        << ext << ": " << why;
+  }
+}
+
 void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
 }
@@ -139,6 +162,12 @@ TEST(ImageDecode, PngBmpAndWebpOverThePixelLimitAreRefusedByTheirHeader) {
   EXPECT_TRUE(decode_image(png.data(), png.size(), 3, 178956970, &why).empty());
   EXPECT_NE(why.find("PNG header: 30000 x 30000 pixels exceed the limit of 178956970"),
             std::string::npos)
+      << why;
+  // The largest sizes a header holds: their product is past int64 (fuzz_image found it).
+  put_be32(png, 16, 0xFFFFFFFF);
+  put_be32(png, 20, 0xFFFFFFFF);
+  EXPECT_TRUE(decode_image(png.data(), png.size(), 3, 178956970, &why).empty());
+  EXPECT_NE(why.find("PNG header: 4294967295 x 4294967295 pixels exceed"), std::string::npos)
       << why;
 
   // BMP: signed little-endian width and height at 18 and 22 (negative: rows top-down).
