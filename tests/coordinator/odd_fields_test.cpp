@@ -6,9 +6,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <random>
 
+#include "common/file_bytes.h"
 #include "control/control.h"
 #include "tests/coordinator/fake_coordinator.h"
 #include "tests/coordinator/odd_envelopes.h"
@@ -161,8 +161,7 @@ TEST_F(OddFields, AnAgentLivesOnAndStopsCleanly) {
   job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
   const fs::path cfg = write_config(job);
-  std::ifstream in(cfg);
-  const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string toml = read_file_bytes(cfg);
   FakeCoordinator fake(job.port, kLimit);
   Child& node = agent(cfg, job.port, "n0");
   ASSERT_TRUE(fake.next(10s));
