@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "common/allocation.h"
 #include "common/config.h"
+#include "workers/job_options/remote_batch_options.h"
 
 namespace saccade::cli {
 namespace {
@@ -30,6 +31,11 @@ void add_config_commands(CLI::App& app, GlobalOptions&) {
     for (const std::string& file : check_files) {
       try {
         const JobConfig c = load_config(file);
+        if (const std::string frames = job_options::learner_frame_problem(c); !frames.empty()) {
+          fmt::print(stderr, "{}: {}\n", file, frames);
+          ++refused;
+          continue;
+        }
         fmt::print(
             "{}: ok: job \"{}\", {} node(s), {} learner(s), {} data actor(s), {} rollout actor(s), "
             "{} eval actor(s); model depth {} width {} heads {}\n",

@@ -18,20 +18,28 @@
 #include "coordinator/local_run.h"
 #include "coordinator/status.h"
 #include "workers/data_plane/data_actor.h"
+#include "workers/job_options/remote_batch_options.h"
 #include "workers/runtime/actor_runtime.h"
 
 namespace saccade::cli {
 namespace {
 
 // The config as this launch runs it: nodes and ports from the allocation
-// (common/allocation.h). A refused config exits 2 before anything starts.
+// (common/allocation.h). A refused config exits 2 before anything starts, and so does one
+// whose learners could not receive their batches (job_options::learner_frame_problem).
 JobConfig load_or_exit(const std::string& file) {
+  JobConfig c;
   try {
-    return resolve_allocation(load_config(file), Allocation::from_environment());
+    c = resolve_allocation(load_config(file), Allocation::from_environment());
   } catch (const ConfigError& e) {
     fmt::print(stderr, "{}: {}\n", file, e.what());
     throw Exit{2};
   }
+  if (const std::string frames = job_options::learner_frame_problem(c); !frames.empty()) {
+    fmt::print(stderr, "{}: {}\n", file, frames);
+    throw Exit{2};
+  }
+  return c;
 }
 
 void start_logging(const GlobalOptions& g, const std::string& role, const JobConfig& c) {

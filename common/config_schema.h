@@ -130,7 +130,9 @@ void describe(V& v, ClusterConfig& c) {
   v.integer("restart_backoff_max_ms", c.restart_backoff_max_ms, 32000, 0, 3600000,
             "Cap of the restart delay.");
   v.integer("max_message_bytes", c.max_message_bytes, 256 << 20, 1024, int64_t{1} << 34,
-            "Frames larger than this are dropped.");
+            "Frames larger than this are dropped; a job whose learners' batches need larger "
+            "frames is refused before it starts (with views.cut_on = learner the bound is "
+            "images at views.ship_max_side).");
   v.integer("max_checkpoint_bytes", c.max_checkpoint_bytes, int64_t{1} << 36, 1024,
             int64_t{1} << 44, "Largest checkpoint the coordinator accepts or a learner loads.");
   v.integer("checkpoint_timeout_s", c.checkpoint_timeout_s, 600, 1, 86400,

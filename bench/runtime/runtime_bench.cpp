@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,6 +43,42 @@ using Clock = std::chrono::steady_clock;
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Prints the warning, error and critical lines of a failed run's log (the log of every
+// process of the job), at most `limit` of them (the first and the last), each cut to 300
+// bytes: where the bench runs on a machine whose files do not come back (a GPU lease), its
+// output alone must say why a run failed.
+void print_log_problems(const fs::path& log, size_t limit = 16) {
+  std::ifstream in(log);
+  std::vector<std::string> first;  // the first limit / 2 lines
+  std::deque<std::string> last;    // the last lines after those
+  size_t seen = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("] [warning] ") == std::string::npos &&
+        line.find("] [error] ") == std::string::npos &&
+        line.find("] [critical] ") == std::string::npos)
+      continue;
+    if (line.size() > 300) line = line.substr(0, 300) + "...";
+    ++seen;
+    if (first.size() < limit / 2) {
+      first.push_back(std::move(line));
+      continue;
+    }
+    last.push_back(std::move(line));
+    if (last.size() > limit - limit / 2) last.pop_front();
+  }
+  if (seen == 0) {
+    fmt::print("    {}: no warning or error logged\n", log.filename().string());
+    return;
+  }
+  const size_t shown = first.size() + last.size();
+  fmt::print(
+      "    {}: {} warning/error line(s){}:\n", log.filename().string(), seen,
+      seen > shown ? fmt::format(", the first {} and the last {}", first.size(), last.size()) : "");
+  for (const std::string& line : first) fmt::print("      {}\n", line);
+  if (seen > shown) fmt::print("      ...\n");
+  for (const std::string& line : last) fmt::print("      {}\n", line);
 }
 
 // One line of a job's metrics.jsonl (common/metrics_log.h).
@@ -220,6 +257,13 @@ class RuntimeBench {
         c.data.shards = feed_shards_.string();
         c.data.channels = 3;
       }
+      // Frames as large as the learner's batch needs (with views.cut_on = "learner" the
+      // bound is images at views.ship_max_side): a cluster raises cluster.max_message_bytes
+      // the same way, as `saccade run` refuses a config whose batches do not fit.
+      const size_t frame = data_plane::batch_frame_bytes(
+          job_options::view_options(c), v.batch / std::max<int64_t>(1, v.learners));
+      c.cluster.max_message_bytes =
+          std::max(c.cluster.max_message_bytes, static_cast<int64_t>(frame));
     }
     c.ssl.batch_size = v.batch;
     c.ssl.epochs = 1;
@@ -262,6 +306,7 @@ class RuntimeBench {
                c.ssl.threads, code == 0 ? fmt::format("{:.1f}", ips) : "-",
                code == 0 ? fmt::format("   ({:.1f} s wall)", wall)
                          : fmt::format("   exit {}: see {}", code, slug(v.name) + ".log"));
+    if (code != 0) print_log_problems(root_ / (slug(v.name) + ".log"));
     results_.push_back({v, ips, wall, code});
   }
 
@@ -496,6 +541,7 @@ class RuntimeBench {
         options_.device, b, base_.views.cut_on,
         memory_rate > 0 ? fmt::format("{:.1f} images/s", memory_rate)
                         : fmt::format("failed (exit {}): see feed-from-memory.log", code));
+    if (memory_rate <= 0) print_log_problems(root_ / "feed-from-memory.log");
     fmt::print("{:>12} {:>10} {:>11} {:>10} {:>9} {:>11}\n", "data actors", "images/s", "of memory",
                "data wait", "wire MB/s", "host cores");
     for (const int64_t actors : options_.feed_actors) {
@@ -515,6 +561,7 @@ class RuntimeBench {
                  s.images_per_second, 100 * share, 100 * s.data_wait_share,
                  s.wire_bytes_per_second / 1e6, cores,
                  exit == 0 ? "" : fmt::format("   exit {}: see {}.log", exit, slug(v.name)));
+      if (exit != 0) print_log_problems(root_ / (slug(v.name) + ".log"));
       feed_.push_back({actors, s, share, cores, wall, exit});
       // A call its time limit stops keeps the runs that finished (a GPU lease is short).
       write_json(/*announce=*/false);

@@ -38,7 +38,8 @@
 #      that trained the same (or config keys in SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params
 #      ssl.cuda_graphs=true ..."; "" for the config's own), against the same trainer fed from
 #      memory (saccade bench step), each run killed after SACCADE_GPU_FEED_RUN_TIMEOUT s (90):
-#      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores;
+#      images/s, share of the memory-fed rate, data wait, wire MB/s, host cores; each
+#      run's log (every process of its job) in feed-logs/ (feed_data-logs/);
 #   4. saccade bench allreduce over NCCL, one rank per GPU (2 ranks need 2 GPUs: NCCL
 #      refuses two ranks on one device), and over Gloo with 2 ranks;
 #   5. with SACCADE_GPU_TRAIN="CONFIG ...": `saccade pretrain CONFIG` on the GPU for each,
@@ -248,6 +249,12 @@ for side in learner data; do
     --feed-images "${SACCADE_GPU_FEED_IMAGES:-2000}" --steps "${SACCADE_GPU_FEED_STEPS:-30}" \
     --run-timeout "${SACCADE_GPU_FEED_RUN_TIMEOUT:-90}" \
     --work-root "${TMPDIR:-/tmp}/saccade-$name" --json "$out/$name.json"
+  # Each run's log (every process of its job; the last MB of each), which the JSON cannot
+  # hold: the work root stays on this machine, and its checkpoints are too large to take.
+  mkdir -p "$out/$name-logs"
+  for log in "${TMPDIR:-/tmp}/saccade-$name"/*.log; do
+    [ -f "$log" ] && tail -c 1000000 "$log" >"$out/$name-logs/$(basename "$log")"
+  done
 done
 # After the feed: in a call whose budget is short, the PyTorch comparison (its compiling
 # takes minutes) is the check that gets what is left, its rows written as each finishes.

@@ -114,6 +114,39 @@ TEST(Cli, ConfigCheckAcceptsShippedAndRefusesBad) {
       << bad.err;
 }
 
+// A learner batch that cannot travel in cluster.max_message_bytes is refused before anything
+// starts (the learner would fail at start, over and over), naming the bytes that fit it.
+TEST(Cli, ALearnerBatchOverTheFrameLimitIsRefusedBeforeTheJobStarts) {
+  const testing::TempDir scratch("cli-frames");
+  const std::filesystem::path big = scratch.path() / "big.toml";
+  // 64 learners of 128 images that ship images up to 1024 x 1024 x 3 bytes: 412 MB frames.
+  std::ofstream(big) << "include = \"" << testing::source_path("configs/vit-s-imagenet.toml")
+                     << "\"\n[job]\nwork_dir = \"" << (scratch.path() / "run").string()
+                     << "\"\n[views]\ncut_on = \"learner\"\n[ssl]\nbatch_size = 8192\n";
+  const std::string why =
+      "cluster.max_message_bytes: a learner's batch of 128 images (ssl.batch_size = 8192 over "
+      "64 learners) needs frames of up to 411713536 bytes (views.cut_on = \"learner\" ships "
+      "images of up to views.ship_max_side = 1024 pixels a side), over the limit of 268435456: "
+      "raise cluster.max_message_bytes to at least 411713536";
+  const auto check = saccade({"config", "check", big.string()});
+  EXPECT_EQ(check.exit_code, 2);
+  EXPECT_NE(check.err.find(big.string() + ": " + why), std::string::npos) << check.err;
+  const auto run = saccade({"run", big.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find(why), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(scratch.path() / "run")) << "the job started";
+
+  // The bytes it names fit; so does the batch cut by the data actors (1.95 MB per image).
+  const std::filesystem::path raised = scratch.path() / "raised.toml";
+  std::ofstream(raised) << "include = \"big.toml\"\n[cluster]\nmax_message_bytes = 411713536\n";
+  const auto fits = saccade({"config", "check", raised.string()});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  const std::filesystem::path data_cuts = scratch.path() / "data-cuts.toml";
+  std::ofstream(data_cuts) << "include = \"big.toml\"\n[views]\ncut_on = \"data\"\n";
+  const auto data = saccade({"config", "check", data_cuts.string()});
+  EXPECT_EQ(data.exit_code, 0) << data.err;
+}
+
 // The extraction benchmark's accuracy columns: the integral image is the exact box
 // average, the pyramid and crop-resize are not, and every method is timed.
 TEST(Cli, BenchExtractScoresEveryMethodAgainstTheExactBoxAverage) {

@@ -184,6 +184,11 @@ grep -q "feed: 40 generated 500 x 375 JPEGs" "$dir/feedargs/feed.log" &&
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["feed"]["runs"]; assert [x["exit"] for x in r] == [-1], r' \
     "$dir/feedargs/feed.json" ||
   { cat "$dir/feedargs/feed.log" >&2; fail "the feed check's command line"; }
+# A failed run says why where the call's output comes back: its warnings and errors in the
+# check's log, and the run's own log (every process of its job) beside it.
+grep -q "^    feed--1-data-actors.log: " "$dir/feedargs/feed.log" &&
+  grep -q "\[coordinator:0 pid" "$dir/feedargs/feed-logs/feed--1-data-actors.log" ||
+  { cat "$dir/feedargs/feed.log" >&2; fail "a failed feed run's log did not come back"; }
 
 # Unset, the feed's levers are the config keys of the fastest step variant of the same call
 # at the feed's batch that trained the same: not a failed row, not one whose losses moved,

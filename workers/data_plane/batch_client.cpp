@@ -39,13 +39,10 @@ RemoteBatchSource::RemoteBatchSource(RemoteSourceOptions options, data::DataPosi
                                             options_.request_timeout.count()));
   }
   options_.views.validate();
-  const size_t frame = batch_frame_bytes(options_.views, options_.batch_size);
-  if (options_.expect.max_frame_bytes > 0 && frame > options_.expect.max_frame_bytes) {
-    throw std::invalid_argument(fmt::format(
-        "cluster.max_message_bytes: a batch of {} images needs frames of {} bytes, over the "
-        "limit of {}",
-        options_.batch_size, frame, options_.expect.max_frame_bytes));
-  }
+  const std::string frames =
+      frame_limit_problem(options_.views, options_.batch_size, options_.expect.max_frame_bytes,
+                          fmt::format("a batch of {} images", options_.batch_size));
+  if (!frames.empty()) throw std::invalid_argument(frames);
   sampler_.seek(start);
   client_ = std::make_unique<runtime::RequestClient>(
       runtime::RequestClientOptions{options_.endpoints, options_.queue_depth,

@@ -103,6 +103,24 @@ size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images) {
   return kEnvelope + per_image * static_cast<size_t>(images);
 }
 
+std::string frame_limit_problem(const data::ViewOptions& views, int64_t images, size_t limit,
+                                const std::string& what) {
+  const size_t frame = batch_frame_bytes(views, images);
+  if (limit == 0 || frame <= limit) return "";
+  const bool learner = views.cut_on_learner;
+  return fmt::format(
+      "cluster.max_message_bytes: {} needs frames of up to {} bytes{}, over the limit of {}: "
+      "raise cluster.max_message_bytes to at least {}, or lower {}",
+      what, frame,
+      learner ? fmt::format(" (views.cut_on = \"learner\" ships images of up to "
+                            "views.ship_max_side = {} pixels a side)",
+                            views.ship_max_side)
+              : "",
+      limit, frame,
+      learner ? "views.ship_max_side or the batch per learner (ssl.batch_size)"
+              : "the batch per learner (ssl.batch_size)");
+}
+
 size_t batch_payload_bytes(const data::SslBatch& batch) {
   size_t bytes = 0;
   for (const auto& slot : slots_of(batch)) bytes += wire::tensor_bytes(slot.spec);

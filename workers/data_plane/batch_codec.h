@@ -28,6 +28,13 @@ namespace saccade::data_plane {
 // bound on the envelope around it), to keep requests under the frame limit.
 size_t batch_frame_bytes(const data::ViewOptions& views, int64_t images);
 
+// Why a batch of `images` images, `what` ("a batch of 128 images", ...), cannot travel in
+// frames of at most `limit` bytes (cluster.max_message_bytes), with the keys that would
+// make it fit; "" when it fits. When the learner cuts, frames are bounded by images at
+// views.ship_max_side.
+std::string frame_limit_problem(const data::ViewOptions& views, int64_t images, size_t limit,
+                                const std::string& what);
+
 // Bytes of the tensor data `batch` carries on the wire (its frame, less the envelope).
 size_t batch_payload_bytes(const data::SslBatch& batch);
 

@@ -1,7 +1,10 @@
 #include "workers/job_options/remote_batch_options.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 
+#include "workers/data_plane/batch_codec.h"
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/link_options.h"
 
@@ -23,6 +26,20 @@ data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
   o.sender = std::move(link.sender);
   o.expect = std::move(link.expect);
   return o;
+}
+
+std::string learner_frame_problem(const JobConfig& config) {
+  int64_t learners = 0, data_actors = 0;
+  for (const NodeSpec& node : config.cluster.nodes) {
+    learners += node.learners;
+    data_actors += node.data_actors;
+  }
+  if (learners < 1 || data_actors < 1 || config.ssl.batch_size % learners != 0) return "";
+  const int64_t batch = config.ssl.batch_size / learners;
+  return data_plane::frame_limit_problem(
+      view_options(config), batch, static_cast<size_t>(config.cluster.max_message_bytes),
+      fmt::format("a learner's batch of {} images (ssl.batch_size = {} over {} learner{})", batch,
+                  config.ssl.batch_size, learners, learners == 1 ? "" : "s"));
 }
 
 }  // namespace saccade::job_options
