@@ -14,10 +14,9 @@
 #      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
 #      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
 #      (SACCADE_GPU_STEP_VARIANTS), then the fast path (bf16 weights, LayerScale folded,
-#      batched glimpses, CUDA graphs, prefetching) with the fused residual add + LayerNorm,
-#      without and with the linear layers' epilogues (the MLP's tanh GELU and the bias
-#      gradients inside their products; profiled at the last batch) at
-#      SACCADE_GPU_STEP_LARGE_BATCH
+#      batched glimpses, CUDA graphs, prefetching, the fused residual add + LayerNorm: the
+#      config's levers), without and with the bias gradients inside the weight gradients'
+#      products (profiled at the last batch) at SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 512,384,256: a larger batch amortises the per-kernel dispatch; each row says its
 #      peak device memory, or that it ran out of it; step_large); step_losses fails when a
 #      variant's losses leave those of the first variant that ran by more than SACCADE_GPU_STEP_TOLERANCE
@@ -177,15 +176,13 @@ wants model && step model 120 "$bundle/bin/saccade" bench model --presets vit_s 
   --bf16 --batch "${SACCADE_GPU_MODEL_BATCH:-256}" --iters 20 --json "$out/model.json"
 if wants step; then
   step_config=${SACCADE_GPU_STEP_CONFIG:-$here/vit-s-imagenet.toml}
-  fast=bf16+sdpa+foreach
-  params=bf16-params+sdpa+foreach
-  # (bf16 alone, bf16+sdpa and bf16+foreach: measured, docs/model.md; the reference for the
-  # losses is the bf16 training default)
-  levers=$fast,$params,$params+fold,$params+fold+batched
-  levers=$levers,$params+fold+graphs,$params+fold+batched+graphs,$params+fold+batched+cut
-  full=$params+fold+batched+graphs+prefetch
-  levers=$levers,$full,$full+addnorm,$full+addnorm+mlp,$full+addnorm+mlp+bgrad
-  levers=$levers,fp32+sdpa+foreach+fold
+  # The reference for the losses is bf16 autocast; then the config's fast path (every lever
+  # up to the fused add + LayerNorm, each measured one by one on an H200: docs/model.md,
+  # "Every lever, A/B in one call"; that list again with SACCADE_GPU_STEP_VARIANTS), and the
+  # levers still open on it: each epilogue alone (the two together were slower: cuBLASLt ran
+  # their epilogue as a kernel of its own), and the views cut on the device.
+  full=bf16-params+sdpa+foreach+fold+batched+graphs+prefetch+addnorm
+  levers=bf16+sdpa+foreach,$full,$full+bgrad,$full+mlp,$full+cut
   # Warm-up long enough for the caching allocator and cuDNN's plans to settle.
   timing=(--warmup "${SACCADE_GPU_STEP_WARMUP:-5}" --steps "${SACCADE_GPU_STEP_STEPS:-10}")
   # A variant past its timeout (a hang) ends the bench, and the next process goes on.
@@ -201,7 +198,7 @@ if wants step; then
     --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
     --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
-    --variants "$full+addnorm,$full+addnorm+mlp+bgrad" \
+    --variants "$full,$full+bgrad" \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind, the top

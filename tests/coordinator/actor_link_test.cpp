@@ -34,6 +34,8 @@ TEST(ActorLink, MessagesPostedWhileARefusedUploadFillsTheSocketStillGoOut) {
   job.stall_timeout_s = 10;
   job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
+  job.small_frames = true;
+  job.batch_size = 1;  // one image per 8 KB frame
   const fs::path config = dir.path() / "job.toml";
   std::ofstream(config) << job_toml(job, dir.path() / "work");
   FakeCoordinator fake(port, kLimit);

@@ -82,6 +82,7 @@ class Garbage : public ::testing::Test {
     job.steps = 60;
     job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
     job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
+    job.small_frames = true;
     const fs::path file = dir.path() / "job.toml";
     std::ofstream(file) << job_toml(job, dir.path() / "work");
     return file;

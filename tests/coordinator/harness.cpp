@@ -228,13 +228,19 @@ std::string job_toml(const TestJob& job, const std::filesystem::path& work_dir) 
       "heartbeat_interval_ms = 50\nheartbeat_misses = {}\nmax_restarts = {}\n"
       "restart_backoff_ms = 50\nrestart_backoff_max_ms = 400\nreconnect_grace_s = 20\n"
       "stall_timeout_s = {}\ndrain_timeout_s = {}\nstatus_linger_ms = {}\n{}\n{}\n"
-      "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\n{}\n"
+      "[ssl]\nepochs = 1\nsteps_per_epoch = {}\ncheckpoint_every_steps = {}\nbatch_size = {}\n{}\n"
       "[logging]\nlevel = \"info\"\n{}\n",
       job.name, work_dir.string(), fmt::join(job.stages, "\", \""), job.port, job.metrics_port,
       free_ports(16), job.heartbeat_misses * test_slowdown(), job.max_restarts,
       job.stall_timeout_s * test_slowdown(), job.drain_timeout_s * test_slowdown(),
       job.status_linger_ms, job.cluster_extra, nodes, job.steps, job.checkpoint_every,
-      job.ssl_extra, job.extra);
+      job.batch_size, job.ssl_extra,
+      (job.small_frames ? "[data]\nchannels = 1\npixel_mean = [0.5]\npixel_std = [0.25]\n"
+                          "[model]\npatch_size = 2\n"
+                          "[views]\nmultizoom_patches = 2\nfovea_grid = 2\nglimpses = 2\n"
+                          "global_grid = 3\nlocal_grid = 2\nlocal_views = 1\n"
+                        : std::string()) +
+          job.extra);
 }
 
 }  // namespace saccade::testing

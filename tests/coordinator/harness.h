@@ -83,6 +83,13 @@ struct TestJob {
   int port = 0;
   int metrics_port = 0;
   int steps = 40;  // one epoch of `steps` steps
+  // ssl.batch_size: the test bodies take no batches; a batch a learner could receive, as
+  // saccade run refuses one over cluster.max_message_bytes (the default 1,024 would be).
+  int batch_size = 16;
+  // Channels, patches and views so small that a learner's batch of one image travels in
+  // frames of 5 KB: for jobs that shrink cluster.max_message_bytes (to cut checkpoints into
+  // many chunks); batch_size then sets how many images a learner's frame holds.
+  bool small_frames = false;
   int checkpoint_every = 10;
   int max_restarts = 5;
   int status_linger_ms = 0;

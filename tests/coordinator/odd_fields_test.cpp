@@ -76,6 +76,7 @@ TEST_F(OddFields, TheCoordinatorKeepsServing) {
   job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 0",
                "name = \"n1\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
+  job.small_frames = true;
   const fs::path cfg = write_config(job);
   Child& coord = coordinator(cfg);
   agent(cfg, job.port, "n0");
@@ -160,6 +161,7 @@ TEST_F(OddFields, AnAgentLivesOnAndStopsCleanly) {
   job.port = free_port();
   job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
+  job.small_frames = true;
   const fs::path cfg = write_config(job);
   const std::string toml = read_file_bytes(cfg);
   FakeCoordinator fake(job.port, kLimit);
@@ -203,6 +205,7 @@ TEST_F(OddFields, ActorsLiveOnAndDrainOnShutdown) {
   job.steps = 1000000;  // an odd Rendezvous may start the learner: it must not finish
   job.nodes = {"name = \"n0\"\nhost = \"127.0.0.1\"\ndata_actors = 1\nlearners = 1"};
   job.cluster_extra = fmt::format("max_message_bytes = {}", kLimit);
+  job.small_frames = true;
   const fs::path cfg = write_config(job);
   FakeCoordinator fake(job.port, kLimit);
   uint64_t seed = 21;

@@ -467,6 +467,7 @@ TEST_F(Runtime, AResumingLearnerLoadsACheckpointOfMoreChunksThanTheSendQueueHold
   job.checkpoint_every = 50;
   job.heartbeat_misses = 40;  // 2 s: moving 32 MB checkpoints on a loaded 2-core machine
   job.cluster_extra = "max_message_bytes = 32768";
+  job.small_frames = true;
   job.status_linger_ms = 3000;
   job.nodes = {kTwoNodes[0], kTwoNodes[1]};
   const fs::path config = write_config(job);

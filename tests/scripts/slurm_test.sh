@@ -124,7 +124,7 @@ write_job() {
       printf '[[cluster.nodes]]\nname = "%s"\nhost = "127.0.0.1"\n' "$node"
     fi
     printf 'data_actors = 1\nlearners = 1\n'
-    printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\n' "$steps"
+    printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\nbatch_size = 16\n' "$steps"
   } > "$D/$name.toml"
 }
 submit() {  # NAME [SBATCH ARGS...] -> job id

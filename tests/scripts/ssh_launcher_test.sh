@@ -50,7 +50,7 @@ write_job() {  # STEPS
     for n in localhost 127.0.0.1; do
       printf '[[cluster.nodes]]\nname = "%s"\nhost = "127.0.0.1"\ndata_actors = 1\nlearners = 1\n' "$n"
     done
-    printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\n' "$1"
+    printf '[ssl]\nepochs = 1\nsteps_per_epoch = %d\ncheckpoint_every_steps = 10\nbatch_size = 16\n' "$1"
   } > "$D/job.toml"
 }
 # 1. Two nodes run to the budget.

@@ -141,10 +141,8 @@ class Job : public RuntimeFixture {
     job.cluster_extra =
         "collective_timeout_s = 20\nrendezvous_timeout_s = 60\ncheckpoint_timeout_s = 20\n"
         "keep_checkpoints = 1000\n";
-    job.ssl_extra = fmt::format(
-        "batch_size = {}\nhead_prototypes = 32\nhead_hidden = 32\nhead_bottleneck = 8\n"
-        "threads = 1\n",
-        batch);
+    job.batch_size = batch;
+    job.ssl_extra = "head_prototypes = 32\nhead_hidden = 32\nhead_bottleneck = 8\nthreads = 1\n";
     job.extra = fmt::format(
         "[data]\ndataset = \"idx\"\nchannels = 1\npixel_mean = [0.5]\npixel_std = [0.25]\n"
         "idx_images = \"{}\"\nidx_labels = \"{}\"\nloader_threads = 1\n"

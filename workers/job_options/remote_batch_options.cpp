@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "workers/data_plane/batch_codec.h"
@@ -34,7 +35,10 @@ std::string learner_frame_problem(const JobConfig& config) {
     learners += node.learners;
     data_actors += node.data_actors;
   }
-  if (learners < 1 || data_actors < 1 || config.ssl.batch_size % learners != 0) return "";
+  const auto& stages = config.job.stages;
+  const bool pretrains = std::find(stages.begin(), stages.end(), "pretrain") != stages.end();
+  if (!pretrains || learners < 1 || data_actors < 1 || config.ssl.batch_size % learners != 0)
+    return "";
   const int64_t batch = config.ssl.batch_size / learners;
   return data_plane::frame_limit_problem(
       view_options(config), batch, static_cast<size_t>(config.cluster.max_message_bytes),

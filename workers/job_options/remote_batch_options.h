@@ -20,8 +20,8 @@ data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
 
 // Why this job's learners could not receive their batches (ssl.batch_size split over the
 // cluster's learners, in frames of at most cluster.max_message_bytes), naming the keys to
-// change; "" when they can, or when no learner is fed by data actors. Checked before a job
-// starts (saccade run, coordinator, config check), where the learner would fail at start.
+// change; "" when they can, or when no pretraining learner is fed by data actors. Checked before a
+// job starts (saccade run, coordinator, config check), where the learner would fail at start.
 std::string learner_frame_problem(const JobConfig& config);
 
 }  // namespace saccade::job_options
