@@ -147,7 +147,8 @@ std::string stage_line(const JobStatus& s) {
       others += fmt::format(" in {:.0f}m {:02.0f}s", std::floor(r.seconds / 60),
                             std::fmod(r.seconds, 60));
   }
-  return fmt::format("{}/{} {}{}", s.stage_index + 1, std::max<size_t>(s.stages.size(), 1), s.stage,
+  return fmt::format("{}/{} {}{}", int64_t{s.stage_index} + 1,  // any int32 from the wire
+                     std::max<size_t>(s.stages.size(), 1), s.stage,
                      others.empty() ? "" : " (" + others + ")");
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "control/checkpoint_transfer.h"
@@ -256,6 +257,10 @@ TEST(Status, SurvivesTheWireAndPrintsAsJsonTableAndPrometheus) {
                                     "in use -"),
             std::string::npos)
       << status_table(back);
+  // A stage index from the wire prints whatever its value (fuzz_frame found INT32_MAX + 1).
+  JobStatus odd = back;
+  odd.stage_index = std::numeric_limits<int32_t>::max();
+  EXPECT_NE(status_table(odd).find("stage 2147483648/"), std::string::npos) << status_table(odd);
   const std::string prom = status_prometheus(back);
   EXPECT_NE(prom.find("saccade_step{job=\"j\\\"1\"} 7"), std::string::npos) << prom;
   EXPECT_EQ(prom.find("saccade_loss"), std::string::npos) << "unknown values are left out";
