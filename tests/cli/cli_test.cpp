@@ -145,6 +145,14 @@ TEST(Cli, ALearnerBatchOverTheFrameLimitIsRefusedBeforeTheJobStarts) {
   std::ofstream(data_cuts) << "include = \"big.toml\"\n[views]\ncut_on = \"data\"\n";
   const auto data = saccade({"config", "check", data_cuts.string()});
   EXPECT_EQ(data.exit_code, 0) << data.err;
+  // A Slurm template's learners are per node: the batch splits over the allocation's nodes,
+  // known when the launch resolves them, so the check waits for that.
+  const std::filesystem::path slurm = scratch.path() / "slurm.toml";
+  std::ofstream(slurm) << "[cluster]\nnodes_from = \"slurm\"\n[[cluster.nodes]]\n"
+                          "name = \"template\"\ndata_actors = 8\nlearners = 8\n"
+                          "[views]\ncut_on = \"learner\"\n[ssl]\nbatch_size = 1024\n";
+  const auto templated = saccade({"config", "check", slurm.string()});
+  EXPECT_EQ(templated.exit_code, 0) << templated.err;
 }
 
 // The extraction benchmark's accuracy columns: the integral image is the exact box

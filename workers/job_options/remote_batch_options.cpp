@@ -30,6 +30,9 @@ data_plane::RemoteSourceOptions batch_source_options(const JobConfig& config,
 }
 
 std::string learner_frame_problem(const JobConfig& config) {
+  // Nodes from an allocation not yet resolved (cluster.nodes_from = "slurm") are a template:
+  // their count is known once the launch resolves them (saccade coordinator checks then).
+  if (config.cluster.nodes_from == "slurm") return "";
   int64_t learners = 0, data_actors = 0;
   for (const NodeSpec& node : config.cluster.nodes) {
     learners += node.learners;
