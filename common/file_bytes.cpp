@@ -41,7 +41,8 @@ void write_file_bytes(const std::filesystem::path& path, std::string_view bytes)
   std::error_code error;
   std::filesystem::rename(temp, path, error);
   if (error) {
-    std::filesystem::remove(temp, error);
+    std::error_code ignored;  // keeps the rename's error for the message
+    std::filesystem::remove(temp, ignored);
     throw std::runtime_error("cannot write " + path.string() + ": " + error.message());
   }
 }

@@ -8,11 +8,13 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -116,36 +118,37 @@ std::string label_token(std::string text) {
   return text;
 }
 
-// The "path" and "size" records of a pax extended header ("LEN key=value\n" each).
+// The "path" and "size" records of a pax extended header ("LEN key=value\n" each, LEN
+// counting the whole record). Parsing stops at the first malformed record. LEN is checked
+// against what is left rather than added to the offset, so that a huge LEN cannot wrap the
+// offset back into the header and loop forever.
 // (A plain flag rather than std::optional for size: GCC's -O3 warns falsely on it.)
-void parse_pax(const std::string& data, std::optional<std::string>* path, bool* has_size,
+void parse_pax(std::string_view data, std::optional<std::string>* path, bool* has_size,
                uint64_t* size) {
-  size_t pos = 0;
-  while (pos < data.size()) {
-    const size_t space = data.find(' ', pos);
-    if (space == std::string::npos) return;
+  while (!data.empty()) {
+    const size_t space = data.find(' ');
+    if (space == std::string_view::npos || space == 0) return;
     size_t length = 0;
-    try {
-      length = std::stoul(data.substr(pos, space - pos));
-    } catch (const std::exception&) {
-      return;
-    }
-    if (length == 0 || pos + length > data.size()) return;
-    const std::string record = data.substr(space + 1, pos + length - space - 2);  // drops '\n'
+    const auto [end, error] = std::from_chars(data.data(), data.data() + space, length);
+    if (error != std::errc() || end != data.data() + space) return;  // digits only
+    if (length < space + 2 || length > data.size() || data[length - 1] != '\n') return;
+    const std::string_view record = data.substr(space + 1, length - space - 2);
     const size_t eq = record.find('=');
-    if (eq != std::string::npos) {
-      const std::string key = record.substr(0, eq);
-      const std::string value = record.substr(eq + 1);
-      if (key == "path") *path = value;
+    if (eq != std::string_view::npos) {
+      const std::string_view key = record.substr(0, eq);
+      const std::string_view value = record.substr(eq + 1);
+      if (key == "path") *path = std::string(value);
       if (key == "size") {
-        try {
-          *size = std::stoull(value);
+        uint64_t parsed = 0;
+        const auto [value_end, value_error] =
+            std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (value_error == std::errc() && value_end == value.data() + value.size()) {
+          *size = parsed;
           *has_size = true;
-        } catch (const std::exception&) {
         }
       }
     }
-    pos += length;
+    data.remove_prefix(length);
   }
 }
 

@@ -131,6 +131,31 @@ TEST(TarShardDataset, ReadsPythonTarfileInPaxAndGnuFormats) {
   }
 }
 
+// A pax header ('x') whose first record is good and whose next records are malformed: a
+// length that would wrap the parse offset back to the start (an endless loop once), a signed
+// length, a length not ending on '\n'. The good record applies; the rest is ignored.
+TEST(TarShardDataset, MalformedPaxRecordsEndTheHeaderWithoutLoopingOrReadingPastIt) {
+  TempDir dir;
+  const std::string tar = (dir.path() / "pax.tar").string();
+  run("python3 -c \"import io, sys, tarfile\n"
+      "good = b'16 path=key.png\\n'\n"
+      "bodies = [good + str(2**64 - len(good)).encode() + b' x\\n',\n"
+      "          good + b'-3 size=1\\n', good + b'12 size=1\\n\\n', good + b'2 \\n']\n"
+      "with tarfile.open(sys.argv[1], 'w', format=tarfile.USTAR_FORMAT) as t:\n"
+      "    for i, body in enumerate(bodies):\n"
+      "        x = tarfile.TarInfo('pax'); x.type = tarfile.XHDTYPE; x.size = len(body)\n"
+      "        t.addfile(x, io.BytesIO(body))\n"
+      "        f = tarfile.TarInfo('plain'); f.size = 3 + i\n"
+      "        t.addfile(f, io.BytesIO(bytes(3 + i)))\" " +
+      tar);
+  const auto members = scan_tar(tar);
+  ASSERT_EQ(members.size(), 4u);
+  for (size_t i = 0; i < members.size(); ++i) {
+    EXPECT_EQ(members[i].name, "key.png") << i;
+    EXPECT_EQ(members[i].size, 3 + i) << i;  // the header's own size: no "size" record held
+  }
+}
+
 // root/ant: a.png, b.jpg; root/bee: c.png, d.jpeg, e.png.
 struct Folder {
   TempDir dir;
