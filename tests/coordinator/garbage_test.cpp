@@ -181,6 +181,16 @@ TEST_F(Garbage, ActorDropsBadFramesAndStillDrainsOnShutdown) {
   EXPECT_EQ(first->first, "a:data/0");
   EXPECT_EQ(first->second, wire::Envelope::Body::HEARTBEAT);
   send_garbage([&](std::vector<zmq::message_t> p) { fake.send("a:data/0", std::move(p)); });
+  std::vector<zmq::message_t> rendezvous;  // addressed right, but no step to resume from
+  rendezvous.push_back(
+      envelope("rt-test", wire::Role::COORDINATOR, 0, [](wire::Envelope::Builder e) {
+        auto r = e.getBody().initRendezvous();
+        r.setWorldSize(1);
+        r.setRank(0);
+        r.setResumeFromStep(-7);
+        r.setCollectiveTimeoutMs(0);
+      }));
+  fake.send("a:data/0", std::move(rendezvous));
   fake.drain_for(300ms);
   EXPECT_FALSE(actor.poll()) << actor.log();
   auto beat = fake.next(5s);
@@ -195,6 +205,10 @@ TEST_F(Garbage, ActorDropsBadFramesAndStillDrainsOnShutdown) {
   const std::string log = actor.log();
   EXPECT_NE(log.find("dropped a message"), std::string::npos) << log;
   EXPECT_EQ(log.find("impostor"), std::string::npos) << "a non-coordinator's shutdown was obeyed";
+  EXPECT_NE(log.find("rendezvous with resume step -7 and collective timeout 0 ms"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("rendezvous generation"), std::string::npos) << "a bad rendezvous was kept";
 }
 
 }  // namespace

@@ -191,6 +191,13 @@ void CoordinatorLink::handle(const wire::Message& m) {
         drops_.refused("coordinator", "rendezvous for another rank");
         return;
       }
+      if (info.resume_from_step < -1 || info.collective_timeout_ms <= 0) {
+        drops_.refused("coordinator",
+                       fmt::format("rendezvous with resume step {} and collective timeout {} ms "
+                                   "(expected >= -1 and > 0)",
+                                   info.resume_from_step, info.collective_timeout_ms));
+        return;
+      }
       std::lock_guard lock(mutex_);
       if (rendezvous_ && rendezvous_->generation >= info.generation) return;
       spdlog::info("rendezvous generation {}: world {}, resume from step {}", info.generation,
