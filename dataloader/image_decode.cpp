@@ -2,8 +2,6 @@
 
 #include <turbojpeg.h>
 
-#include <cctype>
-#include <cstring>
 #include <memory>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
@@ -11,13 +9,10 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
+#include "dataloader/image_header.h"
+
 namespace saccade::data {
 namespace {
-
-bool is_jpeg(const void* bytes, size_t size) {
-  const auto* b = static_cast<const unsigned char*>(bytes);
-  return size >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
-}
 
 // A TurboJPEG handle per thread: a handle is not thread-safe, and making one allocates.
 tjhandle thread_handle(bool decompress) {
@@ -36,71 +31,6 @@ std::string over_limit(int64_t width, int64_t height, int64_t max_pixels) {
   if (width <= 0 || height <= 0 || height <= max_pixels / width) return "";
   return std::to_string(width) + " x " + std::to_string(height) + " pixels exceed the limit of " +
          std::to_string(max_pixels) + " (data.max_image_pixels)";
-}
-
-// Whether `magic` (a C string) is at offset `at` of the file.
-bool has_at(const unsigned char* b, size_t size, const char* magic, size_t at = 0) {
-  const size_t n = std::strlen(magic);
-  return size >= at + n && std::memcmp(b + at, magic, n) == 0;
-}
-
-// The formats handed to OpenCV: JPEG (those TurboJPEG refuses), PNG, BMP, WebP, TIFF and
-// PNM (PBM, PGM, PPM, PAM). Its other decoders go unused by image datasets and act on what
-// a file declares before any check of ours: a 153-byte "DICOM" file had GDCM allocate
-// 2.3 GB, or fail an assertion (fuzz_image). OpenCV picks a decoder by the first signature
-// that matches, and DICOM's is at offset 128, so a file with it is refused whatever its
-// first bytes say.
-bool opencv_format(const unsigned char* b, size_t size) {
-  if (has_at(b, size, "DICM", 128)) return false;
-  const bool tiff =
-      size >= 4 &&
-      ((b[0] == 'I' && b[1] == 'I' && (b[2] == 42 || b[2] == 43) &&
-        b[3] == 0) ||  // little-endian TIFF, BigTIFF
-       (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43)));  // big-endian
-  return is_jpeg(b, size) || has_at(b, size, "\x89PNG\r\n\x1a\n") || has_at(b, size, "BM") ||
-         (has_at(b, size, "RIFF") && has_at(b, size, "WEBP", 8)) || tiff ||
-         (size >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7' && std::isspace(b[2]));
-}
-
-// The little-endian unsigned integer in `bytes` bytes at `b`.
-uint32_t le(const unsigned char* b, int bytes) {
-  uint32_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | b[i];
-  return v;
-}
-
-// The size a PNG, BMP or WebP header declares, as {format, width, height}; {} for other
-// formats or a header too short to say. Read before OpenCV decodes: its decoders allocate
-// the whole image first, so a few hundred bytes declaring a giant one would cost gigabytes.
-struct DeclaredSize {
-  const char* format = nullptr;
-  int64_t width = 0, height = 0;
-};
-DeclaredSize declared_size(const void* bytes, size_t size) {
-  const auto* b = static_cast<const unsigned char*>(bytes);
-  auto starts = [&](const char* magic, size_t at = 0) { return has_at(b, size, magic, at); };
-  // PNG: the signature, then the IHDR chunk (length, type, big-endian width and height).
-  if (starts("\x89PNG\r\n\x1a\n") && starts("IHDR", 12) && size >= 24)
-    return {"PNG", __builtin_bswap32(le(b + 16, 4)), __builtin_bswap32(le(b + 20, 4))};
-  // BMP: the file header, then the DIB header (its size says which: 12 is OS/2's, 16-bit
-  // sizes; the others have signed 32-bit ones, a negative height meaning top-down rows).
-  if (starts("BM") && size >= 26) {
-    if (le(b + 14, 4) == 12) return {"BMP", le(b + 18, 2), le(b + 20, 2)};
-    const auto height = static_cast<int32_t>(le(b + 22, 4));
-    return {"BMP", static_cast<int32_t>(le(b + 18, 4)),
-            height < 0 ? -static_cast<int64_t>(height) : height};
-  }
-  // WebP (RIFF container, Google's "WebP Container Specification"): the first chunk says.
-  if (starts("RIFF") && starts("WEBP", 8) && size >= 30) {
-    if (starts("VP8X", 12)) return {"WebP", le(b + 24, 3) + 1, le(b + 27, 3) + 1};
-    if (starts("VP8L", 12) && b[20] == 0x2f) {
-      const uint32_t bits = le(b + 21, 4);
-      return {"WebP", (bits & 0x3fff) + 1, (bits >> 14 & 0x3fff) + 1};
-    }
-    if (starts("VP8 ", 12) && b[23] == 0x9d && b[24] == 0x01 && b[25] == 0x2a)
-      return {"WebP", le(b + 26, 2) & 0x3fff, le(b + 28, 2) & 0x3fff};
-  }
-  return {};
 }
 
 // The JPEG decoded by TurboJPEG, or an empty Mat with `reason` set; `too_large` says that
@@ -151,7 +81,7 @@ cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_p
       return image;
     }
   }
-  if (!opencv_format(static_cast<const unsigned char*>(bytes), size)) {
+  if (!opencv_format(bytes, size)) {
     *reason = "not a JPEG, PNG, BMP, WebP, TIFF or PNM image";
     return {};
   }

@@ -19,9 +19,8 @@ inline constexpr int64_t kMaxImagePixels = int64_t{1} << 30;
 
 // `channels` 1: 8-bit gray; 3: 8-bit RGB. An empty Mat, with `reason` set, when the
 // bytes are empty, do not decode, or hold an image of more than `max_pixels` pixels (a
-// corrupt or hostile header declaring a giant image: a JPEG, PNG, BMP or WebP is refused
-// from its header, before anything is allocated; other formats after OpenCV decoded them,
-// within kMaxImagePixels). EXIF
+// corrupt or hostile header declaring a giant image: refused from its header, before
+// anything is allocated, and checked again once decoded). EXIF
 // orientation is not applied (as PIL and TurboJPEG read files).
 cv::Mat decode_image(const void* bytes, size_t size, int channels, int64_t max_pixels,
                      std::string* reason);

@@ -92,12 +92,13 @@ TEST(ImageDecode, ImagesOverThePixelLimitAreRefusedNamingIt) {
   EXPECT_NE(why.find("TurboJPEG: 48 x 64 pixels exceed the limit of 3071 (data.max_image_pixels)"),
             std::string::npos)
       << why;
-  // A format whose header saccade does not read (PPM): checked once OpenCV decoded it.
+  // The other formats' headers are read as well (PPM here; the rest below).
   std::vector<uint8_t> ppm;
   ASSERT_TRUE(cv::imencode(".ppm", rgb, ppm));
   EXPECT_EQ(decode_image(ppm.data(), ppm.size(), 1, 64 * 48, &why).cols, 48) << why;
   EXPECT_TRUE(decode_image(ppm.data(), ppm.size(), 1, 100, &why).empty());
-  EXPECT_NE(why.find("OpenCV: 48 x 64 pixels exceed the limit of 100"), std::string::npos) << why;
+  EXPECT_NE(why.find("PNM header: 48 x 64 pixels exceed the limit of 100"), std::string::npos)
+      << why;
 
   // The same JPEG declaring 30,000 x 30,000 pixels in its frame header (SOF0: FF C0, length,
   // precision, then height and width): under OpenCV's 2^30, over the default limit. Refused
@@ -200,6 +201,77 @@ TEST(ImageDecode, PngBmpAndWebpOverThePixelLimitAreRefusedByTheirHeader) {
     }
     EXPECT_TRUE(decode_image(webp.data(), webp.size(), 3, 178956970, &why).empty());
     EXPECT_NE(why.find("WebP header: 16"), std::string::npos) << why;
+  }
+}
+
+// A TIFF of one image file directory holding only ImageWidth and ImageLength, in either
+// byte order, classic (SHORT or LONG values) or BigTIFF (LONG8).
+std::vector<uint8_t> tiff_header(bool little, bool big_tiff, uint16_t type, uint64_t width,
+                                 uint64_t height) {
+  std::vector<uint8_t> b;
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      b.push_back(static_cast<uint8_t>(v >> 8 * (little ? i : bytes - 1 - i)));
+  };
+  b.push_back(little ? 'I' : 'M');
+  b.push_back(little ? 'I' : 'M');
+  put(big_tiff ? 43 : 42, 2);
+  if (big_tiff)
+    put(8, 2), put(0, 2), put(16, 8);  // offset size, reserved, first IFD
+  else
+    put(8, 4);
+  const int value_bytes = big_tiff ? 8 : 4, type_bytes = type == 3 ? 2 : type == 4 ? 4 : 8;
+  put(2, big_tiff ? 8 : 2);
+  for (const auto& [tag, value] : {std::pair<uint16_t, uint64_t>{256, width}, {257, height}}) {
+    put(tag, 2);
+    put(type, 2);
+    put(1, value_bytes);
+    put(value, type_bytes);  // first in the value field, padded after
+    for (int i = type_bytes; i < value_bytes; ++i) b.push_back(0);
+  }
+  put(0, value_bytes);  // no next directory
+  return b;
+}
+
+// TIFF and PNM headers are read before OpenCV decodes too (OpenCV's own limit,
+// OPENCV_IO_MAX_IMAGE_PIXELS, lets 2^30 pixels through: 3 GB of RGB).
+TEST(ImageDecode, TiffAndPnmOverThePixelLimitAreRefusedByTheirHeader) {
+  const cv::Mat bgr = photo(64, 48);
+  std::string why;
+  for (const std::string ext : {".tiff", ".ppm", ".pgm", ".pam"}) {
+    SCOPED_TRACE(ext);
+    std::vector<uint8_t> file;
+    cv::Mat image = bgr;
+    if (ext == ".pgm") cv::cvtColor(bgr, image, cv::COLOR_BGR2GRAY);
+    ASSERT_TRUE(cv::imencode(ext, image, file));
+    EXPECT_EQ(decode_image(file.data(), file.size(), 3, 64 * 48, &why).rows, 64) << why;
+    EXPECT_TRUE(decode_image(file.data(), file.size(), 3, 64 * 48 - 1, &why).empty());
+    const std::string format = ext == ".tiff" ? "TIFF" : "PNM";
+    EXPECT_NE(why.find(format + " header: 48 x 64 pixels exceed the limit of 3071"),
+              std::string::npos)
+        << why;
+  }
+  for (const bool little : {true, false}) {
+    for (const auto& [big_tiff, type] : {std::pair{false, 3}, {false, 4}, {true, 16}}) {
+      SCOPED_TRACE(testing::Message() << little << big_tiff << type);
+      const auto tiff = tiff_header(little, big_tiff, static_cast<uint16_t>(type), 30000, 20000);
+      EXPECT_TRUE(decode_image(tiff.data(), tiff.size(), 3, 178956970, &why).empty());
+      EXPECT_NE(why.find("TIFF header: 30000 x 20000 pixels exceed"), std::string::npos) << why;
+    }
+  }
+  const auto huge = tiff_header(true, true, 16, uint64_t{1} << 63, 2);
+  EXPECT_TRUE(decode_image(huge.data(), huge.size(), 3, 178956970, &why).empty());
+  EXPECT_NE(why.find("TIFF header: 9223372036854775807 x 2 pixels exceed"), std::string::npos)
+      << why;
+  for (const std::string pnm :
+       {"P6\n# a comment\n30000 # another\n20000\n255\n", "P5 30000 20000 255 ",
+        "P7\nWIDTH 30000\nHEIGHT 20000\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n",
+        "P4\n300000000000000000000000 20000\n"}) {
+    SCOPED_TRACE(pnm);
+    const std::string file = pnm + std::string(64, '\x7f');
+    EXPECT_TRUE(decode_image(file.data(), file.size(), 3, 178956970, &why).empty());
+    EXPECT_NE(why.find("PNM header: "), std::string::npos) << why;
+    EXPECT_NE(why.find(" x 20000 pixels exceed"), std::string::npos) << why;
   }
 }
 
