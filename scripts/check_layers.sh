@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The import arrows point one way (README, "Layout"): fails naming every
+# The import arrows point one way (docs/building.md, "Layout"): fails naming every
 # #include that crosses a layer the wrong way. Run by ctest (Layers.*).
 # Usage: check_layers.sh [SOURCE_ROOT] (default: this checkout)
 #   kernels/      knows nothing of the model, data loading or the runtime
