@@ -108,7 +108,10 @@ control::Blobs StageInputs::files(const std::vector<std::string>& names, uint64_
     if (!fs::is_regular_file(path, ec))
       throw std::runtime_error(fmt::format("input file {} does not exist", path.string()));
     const uintmax_t size = fs::file_size(path, ec);
-    if (ec || size > max_bytes)
+    if (ec)
+      throw std::runtime_error(
+          fmt::format("input file {}: cannot read its size: {}", path.string(), ec.message()));
+    if (size > max_bytes)
       throw std::runtime_error(fmt::format(
           "input file {}: {} bytes, over cluster.max_checkpoint_bytes", path.string(), size));
     out[name] = read_file_bytes(path);
