@@ -175,6 +175,10 @@ void add_bench_commands(CLI::App& app, GlobalOptions&) {
   st->add_option("--profile", step.profile_path,
                  "Write a Kineto trace (Chrome JSON) of one more step of the last variant here "
                  "(LibTorch >= 2)");
+  st->add_flag("--products", step.products,
+               "After the variants at each batch: the step's matrix products alone, at the last "
+               "variant's shapes and precision (their TFLOP/s, and the MFU the step cannot pass "
+               "while they run at that rate)");
   st->callback([] {
     auto* entry = reinterpret_cast<int (*)(const saccade::bench::StepBenchOptions*)>(
         torch_entry("saccade_torch_bench_step"));

@@ -25,6 +25,7 @@
 #endif
 
 #include "bench/learner/device_memory.h"
+#include "bench/learner/step_products_bench.h"
 #include "common/config.h"
 #include "common/device_peak.h"
 #include "common/file_bytes.h"
@@ -37,6 +38,7 @@
 #include "workers/job_options/data_options.h"
 #include "workers/job_options/model_options.h"
 #include "workers/pretrain/ssl_trainer.h"
+#include "workers/ssl/step_flops.h"
 
 namespace saccade::bench {
 namespace {
@@ -376,7 +378,8 @@ nlohmann::ordered_json row_json(const Row& r, double per_phase) {
 std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
                       const nlohmann::ordered_json& step, double flop_per_image,
                       const std::vector<nlohmann::ordered_json>& rows,
-                      const nlohmann::ordered_json& running) {
+                      const nlohmann::ordered_json& running,
+                      const std::vector<nlohmann::ordered_json>& products) {
   nlohmann::ordered_json j = {{"config", o.config_path},
                               {"device", o.device},
                               {"device_name", device_name},
@@ -388,6 +391,7 @@ std::string rows_json(const StepBenchOptions& o, const std::string& device_name,
                               {"step", step},
                               {"running", running},
                               {"rows", rows}};
+  if (o.products) j["products"] = products;
   return j.dump(2) + "\n";
 }
 
@@ -453,6 +457,41 @@ std::vector<nlohmann::ordered_json> resumed_rows(const StepBenchOptions& o, doub
 
 // Whether the device still runs work: after a fault (an illegal address in a kernel) a CUDA
 // context is lost for good, and every later variant of this process would fail with it.
+// The step's matrix products alone (--products) at `batch`, as variant `v` runs them.
+nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig& config,
+                                      const Variant& v, int64_t batch, int64_t steps_per_epoch,
+                                      const torch::Device& device, std::ostream& out) {
+  const JobConfig variant_config = with_variant(config, v);
+  const ssl::TrainerOptions t =
+      job_options::trainer_options(variant_config, steps_per_epoch, o.device);
+  const data::ViewOptions views = job_options::view_options(variant_config);
+  ssl::SslViewShapes shapes;
+  shapes.global_tokens = int64_t{views.global_grid} * views.global_grid;
+  shapes.local_tokens = int64_t{views.local_grid} * views.local_grid;
+  shapes.local_views = views.local_views;
+  shapes.glimpse_tokens = views.glimpse_tokens();
+  shapes.glimpses = views.glimpses;
+  const bool bf16 = v.precision != "fp32";
+  const double model_flops =
+      static_cast<double>(ssl::ssl_step_flops(t.backbone, t.head, shapes, t.supervised).total()) *
+      static_cast<double>(batch);
+  const double peak = resolve_peak_tflops(
+      o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device, v.precision);
+  out << fmt::format("matrix products of {} at batch {}, alone ({}):\n", v.name, batch,
+                     bf16 ? "bf16" : "fp32");
+  nlohmann::ordered_json j = {{"variant", v.name}, {"batch", batch}};
+  try {
+    j.update(time_step_products(
+        ssl::step_products(t.backbone, t.head, shapes, batch, t.batched_glimpses, t.supervised),
+        device, bf16 ? torch::kBFloat16 : torch::kFloat, o.steps, model_flops, peak, out));
+  } catch (const c10::Error& e) {  // on a GPU, a batch whose products do not fit
+    if (!device.is_cuda()) throw;
+    j["failure"] = e.what_without_backtrace();
+    out << "  failed: " << e.what_without_backtrace() << "\n";
+  }
+  return j;
+}
+
 bool device_usable(const torch::Device& device) {
   try {
     (torch::ones({1}, torch::TensorOptions().device(device)) + 1).sum().item<float>();
@@ -562,7 +601,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   // and --resume measures the rest.
   const double per_phase = o.phase_steps > 0 ? 1e3 / o.phase_steps : 0;
   double flop_per_image = 0;
-  std::vector<nlohmann::ordered_json> rows;  // as written to the JSON: resumed, then measured
+  std::vector<nlohmann::ordered_json> rows;      // as written to the JSON: resumed, then measured
+  std::vector<nlohmann::ordered_json> products;  // with o.products, one per batch
   if (o.resume) rows = resumed_rows(o, per_phase, flop_per_image);
   out << fmt::format("bench step: {} on {} ({}), {} timed steps after {} warm-up\n", o.config_path,
                      o.device, device_name, o.steps, o.warmup);
@@ -574,7 +614,8 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       << std::flush;
   const auto write_json = [&](const nlohmann::ordered_json& running) {
     if (!o.json_path.empty())
-      write_file_bytes(o.json_path, rows_json(o, device_name, step, flop_per_image, rows, running));
+      write_file_bytes(o.json_path,
+                       rows_json(o, device_name, step, flop_per_image, rows, running, products));
   };
   VariantWatchdog watchdog(o.variant_timeout_s);
   for (const int64_t batch : batches) {
@@ -658,6 +699,11 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
       watchdog.disarm();
       model::set_fused_attention(true);
       model::set_folded_layerscale(true);
+    }
+    if (o.products) {
+      products.push_back(
+          products_alone(o, config, variants.back(), batch, steps_per_epoch, device, out));
+      write_json(nullptr);
     }
   }
   out << fmt::format(

@@ -51,6 +51,9 @@ struct StepBenchOptions {
   // A Kineto trace (Chrome JSON: CPU ops and device kernels) of one more step of the
   // last variant at the last batch, written here (LibTorch >= 2 only).
   std::string profile_path;
+  // After the variants at each batch: the step's matrix products alone at the last
+  // variant's shapes and precision, each timed `steps` times (step_products_bench.h).
+  bool products = false;
 };
 
 // The exit code when a variant left the GPU's context unusable (a fault in a kernel) or ran

@@ -13,7 +13,8 @@
 #   3. saccade bench model: ViT-S in bf16 on the GPU, images/s and MFU; step: saccade bench
 #      step of the paper's ViT-S config (the bundle's vit-s-imagenet.toml; SACCADE_GPU_STEP_CONFIG)
 #      at batch SACCADE_GPU_STEP_BATCH (default 128), one row per lever variant
-#      (SACCADE_GPU_STEP_VARIANTS), then the fast path (bf16 weights, LayerScale folded,
+#      (SACCADE_GPU_STEP_VARIANTS) and the step's matrix products alone (--products: their
+#      TFLOP/s, and the MFU the step cannot pass while they run so), then the fast path (bf16 weights, LayerScale folded,
 #      batched glimpses, CUDA graphs, prefetching, the fused residual add + LayerNorm: the
 #      config's levers), without and with the bias gradients inside the weight gradients'
 #      products (profiled at the last batch) at SACCADE_GPU_STEP_LARGE_BATCH
@@ -189,7 +190,7 @@ if wants step; then
   resumable step 240 "$bundle/bin/saccade" bench step "$step_config" --device cuda "${timing[@]}" \
     --variant-timeout "${SACCADE_GPU_STEP_VARIANT_TIMEOUT:-90}" \
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
-    --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" \
+    --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" --products \
     --json "$out/step.json"
   # Largest batch first: the profile is of the last, one that fits (measured on a CPU, the
   # fast path holds ~0.28-0.33 GB per image, so 512 may not fit an H200: docs/model.md).
@@ -198,7 +199,7 @@ if wants step; then
     --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
     --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
     --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
-    --variants "$full,$full+bgrad" \
+    --variants "$full,$full+bgrad" --products \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
   # Where the profiled step's time went on the device: busy share, kernels by kind, the top

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace saccade::ssl {
@@ -47,6 +48,51 @@ TEST(SslStepFlops, CountsEveryForwardOfTeacherAndStudentAndTheStudentsBackward) 
   no_locals.local_views = 0;
   EXPECT_EQ(f.student_forward - ssl_step_flops(b, h, no_locals).student_forward,
             8 * (step_flops(b, 49).forward() + head));
+}
+
+// The products' FLOPs, written apart from ssl_step_flops, add up to it once what they leave
+// out is added back: every forward's patch embedding and state input, and attention's QK^T
+// and AV. Batched glimpses add exactly the carry pass: K - 2 glimpse forwards without
+// gradient, which are not model FLOPs.
+TEST(SslStepFlops, TheStepsProductsAreItsFlopsLessEmbeddingAndAttentionScores) {
+  BackboneOptions b = BackboneOptions::vit_s();
+  b.state_input = BackboneOptions::StateInput::kMemory;
+  model::DinoHeadOptions h;
+  h.in_dim = b.width;
+  const SslViewShapes v = paper_views();
+  const int64_t batch = 3;
+  const auto not_products = [&](int64_t patches, bool carries) {  // per image, one forward
+    const model::StepFlops f = step_flops(b, patches, carries);
+    return f.embed + b.depth * 2 * f.tokens * (2 * f.tokens * b.width);
+  };
+  const int64_t sequence = not_products(100, false) + 7 * not_products(100, true);
+  const int64_t forward_only = not_products(256, false) + sequence;  // the teacher's
+  const int64_t student = not_products(256, false) + 8 * not_products(49, false) + sequence;
+  const int64_t expected = batch * (ssl_step_flops(b, h, v).total() - forward_only - 3 * student);
+  for (const bool batched : {false, true}) {
+    SCOPED_TRACE(batched);
+    int64_t model = 0, carry = 0;
+    for (const StepProduct& p : step_products(b, h, v, batch, batched)) {
+      EXPECT_GT(p.m * p.k * p.n * p.calls, 0) << p.pass << " " << p.layer;
+      (p.model_flops ? model : carry) += p.flops();
+    }
+    EXPECT_EQ(model, expected);
+    const int64_t carried_rows = batch * step_flops(b, 100, true).tokens;
+    const int64_t block = 2 * carried_rows * (4 * 384 * 384 + 2 * 384 * 1536);  // one glimpse
+    EXPECT_EQ(carry, batched ? 6 * 12 * block : 0);
+  }
+  // The shapes the batched student runs: its glimpses 2..K as one pass of 7 x B glimpses.
+  const auto products = step_products(b, h, v, batch, true);
+  const auto rest = std::find_if(products.begin(), products.end(), [](const StepProduct& p) {
+    return p.pass == "student glimpses 2..K" && p.layer == "fc1";
+  });
+  ASSERT_NE(rest, products.end());
+  EXPECT_EQ(rest->m, 7 * batch * (2 * b.n_state + 100));
+  EXPECT_EQ(rest->k, 384);
+  EXPECT_EQ(rest->n, 1536);
+  EXPECT_EQ(rest->calls, 12);
+  EXPECT_TRUE(rest->backward);
+  EXPECT_THROW(step_products(b, h, v, 0, true), std::invalid_argument);
 }
 
 TEST(SslStepFlops, RefusesShapesWithoutGlobalViewOrGlimpses) {

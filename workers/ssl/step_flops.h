@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "model/flops.h"
 #include "model/options.h"
@@ -32,5 +34,30 @@ struct SslStepFlops {
 SslStepFlops ssl_step_flops(const model::BackboneOptions& backbone,
                             const model::DinoHeadOptions& head, const SslViewShapes& views,
                             bool supervised = false);
+
+// One matrix product of a linear layer in a training step: [m, k] x [k, n] (the layer's
+// weight is [n, k]), `calls` times per step; with `backward`, its input gradient ([m, n] x
+// [n, k]) and weight gradient ([n, m] x [m, k]) too. `model_flops`: false for the products
+// batched glimpses add (the states carried into glimpses 2..K recomputed without gradient:
+// hardware FLOPs, not model FLOPs).
+struct StepProduct {
+  std::string pass;   // e.g. "teacher global", "student glimpses 2..K"
+  std::string layer;  // qkv, proj, fc1, fc2 (every block), head 1-3, prototypes
+  int64_t m = 0, k = 0, n = 0;
+  int64_t calls = 0;
+  bool backward = false;
+  bool model_flops = true;
+  int64_t flops() const { return 2 * m * k * n * calls * (backward ? 3 : 1); }
+};
+
+// The linear layers' products of one step at `batch` images, as the trainer runs them
+// (`batched_glimpses`: the student's glimpses 2..K in one pass after a pass without gradient
+// that carries the states, ssl.batched_glimpses). Left out: the patch embedding, the
+// positional MLP and the state input (a few % of the FLOPs), and attention's QK^T and AV
+// (its own kernel).
+std::vector<StepProduct> step_products(const model::BackboneOptions& backbone,
+                                       const model::DinoHeadOptions& head,
+                                       const SslViewShapes& views, int64_t batch,
+                                       bool batched_glimpses, bool supervised = false);
 
 }  // namespace saccade::ssl
