@@ -457,7 +457,8 @@ std::vector<nlohmann::ordered_json> resumed_rows(const StepBenchOptions& o, doub
 
 // Whether the device still runs work: after a fault (an illegal address in a kernel) a CUDA
 // context is lost for good, and every later variant of this process would fail with it.
-// The step's matrix products alone (--products) at `batch`, as variant `v` runs them.
+// The step's matrix products and attention alone (--products) at `batch`, as variant `v`
+// runs them.
 nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig& config,
                                       const Variant& v, int64_t batch, int64_t steps_per_epoch,
                                       const torch::Device& device, std::ostream& out) {
@@ -477,13 +478,22 @@ nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig
       static_cast<double>(batch);
   const double peak = resolve_peak_tflops(
       o.peak_tflops > 0 ? o.peak_tflops : config.ssl.peak_tflops, o.device, v.precision);
-  out << fmt::format("matrix products of {} at batch {}, alone ({}):\n", v.name, batch,
-                     bf16 ? "bf16" : "fp32");
+  out << fmt::format("matrix products and attention of {} at batch {}, alone ({}):\n", v.name,
+                     batch, bf16 ? "bf16" : "fp32");
   nlohmann::ordered_json j = {{"variant", v.name}, {"batch", batch}};
   try {
-    j.update(time_step_products(
-        ssl::step_products(t.backbone, t.head, shapes, batch, t.batched_glimpses, t.supervised),
-        device, bf16 ? torch::kBFloat16 : torch::kFloat, o.steps, model_flops, peak, out));
+    StepShapes step_shapes;
+    step_shapes.passes =
+        ssl::step_passes(t.backbone, t.head, shapes, batch, t.batched_glimpses, t.supervised);
+    step_shapes.products =
+        ssl::step_products(t.backbone, t.head, shapes, batch, t.batched_glimpses, t.supervised);
+    step_shapes.depth = t.backbone.depth;
+    step_shapes.heads = t.backbone.heads;
+    step_shapes.width = t.backbone.width;
+    model::set_fused_attention(v.fused_attention);  // attention as the variant runs it
+    j.update(time_step_shapes(step_shapes, device, bf16 ? torch::kBFloat16 : torch::kFloat, o.steps,
+                              model_flops, peak, out));
+    model::set_fused_attention(true);
   } catch (const c10::Error& e) {  // on a GPU, a batch whose products do not fit
     if (!device.is_cuda()) throw;
     j["failure"] = e.what_without_backtrace();

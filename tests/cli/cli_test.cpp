@@ -328,15 +328,16 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   }
   // LayerScale folded into the linear layers: the same function, rounded differently.
   EXPECT_LT(j.at("rows")[3].at("max_loss_rel_diff").get<double>(), 1e-4);
-  // --products: the last variant's matrix products alone (ssl::step_products, tested in
-  // SslStepFlops), their model FLOPs a part of the step's, and the MFU bound of their time.
+  // --products: the last variant's matrix products and attention alone (ssl::step_products
+  // and step_passes, tested in SslStepFlops), their model FLOPs the step's less the embedding,
+  // and the MFU bound of their time.
   ASSERT_EQ(j.at("products").size(), 1u);
-  const auto& products = j.at("products")[0];
-  EXPECT_EQ(products.at("variant"), "fp32+sdpa+foreach+fold+batched");
-  const double model_flops = products.at("model_flop_per_step").get<double>();
+  const auto& alone = j.at("products")[0];
+  EXPECT_EQ(alone.at("variant"), "fp32+sdpa+foreach+fold+batched");
+  const double model_flops = alone.at("model_flop_per_step").get<double>();
   EXPECT_DOUBLE_EQ(model_flops, 4 * j.at("flop_per_image").get<double>());
   double in_model = 0, carried = 0, ms = 0;
-  for (const auto& row : products.at("rows")) {
+  for (const auto& row : alone.at("products")) {
     const double flops = 2.0 * row.at("m").get<double>() * row.at("k").get<double>() *
                          row.at("n").get<double>() * row.at("calls").get<double>() *
                          (row.at("backward").get<bool>() ? 3 : 1);
@@ -344,14 +345,23 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
     EXPECT_GT(row.at("forward_tflops").get<double>(), 0) << row;
     ms += row.at("ms_per_step").get<double>();
   }
+  EXPECT_NEAR(alone.at("products_ms_per_step").get<double>(), ms, 1e-9 * ms);
+  for (const auto& row : alone.at("attention")) {
+    const double n = row.at("tokens").get<double>();
+    const double flops = 4.0 * row.at("sequences").get<double>() * n * n *
+                         row.at("heads").get<double>() * row.at("head_dim").get<double>() *
+                         row.at("calls").get<double>() * (row.at("backward").get<bool>() ? 3 : 1);
+    (row.at("model_flops").get<bool>() ? in_model : carried) += flops;
+    ms += row.at("ms_per_step").get<double>();
+  }
   EXPECT_GT(carried, 0);                   // batched glimpses recompute the carried states
-  EXPECT_GT(in_model, 0.8 * model_flops);  // the rest: embedding, attention's QK^T and AV
+  EXPECT_GT(in_model, 0.8 * model_flops);  // the rest: the embedding and the state input
   EXPECT_LT(in_model, model_flops);
-  EXPECT_DOUBLE_EQ(products.at("flop_per_step").get<double>(), in_model + carried);
-  EXPECT_NEAR(products.at("ms_per_step").get<double>(), ms, 1e-9 * ms);
-  EXPECT_NEAR(products.at("mfu_bound").get<double>(), model_flops / (ms / 1e3) / 1e12,
+  EXPECT_DOUBLE_EQ(alone.at("flop_per_step").get<double>(), in_model + carried);
+  EXPECT_NEAR(alone.at("ms_per_step").get<double>(), ms, 1e-9 * ms);
+  EXPECT_NEAR(alone.at("mfu_bound").get<double>(), model_flops / (ms / 1e3) / 1e12,
               1e-9 * model_flops / ms);
-  EXPECT_NE(r.out.find("the products alone: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the step's MFU cannot pass"), std::string::npos) << r.out;
   // Batched glimpses (and the fold): the same step (detached states), rounded differently.
   EXPECT_LT(j.at("rows")[4].at("max_loss_rel_diff").get<double>(), 1e-4);
 

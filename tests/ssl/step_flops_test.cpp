@@ -52,23 +52,30 @@ TEST(SslStepFlops, CountsEveryForwardOfTeacherAndStudentAndTheStudentsBackward) 
 
 // The products' FLOPs, written apart from ssl_step_flops, add up to it once what they leave
 // out is added back: every forward's patch embedding and state input, and attention's QK^T
-// and AV. Batched glimpses add exactly the carry pass: K - 2 glimpse forwards without
-// gradient, which are not model FLOPs.
-TEST(SslStepFlops, TheStepsProductsAreItsFlopsLessEmbeddingAndAttentionScores) {
+// and AV, which the passes' shapes give. Batched glimpses add exactly the carry pass: K - 2
+// glimpse forwards without gradient, which are not model FLOPs.
+TEST(SslStepFlops, TheStepsProductsAndAttentionAreItsFlopsLessTheEmbedding) {
   BackboneOptions b = BackboneOptions::vit_s();
   b.state_input = BackboneOptions::StateInput::kMemory;
   model::DinoHeadOptions h;
   h.in_dim = b.width;
   const SslViewShapes v = paper_views();
   const int64_t batch = 3;
+  const auto scores = [&](int64_t patches, bool carries) {  // QK^T and AV, per image
+    const int64_t n = step_flops(b, patches, carries).tokens;
+    return b.depth * 2 * n * (2 * n * b.width);
+  };
   const auto not_products = [&](int64_t patches, bool carries) {  // per image, one forward
-    const model::StepFlops f = step_flops(b, patches, carries);
-    return f.embed + b.depth * 2 * f.tokens * (2 * f.tokens * b.width);
+    return step_flops(b, patches, carries).embed + scores(patches, carries);
   };
   const int64_t sequence = not_products(100, false) + 7 * not_products(100, true);
   const int64_t forward_only = not_products(256, false) + sequence;  // the teacher's
   const int64_t student = not_products(256, false) + 8 * not_products(49, false) + sequence;
   const int64_t expected = batch * (ssl_step_flops(b, h, v).total() - forward_only - 3 * student);
+  const int64_t sequence_scores = scores(100, false) + 7 * scores(100, true);
+  const int64_t expected_scores =
+      batch * (scores(256, false) + sequence_scores +
+               3 * (scores(256, false) + 8 * scores(49, false) + sequence_scores));
   for (const bool batched : {false, true}) {
     SCOPED_TRACE(batched);
     int64_t model = 0, carry = 0;
@@ -77,6 +84,13 @@ TEST(SslStepFlops, TheStepsProductsAreItsFlopsLessEmbeddingAndAttentionScores) {
       (p.model_flops ? model : carry) += p.flops();
     }
     EXPECT_EQ(model, expected);
+    // Attention's own share, from the passes' shapes.
+    int64_t attention = 0;
+    for (const StepPass& p : step_passes(b, h, v, batch, batched))
+      if (p.model_flops)
+        attention += p.calls * b.depth * p.sequences * 2 * p.tokens * (2 * p.tokens * b.width) *
+                     (p.backward ? 3 : 1);
+    EXPECT_EQ(attention, expected_scores);
     const int64_t carried_rows = batch * step_flops(b, 100, true).tokens;
     const int64_t block = 2 * carried_rows * (4 * 384 * 384 + 2 * 384 * 1536);  // one glimpse
     EXPECT_EQ(carry, batched ? 6 * 12 * block : 0);

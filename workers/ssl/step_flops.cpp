@@ -25,56 +25,60 @@ SslStepFlops ssl_step_flops(const model::BackboneOptions& backbone,
   return f;
 }
 
-std::vector<StepProduct> step_products(const model::BackboneOptions& backbone,
-                                       const model::DinoHeadOptions& head, const SslViewShapes& v,
-                                       int64_t batch, bool batched_glimpses, bool supervised) {
+std::vector<StepPass> step_passes(const model::BackboneOptions& backbone,
+                                  const model::DinoHeadOptions& head, const SslViewShapes& v,
+                                  int64_t batch, bool batched_glimpses, bool supervised) {
   ssl_step_flops(backbone, head, v, supervised);  // the same checks
-  if (batch < 1) throw std::invalid_argument("step_products: expected a batch >= 1");
-  std::vector<StepProduct> out;
-  const int64_t w = backbone.width, hidden = backbone.mlp_hidden(), K = v.glimpses;
+  if (batch < 1) throw std::invalid_argument("step passes: expected a batch >= 1");
   const auto tokens = [&](int64_t patches, bool carries_state) {
     return model::step_flops(backbone, patches, carries_state).tokens;
   };
-  // Every block's four products for a pass of `rows` token rows, `calls` times.
-  const auto blocks = [&](const std::string& pass, int64_t rows, int64_t calls, bool backward,
-                          bool model_flops = true) {
-    if (rows < 1 || calls < 1) return;
+  const int64_t K = v.glimpses, global = tokens(v.global_tokens, false),
+                first = tokens(v.glimpse_tokens, false), carried = tokens(v.glimpse_tokens, true);
+  std::vector<StepPass> out;
+  const auto add = [&](const char* name, int64_t sequences, int64_t n, int64_t calls, bool backward,
+                       int64_t head_rows, int64_t head_calls, bool model_flops = true) {
+    if (sequences > 0 && calls > 0)
+      out.push_back({name, sequences, n, calls, backward, model_flops, head_rows, head_calls});
+  };
+  if (!supervised) {  // no gradient; its head on the global view and the final glimpse
+    add("teacher global", batch, global, 1, false, batch, 2);
+    add("teacher glimpse 1", batch, first, 1, false, 0, 0);
+    add("teacher glimpses 2..K", batch, carried, K - 1, false, 0, 0);
+  }
+  add("student global", batch, global, 1, true, batch, 1);
+  add("student local", v.local_views * batch, tokens(v.local_tokens, false), 1, true,
+      v.local_views * batch, 1);
+  add("student glimpse 1", batch, first, 1, true, batch, batched_glimpses ? 1 : K);
+  if (batched_glimpses) {
+    add("student carry", batch, carried, K - 2, false, 0, 0, /*model_flops=*/false);
+    add("student glimpses 2..K", (K - 1) * batch, carried, 1, true, (K - 1) * batch, 1);
+  } else {
+    add("student glimpses 2..K", batch, carried, K - 1, true, 0, 0);
+  }
+  return out;
+}
+
+std::vector<StepProduct> step_products(const model::BackboneOptions& backbone,
+                                       const model::DinoHeadOptions& head, const SslViewShapes& v,
+                                       int64_t batch, bool batched_glimpses, bool supervised) {
+  std::vector<StepProduct> out;
+  const int64_t w = backbone.width, hidden = backbone.mlp_hidden();
+  for (const StepPass& p : step_passes(backbone, head, v, batch, batched_glimpses, supervised)) {
+    const int64_t rows = p.sequences * p.tokens;
     for (const auto& [layer, k, n] : {std::tuple<const char*, int64_t, int64_t>{"qkv", w, 3 * w},
                                       {"proj", w, w},
                                       {"fc1", w, hidden},
                                       {"fc2", hidden, w}})
-      out.push_back({pass, layer, rows, k, n, calls * backbone.depth, backward, model_flops});
-  };
-  // The DINO head's products on `rows` tokens, `calls` times.
-  const auto heads = [&](const std::string& pass, int64_t rows, int64_t calls, bool backward) {
-    if (rows < 1 || calls < 1) return;
+      out.push_back(
+          {p.name, layer, rows, k, n, p.calls * backbone.depth, p.backward, p.model_flops});
+    if (p.head_calls < 1) continue;
     for (const auto& [layer, k, n] :
          {std::tuple<const char*, int64_t, int64_t>{"head 1", head.in_dim, head.hidden_dim},
           {"head 2", head.hidden_dim, head.hidden_dim},
           {"head 3", head.hidden_dim, head.bottleneck_dim},
           {"prototypes", head.bottleneck_dim, head.n_prototypes}})
-      out.push_back({pass, layer, rows, k, n, calls, backward, true});
-  };
-  const int64_t first = batch * tokens(v.glimpse_tokens, false),
-                carried = batch * tokens(v.glimpse_tokens, true);
-  if (!supervised) {  // no gradient; its head on the global view and the final glimpse
-    blocks("teacher global", batch * tokens(v.global_tokens, false), 1, false);
-    blocks("teacher glimpse 1", first, 1, false);
-    blocks("teacher glimpses 2..K", carried, K - 1, false);
-    heads("teacher head", batch, 2, false);
-  }
-  blocks("student global", batch * tokens(v.global_tokens, false), 1, true);
-  heads("student global head", batch, 1, true);
-  blocks("student local", v.local_views * batch * tokens(v.local_tokens, false), 1, true);
-  heads("student local head", v.local_views * batch, 1, true);
-  blocks("student glimpse 1", first, 1, true);
-  heads("student glimpse head", batch, batched_glimpses ? 1 : K, true);
-  if (batched_glimpses) {
-    blocks("student carry", carried, K - 2, false, /*model_flops=*/false);
-    blocks("student glimpses 2..K", (K - 1) * carried, 1, true);
-    heads("student glimpses 2..K head", (K - 1) * batch, 1, true);
-  } else {
-    blocks("student glimpses 2..K", carried, K - 1, true);
+      out.push_back({p.name + " head", layer, p.head_rows, k, n, p.head_calls, p.backward, true});
   }
   return out;
 }
