@@ -253,6 +253,18 @@ def step_section(out, tolerance):
                 + " |")
             if trained_the_same(r, tolerance):
                 same.append((r, name))
+        # --products: the step's products and attention alone, and the MFU bound of their time.
+        for p in data.get("products") or []:
+            if p.get("failure"):
+                lines.append(f"- `{p['variant']}` at batch {p['batch']}, products and attention "
+                             f"alone: failed: {p['failure']}")
+                continue
+            lines.append(
+                f"- `{p['variant']}` at batch {p['batch']}, products and attention alone: "
+                f"{number(p['products_ms_per_step'])} + {number(p['attention_ms_per_step'])} ms "
+                f"per step, {number(p['tflops'])} TFLOP/s ({percent(p.get('peak_share'))} of "
+                f"peak); the step's MFU cannot pass {percent(p.get('mfu_bound'))} while they run "
+                f"at this rate")
     candidates = [(r, name) for r, name in same if r.get("mfu") is not None]
     if not lines:
         verdict = []  # the step checks did not run (or wrote no row)
