@@ -455,8 +455,6 @@ std::vector<nlohmann::ordered_json> resumed_rows(const StepBenchOptions& o, doub
   }
 }
 
-// Whether the device still runs work: after a fault (an illegal address in a kernel) a CUDA
-// context is lost for good, and every later variant of this process would fail with it.
 // The step's matrix products and attention alone (--products) at `batch`, as variant `v`
 // runs them.
 nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig& config,
@@ -493,15 +491,18 @@ nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig
     model::set_fused_attention(v.fused_attention);  // attention as the variant runs it
     j.update(time_step_shapes(step_shapes, device, bf16 ? torch::kBFloat16 : torch::kFloat, o.steps,
                               model_flops, peak, out));
-    model::set_fused_attention(true);
   } catch (const c10::Error& e) {  // on a GPU, a batch whose products do not fit
+    model::set_fused_attention(true);
     if (!device.is_cuda()) throw;
     j["failure"] = e.what_without_backtrace();
     out << "  failed: " << e.what_without_backtrace() << "\n";
   }
+  model::set_fused_attention(true);
   return j;
 }
 
+// Whether the device still runs work: after a fault (an illegal address in a kernel) a CUDA
+// context is lost for good, and every later variant of this process would fail with it.
 bool device_usable(const torch::Device& device) {
   try {
     (torch::ones({1}, torch::TensorOptions().device(device)) + 1).sum().item<float>();
