@@ -8,16 +8,6 @@
 #include "workers/job_options/remote_batch_options.h"
 
 namespace saccade::cli {
-namespace {
-
-int64_t count(const std::vector<NodeSpec>& nodes, int64_t NodeSpec::*field) {
-  int64_t n = 0;
-  for (const NodeSpec& node : nodes) n += node.*field;
-  return n;
-}
-
-}  // namespace
-
 void add_config_commands(CLI::App& app, GlobalOptions&) {
   CLI::App* config = app.add_subcommand("config", "Check, show and document job configs");
   config->require_subcommand(1);
@@ -39,11 +29,9 @@ void add_config_commands(CLI::App& app, GlobalOptions&) {
         fmt::print(
             "{}: ok: job \"{}\", {} node(s), {} learner(s), {} data actor(s), {} rollout actor(s), "
             "{} eval actor(s); model depth {} width {} heads {}\n",
-            file, c.job.name, c.cluster.nodes.size(), count(c.cluster.nodes, &NodeSpec::learners),
-            count(c.cluster.nodes, &NodeSpec::data_actors),
-            count(c.cluster.nodes, &NodeSpec::rollout_actors),
-            count(c.cluster.nodes, &NodeSpec::eval_actors), c.model.depth, c.model.width,
-            c.model.heads);
+            file, c.job.name, c.cluster.nodes.size(), c.cluster.total(&NodeSpec::learners),
+            c.cluster.total(&NodeSpec::data_actors), c.cluster.total(&NodeSpec::rollout_actors),
+            c.cluster.total(&NodeSpec::eval_actors), c.model.depth, c.model.width, c.model.heads);
       } catch (const ConfigError& e) {
         fmt::print(stderr, "{}\n", e.what());
         ++refused;

@@ -66,6 +66,13 @@ struct ClusterConfig {
   std::string nodes_from;       // config | slurm (common/allocation.h)
   int64_t ports_per_job{};      // 0: ports as written; N: + (Slurm job id mod 100) * N
   std::vector<NodeSpec> nodes;
+
+  // Actors of one kind over all nodes, e.g. total(&NodeSpec::learners).
+  int64_t total(int64_t NodeSpec::*actors) const {
+    int64_t n = 0;
+    for (const NodeSpec& node : nodes) n += node.*actors;
+    return n;
+  }
 };
 
 // ZeroMQ CURVE on every cluster socket (`saccade keys generate DIR`).

@@ -295,13 +295,12 @@ void describe(V& v, DataConfig& c) {
   v.text("val_idx_labels", c.val_idx_labels,
          "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "IDX validation labels.");
   v.integer("channels", c.channels, 3, 1, 3, "Channels fed to the model: 1 (gray) or 3 (RGB).");
-  v.integer(
-      "max_image_pixels", c.max_image_pixels, 178956970, 1, int64_t{1} << 30,
-      "folder and shards: an image of more pixels is skipped and counted as corrupt, so "
-      "that a damaged or hostile header declaring a giant image (a decompression bomb) "
-      "cannot make a data actor allocate gigabytes; JPEG, PNG, BMP and WebP files are refused "
-      "from their header. "
-      "The default is Pillow's (2 x Image.MAX_IMAGE_PIXELS); at most OpenCV's 2^30.");
+  v.integer("max_image_pixels", c.max_image_pixels, 178956970, 1, int64_t{1} << 30,
+            "folder and shards: an image of more pixels is skipped and counted as corrupt, so "
+            "that a damaged or hostile header declaring a giant image (a decompression bomb) "
+            "cannot make a data actor allocate gigabytes; JPEG, PNG, BMP, WebP, TIFF and PNM files "
+            "are refused from their header. "
+            "The default is Pillow's (2 x Image.MAX_IMAGE_PIXELS); at most OpenCV's 2^30.");
   v.integer("canvas_size", c.canvas_size, 60, 8, 8192,
             "Canvas side of translated/cluttered images.");
   v.integer("clutter_pieces", c.clutter_pieces, 4, 0, 1024, "Clutter pieces per cluttered image.");

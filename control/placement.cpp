@@ -22,8 +22,7 @@ std::string data_ipc_endpoint(const JobConfig& config, int32_t rank) {
 }
 
 std::vector<Assignment> place_actors(const JobConfig& config, const std::string& stage) {
-  int64_t total_learners = 0;
-  for (const NodeSpec& n : config.cluster.nodes) total_learners += n.learners;
+  const int64_t total_learners = config.cluster.total(&NodeSpec::learners);
   const bool pretrain = stage == "pretrain", policy = stage == "policy", eval = stage == "eval";
   std::vector<Assignment> out;
   std::map<wire::Role, int32_t> next_rank;

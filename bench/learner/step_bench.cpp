@@ -24,7 +24,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #endif
 
-#include "bench/learner/device_memory.h"
+#include "bench/learner/device.h"
 #include "bench/learner/step_products_bench.h"
 #include "common/config.h"
 #include "common/device_peak.h"
@@ -250,10 +250,6 @@ struct Row {
   bool out_of_memory() const { return failure == kOutOfMemory; }  // a figure, not a failure
 };
 
-void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 // Runs `work` under the Kineto profiler (CPU ops with their input shapes, and device kernels
 // on a GPU) and writes the Chrome trace to `path`.
 void profile(const std::string& path, const torch::Device& device,
@@ -272,7 +268,7 @@ void profile(const std::string& path, const torch::Device& device,
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
   work();
-  sync(device);
+  synchronize(device);
   profiler::disableProfiler()->save(path);
 #else
   (void)device;
@@ -308,10 +304,10 @@ void measure(const StepBenchOptions& o, const JobConfig& config, const Variant& 
     return s;
   };
   for (int i = 0; i < o.warmup; ++i) step();
-  sync(device);
+  synchronize(device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) step();
-  sync(device);
+  synchronize(device);
   const double seconds = seconds_since(start);
   row.step_ms = 1e3 * seconds / o.steps;
   row.images_per_second = static_cast<double>(row.batch * o.steps) / seconds;
@@ -506,7 +502,7 @@ nlohmann::ordered_json products_alone(const StepBenchOptions& o, const JobConfig
 bool device_usable(const torch::Device& device) {
   try {
     (torch::ones({1}, torch::TensorOptions().device(device)) + 1).sum().item<float>();
-    sync(device);
+    synchronize(device);
     return true;
   } catch (const std::exception&) {
     return false;
@@ -581,8 +577,7 @@ int run_step_bench(const StepBenchOptions& o, std::ostream& out) {
   const JobConfig config = load_config(o.config_path);
   const torch::Device device(o.device);
   at::set_num_threads(job_options::resolve_threads(o.threads > 0 ? o.threads : config.ssl.threads));
-  int world = 0;
-  for (const auto& node : config.cluster.nodes) world += static_cast<int>(node.learners);
+  const int world = static_cast<int>(config.cluster.total(&NodeSpec::learners));
   std::vector<int64_t> batches = o.batches;
   if (batches.empty()) batches = {job_options::per_rank_batch(config, std::max(world, 1))};
   std::vector<Variant> variants;

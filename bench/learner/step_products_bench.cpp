@@ -10,6 +10,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "bench/learner/device.h"
 #include "common/seconds_since.h"
 #include "model/torch_compat.h"
 
@@ -21,14 +22,11 @@ struct Timing {  // seconds per call
 };
 
 double seconds_per_call(const torch::Device& device, int reps, const std::function<void()>& f) {
-  const auto sync = [&] {
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-  };
   for (int i = 0; i < 2; ++i) f();
-  sync();
+  synchronize(device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) f();
-  sync();
+  synchronize(device);
   return seconds_since(start) / reps;
 }
 

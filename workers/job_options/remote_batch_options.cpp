@@ -37,8 +37,7 @@ std::string learner_frame_problem(const JobConfig& config) {
   // learners are fed by data actors.
   const auto& stages = config.job.stages;
   if (std::find(stages.begin(), stages.end(), "pretrain") == stages.end()) return "";
-  int64_t learners = 0;
-  for (const NodeSpec& node : config.cluster.nodes) learners += node.learners;
+  const int64_t learners = config.cluster.total(&NodeSpec::learners);
   if (learners < 1 || config.ssl.batch_size % learners != 0) return "";
   const int64_t batch = config.ssl.batch_size / learners;
   return data_plane::frame_limit_problem(

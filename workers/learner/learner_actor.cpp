@@ -70,8 +70,7 @@ class LearnerActor final : public runtime::ActorBody {
     at::set_num_threads(threads);
     const auto dataset =
         data::make_dataset(job_options::dataset_spec(config, /*validation=*/false));
-    int world = 0;
-    for (const auto& n : config.cluster.nodes) world += static_cast<int>(n.learners);
+    const int world = static_cast<int>(config.cluster.total(&NodeSpec::learners));
     const int64_t per_epoch = job_options::steps_per_epoch(config, dataset->size());
     const int64_t total = config.ssl.epochs * per_epoch;
     batch_ = job_options::per_rank_batch(config, world);

@@ -1,4 +1,4 @@
-#include "bench/learner/device_memory.h"
+#include "bench/learner/device.h"
 
 #include <torch/torch.h>
 
@@ -9,6 +9,10 @@
 #endif
 
 namespace saccade::bench {
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
 
 void reset_peak_device_memory(const torch::Device& device) {
 #if SACCADE_TORCH_HAS_CUDA
