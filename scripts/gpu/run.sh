@@ -192,8 +192,8 @@ if wants step; then
     --batch "${SACCADE_GPU_STEP_BATCH:-128}" \
     --variants "${SACCADE_GPU_STEP_VARIANTS:-$levers}" --products \
     --json "$out/step.json"
-  # Largest batch first: the profile is of the last, one that fits (measured on a CPU, the
-  # fast path holds ~0.28-0.33 GB per image, so 512 may not fit an H200: docs/model.md).
+  # Largest batch first: the profile is of the last, one that fits (on an H200 the fast path
+  # holds 0.24 GiB per image, so 512 is at the edge of its memory: docs/model.md).
   # Fewer steps: at these batches a step is long and steady.
   resumable step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
     --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
