@@ -139,7 +139,7 @@ def summary(out, codes):
         result[os.path.basename(log)[:-4]] = [l for l in lines
                                               if "pretrain:" in l or "k-NN" in l][-6:]
     for name in ("extract", "extract_cpu_fresh", "extract_cpu_warm", "data", "step",
-                 "step_large", "step_profile", "torch_step", "feed", "feed_data",
+                 "step_large", "step_small", "step_profile", "torch_step", "feed", "feed_data",
                  "allreduce_nccl", "allreduce_gloo"):
         data = load(os.path.join(out, name + ".json"))
         if data is not None:
@@ -224,7 +224,7 @@ def step_section(out, tolerance):
     first variant at their batch (compared with it, within `tolerance`) against MFU_TARGET;
     also returns those rows (with or without an MFU)."""
     lines, same = [], []
-    for name in ("step", "step_large"):
+    for name in ("step", "step_large", "step_small"):
         data = load(os.path.join(out, name + ".json"))
         if not isinstance(data, dict) or not data.get("rows"):
             continue

@@ -19,7 +19,8 @@
 #      config's levers), without and with the bias gradients inside the weight gradients'
 #      products (profiled at the last batch) at SACCADE_GPU_STEP_LARGE_BATCH
 #      (default 512,384,256: a larger batch amortises the per-kernel dispatch; each row says its
-#      peak device memory, or that it ran out of it; step_large); step_losses fails when a
+#      peak device memory, or that it ran out of it; step_large), and the fast path alone at
+#      SACCADE_GPU_STEP_SMALL_BATCH (default 16,32,64: its floor; step_small); step_losses fails when a
 #      variant's losses leave those of the first variant that ran by more than SACCADE_GPU_STEP_TOLERANCE
 #      (relative, default 0.02) on the same batches from the same weights; a step bench that
 #      lost the device (exit 75), ran a variant past its timeout (SACCADE_GPU_STEP_VARIANT_TIMEOUT,
@@ -207,6 +208,13 @@ if wants step; then
   # add from a residual add; the trace itself is too large to bring back).
   step step_profile 60 "$py" "$here/results.py" profile "${TMPDIR:-/tmp}/step-trace.json" \
     "$out/step_profile.json"
+  # The fast path at small batches: the floor a step does not go under however few images a
+  # GPU gets, the wall of many GPUs at a fixed global batch (docs/scaling.md).
+  resumable step_small 90 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
+    --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
+    --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
+    --batch "${SACCADE_GPU_STEP_SMALL_BATCH:-16,32,64}" --variants "$full" \
+    --json "$out/step_small.json"
   # The fast path trains the same: every variant within the tolerance of the losses of its
   # call's first variant that ran at its batch (on the same batches from the same weights).
   step step_losses 10 "$py" "$here/results.py" losses "$out/step.json" \

@@ -158,7 +158,7 @@ if run nogpu SACCADE_GPU_CHECKS="step torch_step feed" \
   SACCADE_GPU_FEED_KEYS="ssl.precision=bf16-params ssl.no_such_key=1"; then
   fail "the step and feed checks passed without a GPU"
 fi
-for name in step step_large; do
+for name in step step_large step_small; do
   grep -q -- "--device cuda: no CUDA device" "$dir/nogpu/$name.log" ||
     { cat "$dir/nogpu/$name.log" >&2; fail "$name stopped before its device check"; }
 done
@@ -168,6 +168,7 @@ python3 - "$dir/nogpu/summary.json" <<'PY' || fail "summary of the step check: $
 import json, sys
 codes = json.load(open(sys.argv[1]))["exit_codes"]
 assert codes["feed"] == 2 and codes["step"] != 0 and codes["step_large"] != 0, codes
+assert codes["step_small"] != 0, codes
 # No step JSON to read saccade's model from: its own one-step bench, which needs a GPU too.
 assert codes["torch_step_model"] != 0 and codes["torch_step"] != 0, codes
 PY
@@ -296,12 +297,13 @@ if run faults SACCADE_GPU_CHECKS="kernels_cuda_tests pretrain_cuda_tests step" \
   FAKE_STEP="$dir/fake-step.log"; then
   fail "a call with failed tests and a lost device exited 0"
 fi
-[[ "$(cat "$dir/faults/rc/step") $(cat "$dir/faults/rc/step-resumed-1") $(cat "$dir/faults/rc/step-resumed-2") $(cat "$dir/faults/rc/step_large")" == "75 139 0 0" ]] ||
+[[ "$(cat "$dir/faults/rc/step") $(cat "$dir/faults/rc/step-resumed-1") $(cat "$dir/faults/rc/step-resumed-2") $(cat "$dir/faults/rc/step_large") $(cat "$dir/faults/rc/step_small")" == "75 139 0 0 0" ]] ||
   { cat "$dir/faults.txt" >&2; fail "the step check was not resumed after its faults"; }
 [[ $(grep -c -- "--resume" "$dir/fake-step.log") == 2 ]] &&
   sed -n 1p "$dir/fake-step.log" | grep -qv -- "--resume" &&
   sed -n 3p "$dir/fake-step.log" | grep -q -- "--json $dir/faults/step.json.*--resume$" &&
-  sed -n 4p "$dir/fake-step.log" | grep -qv -- "--resume" ||
+  sed -n 4p "$dir/fake-step.log" | grep -qv -- "--resume" &&
+  sed -n 5p "$dir/fake-step.log" | grep -qF -- "--batch 16,32,64 --variants bf16-params+sdpa+foreach+fold+batched+graphs+prefetch+addnorm --json $dir/faults/step_small.json" ||
   { cat "$dir/fake-step.log" >&2; fail "--resume was not given to exactly the reruns"; }
 grep -qF -- '- kernels_cuda_tests: 1 of 3 passed; **failed**: Suite.B, Suite.C; run alone: 1 of 2 passed, **failed alone**: Suite.B' "$dir/faults.txt" &&
   grep -qF -- '- pretrain_cuda_tests: no result (it stopped before writing one); run alone: 1 of 2 passed, **failed alone**: Train.T2 (died)' "$dir/faults.txt" &&
