@@ -54,7 +54,8 @@ class Agent {
   explicit Agent(const AgentOptions& o)
       : options_(o),
         config_(o.bootstrap),
-        signals_({SIGCHLD, SIGTERM, SIGINT}),
+        // SIGHUP: an agent started over `ssh -tt` gets it when its session ends.
+        signals_({SIGCHLD, SIGTERM, SIGINT, SIGHUP}),
         security_(control::load_security(o.bootstrap.security, false)),
         endpoint_(control::tcp_endpoint(o.coordinator, "--coordinator")),
         socket_(context_, zmq::socket_type::dealer),

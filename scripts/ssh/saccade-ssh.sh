@@ -70,5 +70,15 @@ while [ -z "$CODE" ]; do
     CODE=5
   fi
 done
+# The coordinator's Shutdown ends the agents that registered within seconds. One that never
+# heard from it (it connected after the coordinator had stopped, as a slow host's may after
+# a refusal) would wait cluster.reconnect_grace_s for a coordinator that is not coming back:
+# its session is ended here (the remote agent gets SIGHUP and drains), at once after a
+# refusal, otherwise after 30 s (as scripts/slurm/saccade.sbatch does).
+alive() { for pid in "${LIVE[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done; return 1; }
+if [ "$CODE" != 5 ]; then
+  for _ in $(seq 30); do alive || break; sleep 1; done
+fi
+for pid in "${LIVE[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${PIDS[@]}"; do wait "$pid" || true; done
 exit $CODE

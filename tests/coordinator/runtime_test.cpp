@@ -752,7 +752,7 @@ TEST_F(Runtime, ClientsWithoutTheJobsKeyAreRefused) {
   EXPECT_EQ(coord.wait(20s), 4);
   EXPECT_EQ(good.wait(10s), 0);
   EXPECT_FALSE(bad.poll()) << "the refused agent waits for a coordinator that never answers";
-  bad.signal(SIGTERM);
+  bad.signal(SIGHUP);  // its ssh session ended (scripts/ssh/saccade-ssh.sh): it stops as on SIGTERM
   EXPECT_EQ(bad.wait(5s), 0);
   EXPECT_NE(coord.log().find("client key is not this job's"), std::string::npos);
 }

@@ -8,7 +8,9 @@
 #      same trap; a background job of a script cannot get SIGINT, so the test sends
 #      TERM); running the same command again resumes from that checkpoint and finishes;
 #   3. a host that is no node of the config is refused: the run ends with exit 5
-#      within 10 s instead of waiting for that node.
+#      within 10 s instead of waiting for that node, also when another host's agent
+#      starts only after the refusal stopped the coordinator (it would wait
+#      cluster.reconnect_grace_s for it).
 # Usage: ssh_launcher_test.sh SACCADE TEST_ACTOR LAUNCHER
 set -euo pipefail
 source "$(dirname "$0")/launcher_test_lib.sh"
@@ -31,9 +33,12 @@ fail() {
 mkdir -p "$D/bin"
 cat > "$D/bin/ssh" <<'EOF'
 #!/usr/bin/env bash
-# ssh [-options] HOST COMMAND...: runs COMMAND here.
+# ssh [-options] HOST COMMAND...: runs COMMAND here; the agent of host $SSH_TEST_LATE_AGENT
+# starts 2 s late.
 while [[ "${1:-}" == -* ]]; do shift; done
+host=$1
 shift
+if [ "$host" = "${SSH_TEST_LATE_AGENT:-}" ] && [[ " $* " == *" agent "* ]]; then sleep 2; fi
 exec "$@"
 EOF
 chmod +x "$D/bin/ssh"
@@ -90,3 +95,12 @@ timeout 30 bash "$LAUNCHER" "$D/job.toml" localhost vm > "$D/stray.log" 2>&1 || 
 [ $((SECONDS - start)) -le 10 ] || fail "a stray host took $((SECONDS - start)) s to fail"
 grep -q 'node "vm" is not in cluster.nodes' "$D/stray.log" || fail "the refusal names no node"
 echo "ssh_launcher_test: 3. a stray host is refused in $((SECONDS - start)) s: ok"
+# The same with the other host's agent starting after the refusal (a slow host).
+start=$SECONDS
+code=0
+SSH_TEST_LATE_AGENT=localhost timeout 30 bash "$LAUNCHER" "$D/job.toml" localhost vm \
+  > "$D/stray-late.log" 2>&1 || code=$?
+[ "$code" = 5 ] || fail "a stray host and a late agent: exit $code, expected 5"
+[ $((SECONDS - start)) -le 10 ] ||
+  fail "a stray host and a late agent took $((SECONDS - start)) s to end the run"
+echo "ssh_launcher_test: 3b. ... and with a late agent, in $((SECONDS - start)) s: ok"
