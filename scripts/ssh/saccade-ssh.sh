@@ -7,7 +7,8 @@
 # PATH (or SACCADE=/path/to/saccade) and CONFIG (and any [security] key files)
 # at the same path. Ctrl-C (or SIGTERM) drains the job; the script exits with
 # the coordinator's code (0 finished, 4 drained before the budget: run the same
-# command again to resume, 3 failed).
+# command again to resume, 3 failed), or 5 when the coordinator refused an agent.
+# An agent that cannot start (ssh cannot reach its host) drains the job: 4.
 set -euo pipefail
 
 CONFIG=${1:?usage: saccade-ssh.sh CONFIG HOST1 [HOST2 ...]}
@@ -43,18 +44,25 @@ until "$SACCADE" status --coordinator "$HEAD:$PORT" --job "$JOB" --config "$CONF
   sleep 0.5
 done
 PIDS=()
+declare -A HOST_OF
 for host in "${HOSTS[@]}"; do
   ssh -tt "$host" "$SACCADE" agent --coordinator "$HEAD:$PORT" --node "$host" --config "$CONFIG" \
     --launch "$LAUNCH" "${ACTOR_ARGS[@]}" &
   PIDS+=($!)
+  HOST_OF[$!]=$host
 done
 drain() { kill -TERM "$COORDINATOR" 2>/dev/null || true; }
 trap drain TERM INT
 
 # Until the coordinator ends. An agent the coordinator refused (exit 5: a host that
 # is no node of CONFIG, or another launch) ends the run at once instead of leaving
-# the coordinator waiting for that node.
+# the coordinator waiting for that node. An agent that fails otherwise while the job
+# runs (ssh cannot reach its host: 255; no saccade there: 127) leaves its node without
+# an agent, which nothing here starts again: the job drains (exit 4), and the same
+# command resumes it once the host is back, instead of the coordinator waiting
+# cluster.reconnect_grace_s for that node and failing the job.
 CODE=
+STOPPED=  # the launcher stopped the job itself (an agent refused or failed)
 LIVE=("${PIDS[@]}")
 while [ -z "$CODE" ]; do
   DONE=
@@ -68,16 +76,22 @@ while [ -z "$CODE" ]; do
     drain
     wait $COORDINATOR || true
     CODE=5
+    STOPPED=1
+  elif [ "$rc" -ne 0 ]; then
+    echo "saccade-ssh.sh: the agent on ${HOST_OF[$DONE]} ended with exit $rc (see its output" \
+      "above): its node has no agent; draining the job" >&2
+    drain
+    STOPPED=1
   fi
 done
 # The coordinator's Shutdown ends the agents that registered within seconds. One that never
-# heard from it (it connected after the coordinator had stopped, as a slow host's may after
-# a refusal) would wait cluster.reconnect_grace_s for a coordinator that is not coming back:
-# its session is ended here (the remote agent gets SIGHUP and drains), at once after a
-# refusal, otherwise after 30 s (as scripts/slurm/saccade.sbatch does).
+# heard from it (it connected after the coordinator had stopped, as a slow host's may when
+# the launcher stops the job early) would wait cluster.reconnect_grace_s for a coordinator
+# that is not coming back: its session is ended here (the remote agent gets SIGHUP and
+# drains), at once when the launcher stopped the job, otherwise after 10 s.
 alive() { for pid in "${LIVE[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done; return 1; }
-if [ "$CODE" != 5 ]; then
-  for _ in $(seq 30); do alive || break; sleep 1; done
+if [ -z "$STOPPED" ]; then
+  for _ in $(seq 20); do alive || break; sleep 0.5; done
 fi
 for pid in "${LIVE[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${PIDS[@]}"; do wait "$pid" || true; done

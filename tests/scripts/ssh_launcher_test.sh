@@ -10,7 +10,9 @@
 #   3. a host that is no node of the config is refused: the run ends with exit 5
 #      within 10 s instead of waiting for that node, also when another host's agent
 #      starts only after the refusal stopped the coordinator (it would wait
-#      cluster.reconnect_grace_s for it).
+#      cluster.reconnect_grace_s for it);
+#   4. a host ssh cannot reach (exit 255) drains the job within 10 s, naming the host,
+#      instead of the coordinator waiting cluster.reconnect_grace_s for its node.
 # Usage: ssh_launcher_test.sh SACCADE TEST_ACTOR LAUNCHER
 set -euo pipefail
 source "$(dirname "$0")/launcher_test_lib.sh"
@@ -34,11 +36,17 @@ mkdir -p "$D/bin"
 cat > "$D/bin/ssh" <<'EOF'
 #!/usr/bin/env bash
 # ssh [-options] HOST COMMAND...: runs COMMAND here; the agent of host $SSH_TEST_LATE_AGENT
-# starts 2 s late.
+# starts 2 s late, and host $SSH_TEST_UNREACHABLE cannot be reached for an agent.
 while [[ "${1:-}" == -* ]]; do shift; done
 host=$1
 shift
-if [ "$host" = "${SSH_TEST_LATE_AGENT:-}" ] && [[ " $* " == *" agent "* ]]; then sleep 2; fi
+if [[ " $* " == *" agent "* ]]; then
+  [ "$host" != "${SSH_TEST_LATE_AGENT:-}" ] || sleep 2
+  if [ "$host" = "${SSH_TEST_UNREACHABLE:-}" ]; then
+    echo "ssh: connect to host $host port 22: Connection refused" >&2
+    exit 255
+  fi
+fi
 exec "$@"
 EOF
 chmod +x "$D/bin/ssh"
@@ -104,3 +112,14 @@ SSH_TEST_LATE_AGENT=localhost timeout 30 bash "$LAUNCHER" "$D/job.toml" localhos
 [ $((SECONDS - start)) -le 10 ] ||
   fail "a stray host and a late agent took $((SECONDS - start)) s to end the run"
 echo "ssh_launcher_test: 3b. ... and with a late agent, in $((SECONDS - start)) s: ok"
+
+# 4. A host ssh cannot reach: the job drains at once, naming the host.
+start=$SECONDS
+code=0
+SSH_TEST_UNREACHABLE=127.0.0.1 timeout 30 bash "$LAUNCHER" "$D/job.toml" localhost 127.0.0.1 \
+  > "$D/unreachable.log" 2>&1 || code=$?
+[ "$code" = 4 ] || fail "an unreachable host: exit $code, expected 4 (drained)"
+[ $((SECONDS - start)) -le 10 ] || fail "an unreachable host took $((SECONDS - start)) s to end the run"
+grep -q "the agent on 127.0.0.1 ended with exit 255" "$D/unreachable.log" ||
+  fail "the launcher did not name the unreachable host"
+echo "ssh_launcher_test: 4. an unreachable host drains the job in $((SECONDS - start)) s: ok"
