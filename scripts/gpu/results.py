@@ -259,12 +259,19 @@ def step_section(out, tolerance):
                 lines.append(f"- `{p['variant']}` at batch {p['batch']}, products and attention "
                              f"alone: failed: {p['failure']}")
                 continue
+            # Which kind of work falls short of the peak: forward products, their input and
+            # weight gradients, attention forward and backward.
+            kinds = p.get("by_kind") or {}
+            by_kind = ", ".join(f"{label} {number(kinds[k].get('tflops'))}" for k, label in (
+                ("forward", "forward"), ("input_grad", "input gradients"),
+                ("weight_grad", "weight gradients"), ("attention_forward", "attention forward"),
+                ("attention_backward", "attention backward")) if k in kinds)
             lines.append(
                 f"- `{p['variant']}` at batch {p['batch']}, products and attention alone: "
                 f"{number(p['products_ms_per_step'])} + {number(p['attention_ms_per_step'])} ms "
                 f"per step, {number(p['tflops'])} TFLOP/s ({percent(p.get('peak_share'))} of "
                 f"peak); the step's MFU cannot pass {percent(p.get('mfu_bound'))} while they run "
-                f"at this rate")
+                f"at this rate" + (f" (TFLOP/s by kind: {by_kind})" if by_kind else ""))
     candidates = [(r, name) for r, name in same if r.get("mfu") is not None]
     if not lines:
         verdict = []  # the step checks did not run (or wrote no row)

@@ -361,6 +361,28 @@ TEST(Cli, BenchStepRunsTheTrainingStepPerVariantWithFlopsMfuAndLosses) {
   EXPECT_NEAR(alone.at("ms_per_step").get<double>(), ms, 1e-9 * ms);
   EXPECT_NEAR(alone.at("mfu_bound").get<double>(), model_flops / (ms / 1e3) / 1e12,
               1e-9 * model_flops / ms);
+  // The same time and FLOPs by kind of work: forward products, their two gradients,
+  // attention forward and backward; the gradients' FLOPs equal the forward's with gradient.
+  const auto& kinds = alone.at("by_kind");
+  double kind_ms = 0, kind_flops = 0;
+  for (const char* kind :
+       {"forward", "input_grad", "weight_grad", "attention_forward", "attention_backward"}) {
+    const auto& k = kinds.at(kind);
+    kind_ms += k.at("ms_per_step").get<double>();
+    kind_flops += k.at("flop_per_step").get<double>();
+    EXPECT_GT(k.at("flop_per_step").get<double>(), 0) << kind;
+    EXPECT_NEAR(k.at("tflops").get<double>(),
+                k.at("flop_per_step").get<double>() / k.at("ms_per_step").get<double>() / 1e9,
+                1e-9 * k.at("tflops").get<double>())
+        << kind;
+  }
+  EXPECT_NEAR(kind_ms, ms, 1e-9 * ms);
+  EXPECT_NEAR(kind_flops, in_model + carried, 1e-9 * kind_flops);
+  EXPECT_DOUBLE_EQ(kinds.at("input_grad").at("flop_per_step").get<double>(),
+                   kinds.at("weight_grad").at("flop_per_step").get<double>());
+  EXPECT_LT(kinds.at("input_grad").at("flop_per_step").get<double>(),
+            kinds.at("forward").at("flop_per_step").get<double>());  // the carry pass has none
+  EXPECT_NE(r.out.find("by kind: forward "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the step's MFU cannot pass"), std::string::npos) << r.out;
   // Batched glimpses (and the fold): the same step (detached states), rounded differently.
   EXPECT_LT(j.at("rows")[4].at("max_loss_rel_diff").get<double>(), 1e-4);
