@@ -73,9 +73,13 @@ std::string rate_text(double tflops) {
   return tflops > 0 ? fmt::format("{:.1f}", tflops) : "-";
 }
 
-// Seconds and FLOPs a step spends in one kind of work (forward products, their input or
-// weight gradients, attention forward or backward): which kind falls short of the peak.
-struct KindTotal {
+// The kinds of work the products and attention are totalled by, which say which kind falls
+// short of the peak; their JSON names in this order.
+enum Kind { kForward, kInputGrad, kWeightGrad, kAttentionForward, kAttentionBackward, kKinds };
+constexpr const char* kKindNames[kKinds] = {"forward", "input_grad", "weight_grad",
+                                            "attention_forward", "attention_backward"};
+
+struct KindTotal {  // seconds and FLOPs a step spends in one kind of work
   double seconds = 0, flops = 0;
   void add(double s, double f) { seconds += s, flops += f; }
   double tflops() const { return seconds > 0 ? flops / seconds / 1e12 : 0; }
@@ -91,9 +95,7 @@ nlohmann::ordered_json time_step_shapes(const StepShapes& shapes, const torch::D
   nlohmann::ordered_json products = nlohmann::ordered_json::array(),
                          attention = nlohmann::ordered_json::array();
   double product_seconds = 0, attention_seconds = 0, flops = 0;
-  const char* kKinds[] = {"forward", "input_grad", "weight_grad", "attention_forward",
-                          "attention_backward"};
-  KindTotal kinds[5];
+  KindTotal kinds[kKinds];
   out << fmt::format("{:<32} {:<10} {:>28} {:>6} {:>9} {:>8} {:>8} {:>8}\n", "pass", "layer",
                      "shape", "calls", "ms/step", "fwd TF/s", "dx TF/s", "dW TF/s");
   for (const ssl::StepProduct& p : shapes.products) {
@@ -104,10 +106,10 @@ nlohmann::ordered_json time_step_shapes(const StepShapes& shapes, const torch::D
     const double per_step = p.calls * (t.forward + t.input_grad + t.weight_grad);
     product_seconds += per_step;
     flops += static_cast<double>(p.flops());
-    kinds[0].add(p.calls * t.forward, p.calls * call_flops);
+    kinds[kForward].add(p.calls * t.forward, p.calls * call_flops);
     if (p.backward) {
-      kinds[1].add(p.calls * t.input_grad, p.calls * call_flops);
-      kinds[2].add(p.calls * t.weight_grad, p.calls * call_flops);
+      kinds[kInputGrad].add(p.calls * t.input_grad, p.calls * call_flops);
+      kinds[kWeightGrad].add(p.calls * t.weight_grad, p.calls * call_flops);
     }
     const auto rate = [&](double s) { return s > 0 ? call_flops / s / 1e12 : 0.0; };
     out << fmt::format("{:<32} {:<10} {:>28} {:>6} {:>9.3f} {:>8} {:>8} {:>8}\n", p.pass, p.layer,
@@ -140,8 +142,8 @@ nlohmann::ordered_json time_step_shapes(const StepShapes& shapes, const torch::D
     const double per_step = calls * (t.forward + t.input_grad);
     attention_seconds += per_step;
     flops += call_flops * calls * (p.backward ? 3 : 1);
-    kinds[3].add(calls * t.forward, calls * call_flops);
-    if (p.backward) kinds[4].add(calls * t.input_grad, 2 * calls * call_flops);
+    kinds[kAttentionForward].add(calls * t.forward, calls * call_flops);
+    if (p.backward) kinds[kAttentionBackward].add(calls * t.input_grad, 2 * calls * call_flops);
     const double forward = t.forward > 0 ? call_flops / t.forward / 1e12 : 0,
                  backward = t.input_grad > 0 ? 2 * call_flops / t.input_grad / 1e12 : 0;
     out << fmt::format("{:<32} {:<10} {:>28} {:>6} {:>9.3f} {:>8} {:>8} {:>8}\n", p.name,
@@ -176,12 +178,12 @@ nlohmann::ordered_json time_step_shapes(const StepShapes& shapes, const torch::D
            : "");
   out << "by kind:";
   nlohmann::ordered_json by_kind = nlohmann::ordered_json::object();
-  for (int i = 0; i < 5; ++i) {
-    out << fmt::format("{} {} {:.2f} ms at {} TFLOP/s", i ? ";" : "", kKinds[i],
+  for (int i = 0; i < kKinds; ++i) {
+    out << fmt::format("{} {} {:.2f} ms at {} TFLOP/s", i ? ";" : "", kKindNames[i],
                        1e3 * kinds[i].seconds, rate_text(kinds[i].tflops()));
-    by_kind[kKinds[i]] = {{"ms_per_step", 1e3 * kinds[i].seconds},
-                          {"flop_per_step", kinds[i].flops},
-                          {"tflops", kinds[i].tflops()}};
+    by_kind[kKindNames[i]] = {{"ms_per_step", 1e3 * kinds[i].seconds},
+                              {"flop_per_step", kinds[i].flops},
+                              {"tflops", kinds[i].tflops()}};
   }
   out << "\n";
   nlohmann::ordered_json j = {{"ms_per_step", 1e3 * seconds},
