@@ -195,11 +195,11 @@ if wants step; then
     --json "$out/step.json"
   # Largest batch first: the profile is of the last, one that fits (on an H200 the fast path
   # holds 0.24 GiB per image, so 512 is at the edge of its memory: docs/model.md).
-  # Fewer steps: at these batches a step is long and steady.
+  # Fewer steps: at these batches a step is long and steady (step_small times the same way).
+  batch_timing=(--variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}"
+    --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}")
   resumable step_large 200 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
-    --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
-    --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
-    --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
+    "${batch_timing[@]}" --batch "${SACCADE_GPU_STEP_LARGE_BATCH:-512,384,256}" \
     --variants "$full,$full+bgrad" --products \
     --json "$out/step_large.json" \
     --profile "${TMPDIR:-/tmp}/step-trace.json"
@@ -211,9 +211,7 @@ if wants step; then
   # The fast path at small batches: the floor a step does not go under however few images a
   # GPU gets, the wall of many GPUs at a fixed global batch (docs/scaling.md).
   resumable step_small 90 "$bundle/bin/saccade" bench step "$step_config" --device cuda \
-    --variant-timeout "${SACCADE_GPU_STEP_LARGE_VARIANT_TIMEOUT:-120}" \
-    --warmup "${SACCADE_GPU_STEP_LARGE_WARMUP:-3}" --steps "${SACCADE_GPU_STEP_LARGE_STEPS:-6}" \
-    --batch "${SACCADE_GPU_STEP_SMALL_BATCH:-16,32,64}" --variants "$full" \
+    "${batch_timing[@]}" --batch "${SACCADE_GPU_STEP_SMALL_BATCH:-16,32,64}" --variants "$full" \
     --json "$out/step_small.json"
   # The fast path trains the same: every variant within the tolerance of the losses of its
   # call's first variant that ran at its batch (on the same batches from the same weights).
